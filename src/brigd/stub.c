@@ -1,0 +1,1 @@
+int brigd_stub;

@@ -1,0 +1,144 @@
+/*
+ * util.c - allocation, strings, time and I/O helpers (see util.h).
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static void oom(void)
+{
+    static const char msg[] = "brig: out of memory\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    abort();
+}
+
+void *brig_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+void *brig_xcalloc(size_t nmemb, size_t size)
+{
+    void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+void *brig_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL)
+        oom();
+    return q;
+}
+
+char *brig_xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+char *brig_xstrndup(const char *s, size_t n)
+{
+    char *p = strndup(s, n);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+char *brig_vasprintf(const char *fmt, va_list ap)
+{
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        oom();
+    return s;
+}
+
+char *brig_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = brig_vasprintf(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static int64_t clock_ms(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t brig_now_mono_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+int64_t brig_now_real_ms(void)
+{
+    return clock_ms(CLOCK_REALTIME);
+}
+
+ssize_t brig_read_full(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+int brig_write_full(int fd, const void *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, (const char *)buf + done, n - done);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+void brig_buf_append(brig_buf *b, const void *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        b->data = brig_xrealloc(b->data, cap);
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void brig_buf_dispose(brig_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}

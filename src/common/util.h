@@ -1,0 +1,59 @@
+/*
+ * util.h - small helpers shared by every brig binary: allocation that aborts on
+ * out-of-memory (the one place OOM is handled), formatted strings, scope-cleanup
+ * attributes, monotonic time and EINTR-safe I/O.
+ */
+#ifndef BRIG_UTIL_H
+#define BRIG_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define BRIG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Allocation: these never return NULL; OOM aborts with a message. */
+void *brig_xmalloc(size_t n);
+void *brig_xcalloc(size_t nmemb, size_t size);
+void *brig_xrealloc(void *p, size_t n);
+char *brig_xstrdup(const char *s);
+char *brig_xstrndup(const char *s, size_t n);
+char *brig_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *brig_vasprintf(const char *fmt, va_list ap);
+
+/* Scope cleanup (crun style): `_cleanup_free_ char *p = NULL;` */
+static inline void brig_freep(void *p)
+{
+    free(*(void **)p);
+}
+static inline void brig_closep(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+}
+#define _cleanup_free_  __attribute__((cleanup(brig_freep)))
+#define _cleanup_close_ __attribute__((cleanup(brig_closep)))
+
+/* Milliseconds from CLOCK_MONOTONIC / CLOCK_REALTIME. */
+int64_t brig_now_mono_ms(void);
+int64_t brig_now_real_ms(void);
+
+/* Read/write exactly n bytes, retrying on EINTR and short transfers.
+ * brig_read_full returns the bytes read (< n only at EOF) or -1 with errno. */
+ssize_t brig_read_full(int fd, void *buf, size_t n);
+int brig_write_full(int fd, const void *buf, size_t n);
+
+/* A growable byte buffer. */
+typedef struct brig_buf {
+    char *data; /* owned; NUL-terminated after every append for convenience */
+    size_t len;
+    size_t cap;
+} brig_buf;
+
+void brig_buf_append(brig_buf *b, const void *p, size_t n);
+void brig_buf_dispose(brig_buf *b);
+
+#endif
