@@ -1,4 +1,135 @@
-int main(void)
+/*
+ * main.c - brigd: start-up in a fixed order, serve until SIGTERM/SIGINT, shut down.
+ *
+ * Start-up order (each step's failure ends start-up with a message):
+ *   signals blocked + subreaper + reaper thread (before any other thread exists)
+ *   -> config -> state dir -> store -> runtime driver -> reconcile sandboxes of a
+ *   previous run -> HTTP server -> first admin key -> "ready".
+ * On shutdown, running sandboxes are left alone: the next start re-attaches them.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "auth.h"
+#include "config.h"
+#include "http.h"
+#include "log.h"
+#include "proc.h"
+#include "sandbox.h"
+#include "server.h"
+
+static brig_log_level parse_level(const char *s)
 {
+    if (strcmp(s, "debug") == 0)
+        return BRIG_LOG_DEBUG;
+    if (strcmp(s, "warn") == 0)
+        return BRIG_LOG_WARN;
+    if (strcmp(s, "error") == 0)
+        return BRIG_LOG_ERROR;
+    return BRIG_LOG_INFO;
+}
+
+/* Each sandbox holds a few descriptors in brigd (pidfd, directory, agent
+ * connections): raise the soft limit to the hard one. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static int run(brigd *d, int sigfd, brig_error **err)
+{
+    if (mkdir(d->cfg.state_dir, 0700) < 0 && errno != EEXIST)
+        return brig_error_sys(err, "create state dir %s", d->cfg.state_dir);
+    _cleanup_free_ char *db = brig_asprintf("%s/brig.db", d->cfg.state_dir);
+    if (brig_store_open(&d->store, db, err) < 0)
+        return -1;
+    brig_runtime_config rc = {.state_dir = d->cfg.state_dir,
+                              .agent_path = d->cfg.agent_path,
+                              .oci_runtime = d->cfg.oci_runtime};
+    if (brig_runtime_oci_new(&rc, &d->rt, err) < 0)
+        return -1;
+    brig_sandbox_reconcile(d);
+    if (brig_http_start(d, brig_api_routes, err) < 0)
+        return -1;
+    if (brig_auth_bootstrap(d, err) < 0)
+        return -1;
+    brig_info("listening on %s (state %s, %d sandboxes re-attached)", d->base_url,
+              d->cfg.state_dir, d->n_sandboxes);
+    if (d->cfg.ready_fd >= 0) {
+        _cleanup_free_ char *line = brig_asprintf("ready %s\n", d->base_url);
+        (void)!write(d->cfg.ready_fd, line, strlen(line));
+        close(d->cfg.ready_fd);
+    }
+    struct signalfd_siginfo si;
+    while (read(sigfd, &si, sizeof(si)) < 0 && errno == EINTR)
+        ;
+    brig_info("signal %u: shutting down", si.ssi_signo);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    brigd d;
+    memset(&d, 0, sizeof(d));
+    pthread_mutex_init(&d.lock, NULL);
+    brig_error *err = NULL;
+    brig_log_init("brigd", BRIG_LOG_INFO);
+
+    /* Before any thread: SIGCHLD belongs to the reaper, SIGTERM/SIGINT to us. */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    int sigfd = signalfd(-1, &stop, SFD_CLOEXEC);
+
+    int r = brig_config_load(&d.cfg, argc, argv, &err);
+    if (r != 0) {
+        if (r < 0) {
+            fprintf(stderr, "brigd: %s (see brigd --help)\n", err->msg);
+            brig_error_clear(&err);
+        }
+        brig_config_dispose(&d.cfg);
+        close(sigfd);
+        return r < 0 ? 2 : 0;
+    }
+    brig_log_init("brigd", parse_level(d.cfg.log_level));
+    if (geteuid() != 0)
+        brig_warn("not running as root: creating sandboxes will fail");
+    raise_nofile();
+    if (sigfd < 0 || brig_proc_init(&err) < 0) {
+        if (err == NULL)
+            brig_error_sys(&err, "signalfd");
+        r = -1;
+    } else {
+        r = run(&d, sigfd, &err);
+    }
+    if (r < 0) {
+        brig_err("%s", err->msg);
+        brig_error_clear(&err);
+    }
+
+    brig_http_stop(&d);
+    if (d.rt)
+        brig_sandbox_forget_all(&d);
+    brig_runtime_free(d.rt);
+    brig_store_close(d.store);
+    brig_proc_shutdown();
+    free(d.base_url);
+    brig_config_dispose(&d.cfg);
+    pthread_mutex_destroy(&d.lock);
+    close(sigfd);
+    return r < 0 ? 1 : 0;
 }

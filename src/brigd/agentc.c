@@ -1,0 +1,256 @@
+/*
+ * agentc.c - the agent protocol, client half (see agentc.h, docs/protocol.md).
+ */
+#include "agentc.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* Maps an agent error reply to a brig_error of the matching kind. */
+static int agent_error(json_t *msg, brig_error **err)
+{
+    static const struct {
+        const char *code;
+        brig_err_kind kind;
+    } map[] = {
+        {"bad_request", BRIG_E_INVALID},   {"not_found", BRIG_E_NOT_FOUND},
+        {"exists", BRIG_E_CONFLICT},       {"is_directory", BRIG_E_INVALID},
+        {"not_directory", BRIG_E_INVALID}, {"permission", BRIG_E_FORBIDDEN},
+        {"no_space", BRIG_E_NO_SPACE},     {"too_large", BRIG_E_TOO_LARGE},
+    };
+    const char *code = json_string_value(json_object_get(msg, "code"));
+    const char *m = json_string_value(json_object_get(msg, "message"));
+    brig_err_kind kind = BRIG_E_INTERNAL;
+    for (size_t i = 0; code && i < BRIG_ARRAY_LEN(map); i++)
+        if (strcmp(map[i].code, code) == 0)
+            kind = map[i].kind;
+    return brig_error_set(err, kind, 0, "%s", m ? m : (code ? code : "agent error"));
+}
+
+static const char *msg_type(json_t *msg)
+{
+    const char *t = json_string_value(json_object_get(msg, "type"));
+    return t ? t : "";
+}
+
+static void set_timeout(int fd, int64_t ms)
+{
+    struct timeval tv = {0, 0}; /* 0: wait forever */
+    if (ms > 0) {
+        tv.tv_sec = ms / 1000;
+        tv.tv_usec = (ms % 1000) * 1000;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+static void keep(brig_buf *b, bool *truncated, const uint8_t *p, size_t n, size_t limit)
+{
+    size_t room = b->len < limit ? limit - b->len : 0;
+    if (n > room) {
+        *truncated = true;
+        n = room;
+    }
+    if (n)
+        brig_buf_append(b, p, n);
+}
+
+int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, brig_exec_result *res,
+                     brig_error **err)
+{
+    memset(res, 0, sizeof(*res));
+    json_t *m = json_pack("{s:s, s:I}", "op", "exec", "timeout_ms", (json_int_t)req->timeout_ms);
+    if (req->argv)
+        json_object_set(m, "argv", req->argv);
+    else
+        json_object_set_new(m, "cmd", json_string(req->cmd));
+    if (req->cwd)
+        json_object_set_new(m, "cwd", json_string(req->cwd));
+    if (req->env)
+        json_object_set(m, "env", req->env);
+    int r = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, m, err);
+    json_decref(m);
+    if (r < 0)
+        return -1;
+    /* The agent enforces the timeout; ours is a safety net against a wedged agent. */
+    set_timeout(fd, req->timeout_ms ? req->timeout_ms + 30000 : 0);
+
+    brig_frame f = {0};
+    bool started = false;
+    r = -1;
+    for (;;) {
+        if (brig_frame_read(fd, &f, NULL, err) < 0)
+            break;
+        if (f.hdr.type == BRIG_FRAME_DATA) {
+            if (!started) {
+                brig_error_set(err, BRIG_E_PROTOCOL, 0, "agent sent output before 'started'");
+                break;
+            }
+            if (f.hdr.chan == BRIG_CHAN_STDOUT)
+                keep(&res->out, &res->out_truncated, f.payload, f.hdr.len, limit);
+            else if (f.hdr.chan == BRIG_CHAN_STDERR)
+                keep(&res->err, &res->err_truncated, f.payload, f.hdr.len, limit);
+            continue;
+        }
+        json_t *msg = NULL;
+        if (brig_frame_parse_json(f.payload, f.hdr.len, &msg, err) < 0)
+            break;
+        const char *t = msg_type(msg);
+        if (strcmp(t, "error") == 0) {
+            agent_error(msg, err);
+            if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
+                (*err)->kind = BRIG_E_INVALID; /* a bad cwd is a bad request */
+            json_decref(msg);
+            break;
+        }
+        if (strcmp(t, "started") == 0 && !started) {
+            started = true;
+            json_decref(msg);
+            continue;
+        }
+        if (strcmp(t, "exit") == 0 && started) {
+            res->exit_code = (int)json_integer_value(json_object_get(msg, "exit_code"));
+            res->signal = (int)json_integer_value(json_object_get(msg, "signal"));
+            res->timed_out = json_is_true(json_object_get(msg, "timed_out"));
+            res->duration_ms = json_integer_value(json_object_get(msg, "duration_ms"));
+            json_decref(msg);
+            r = 0;
+            break;
+        }
+        brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent message '%s'", t);
+        json_decref(msg);
+        break;
+    }
+    brig_frame_dispose(&f);
+    if (r < 0)
+        brig_exec_result_dispose(res);
+    return r;
+}
+
+void brig_exec_result_dispose(brig_exec_result *res)
+{
+    brig_buf_dispose(&res->out);
+    brig_buf_dispose(&res->err);
+}
+
+/* Reads the next CONTROL message; an agent error becomes *err. */
+static int read_reply(int fd, json_t **out, brig_error **err)
+{
+    brig_frame f = {0};
+    int r = brig_frame_read_json(fd, &f, BRIG_FRAME_CONTROL, out, err);
+    brig_frame_dispose(&f);
+    if (r < 0)
+        return -1;
+    if (strcmp(msg_type(*out), "error") == 0) {
+        agent_error(*out, err);
+        json_decref(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int brig_agentc_write_begin(int fd, const char *path, int mode, brig_error **err)
+{
+    json_t *m = json_pack("{s:s, s:s}", "op", "write_file", "path", path);
+    if (mode >= 0)
+        json_object_set_new(m, "mode", json_integer(mode));
+    int r = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, m, err);
+    json_decref(m);
+    set_timeout(fd, 300000);
+    return r;
+}
+
+/* A write failed: the agent probably answered with an error and closed; prefer
+ * its message over EPIPE. */
+static int write_failed(int fd, brig_error **err)
+{
+    brig_error *werr = NULL;
+    json_t *msg = NULL;
+    set_timeout(fd, 1000);
+    if (read_reply(fd, &msg, &werr) < 0 && werr && werr->kind != BRIG_E_PROTOCOL) {
+        brig_error_clear(err);
+        if (err)
+            *err = werr;
+        else
+            brig_error_clear(&werr);
+        return -1;
+    }
+    json_decref(msg);
+    brig_error_clear(&werr);
+    return -1;
+}
+
+int brig_agentc_write_chunk(int fd, const void *p, size_t n, brig_error **err)
+{
+    const uint8_t *b = p;
+    while (n > 0) {
+        size_t k = n < BRIG_DATA_CHUNK ? n : BRIG_DATA_CHUNK;
+        if (brig_frame_write(fd, BRIG_FRAME_DATA, BRIG_CHAN_IN, b, k, err) < 0)
+            return write_failed(fd, err);
+        b += k;
+        n -= k;
+    }
+    return 0;
+}
+
+int brig_agentc_write_end(int fd, int64_t *size, brig_error **err)
+{
+    if (brig_frame_write(fd, BRIG_FRAME_DATA, BRIG_CHAN_IN, NULL, 0, err) < 0)
+        return write_failed(fd, err);
+    json_t *msg = NULL;
+    if (read_reply(fd, &msg, err) < 0)
+        return -1;
+    int r = 0;
+    if (strcmp(msg_type(msg), "ok") != 0)
+        r = brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent reply '%s'",
+                           msg_type(msg));
+    else if (size)
+        *size = json_integer_value(json_object_get(msg, "size"));
+    json_decref(msg);
+    return r;
+}
+
+int brig_agentc_read_begin(int fd, const char *path, int64_t *size, int *mode, brig_error **err)
+{
+    json_t *m = json_pack("{s:s, s:s}", "op", "read_file", "path", path);
+    int r = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, m, err);
+    json_decref(m);
+    if (r < 0)
+        return -1;
+    set_timeout(fd, 300000);
+    json_t *msg = NULL;
+    if (read_reply(fd, &msg, err) < 0)
+        return -1;
+    if (strcmp(msg_type(msg), "file") != 0) {
+        r = brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent reply '%s'",
+                           msg_type(msg));
+    } else {
+        *size = json_integer_value(json_object_get(msg, "size"));
+        *mode = (int)json_integer_value(json_object_get(msg, "mode"));
+        if (*size < 0)
+            r = brig_error_set(err, BRIG_E_PROTOCOL, 0, "agent sent a negative size");
+    }
+    json_decref(msg);
+    return r;
+}
+
+int brig_agentc_read_chunk(int fd, brig_frame *f, brig_error **err)
+{
+    if (brig_frame_read(fd, f, NULL, err) < 0)
+        return -1;
+    if (f->hdr.type == BRIG_FRAME_DATA && f->hdr.chan == BRIG_CHAN_IN)
+        return f->hdr.len > 0 ? 1 : 0;
+    if (f->hdr.type == BRIG_FRAME_CONTROL) {
+        json_t *msg = NULL;
+        if (brig_frame_parse_json(f->payload, f->hdr.len, &msg, err) == 0) {
+            if (strcmp(msg_type(msg), "error") == 0)
+                agent_error(msg, err);
+            else
+                brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent message");
+            json_decref(msg);
+        }
+        return -1;
+    }
+    return brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected frame while reading a file");
+}

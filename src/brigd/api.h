@@ -1,0 +1,12 @@
+/*
+ * api.h - the REST API: the route table and its handlers.  docs/api.md documents
+ * every route; the table here is the single list of what brigd serves.
+ */
+#ifndef BRIG_API_H
+#define BRIG_API_H
+
+#include "http.h"
+
+extern const brig_route brig_api_routes[];
+
+#endif

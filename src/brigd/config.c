@@ -1,0 +1,241 @@
+/*
+ * config.c - defaults, INI file and flags (see config.h).
+ *
+ * The INI file has one [brigd] section whose keys are the long flag names with
+ * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
+ * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
+ * (seconds), output_limit_bytes, memory_limit_mib, pids_limit, cpus, log_level.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static void set_str(char **slot, const char *v)
+{
+    free(*slot);
+    *slot = brig_xstrdup(v);
+}
+
+static int parse_int(const char *v, int64_t min, int64_t max, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n < min || n > max)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+/* Applies one key = value; returns 0 or -1 with *err set. */
+static int apply(brig_config *cfg, const char *key, const char *v, brig_error **err)
+{
+    struct {
+        const char *name;
+        char **slot;
+    } strs[] = {
+        {"listen", &cfg->listen},
+        {"state_dir", &cfg->state_dir},
+        {"template_cache", &cfg->template_cache},
+        {"templates_dir", &cfg->templates_dir},
+        {"agent_path", &cfg->agent_path},
+        {"oci_runtime", &cfg->oci_runtime},
+        {"default_template", &cfg->default_template},
+        {"log_level", &cfg->log_level},
+    };
+    struct {
+        const char *name;
+        int64_t *slot;
+        int64_t min, max, scale;
+    } ints[] = {
+        {"exec_timeout_default", &cfg->exec_timeout_default_ms, 1, 86400, 1000},
+        {"exec_timeout_max", &cfg->exec_timeout_max_ms, 1, 7 * 86400, 1000},
+        {"output_limit_bytes", &cfg->output_limit_bytes, 1024, INT64_C(1) << 32, 1},
+        {"memory_limit_mib", &cfg->memory_limit_mib, 16, 1 << 20, 1},
+        {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
+    };
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(strs); i++) {
+        if (strcmp(key, strs[i].name) == 0) {
+            if (*v == '\0')
+                return brig_error_set(err, BRIG_E_INVALID, 0, "%s must not be empty", key);
+            set_str(strs[i].slot, v);
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(ints); i++) {
+        if (strcmp(key, ints[i].name) == 0) {
+            int64_t n;
+            if (parse_int(v, ints[i].min, ints[i].max, &n) < 0)
+                return brig_error_set(err, BRIG_E_INVALID, 0,
+                                      "%s: '%s' is not an integer in [%lld, %lld]", key, v,
+                                      (long long)ints[i].min, (long long)ints[i].max);
+            *ints[i].slot = n * ints[i].scale;
+            return 0;
+        }
+    }
+    if (strcmp(key, "cpus") == 0) {
+        char *end = NULL;
+        double d = strtod(v, &end);
+        if (end == v || *end != '\0' || !(d >= 0.01 && d <= 1024))
+            return brig_error_set(err, BRIG_E_INVALID, 0, "cpus: '%s' is not in [0.01, 1024]",
+                                  v);
+        cfg->cpus = d;
+        return 0;
+    }
+    return brig_error_set(err, BRIG_E_INVALID, 0, "unknown setting '%s'", key);
+}
+
+struct ini_ctx {
+    brig_config *cfg;
+    brig_error **err;
+};
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value)
+{
+    struct ini_ctx *c = user;
+    if (strcmp(section, "brigd") != 0)
+        return brig_error_set(c->err, BRIG_E_INVALID, 0, "unknown section [%s]", section), 0;
+    return apply(c->cfg, name, value, c->err) == 0;
+}
+
+/* Directory of the running executable, for defaults next to it. */
+static char *exe_dir(void)
+{
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return brig_xstrdup(".");
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash)
+        *slash = '\0';
+    return brig_xstrdup(buf);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: brigd [--listen HOST:PORT] [--state-dir DIR] [--config FILE]\n"
+               "             [--template-cache DIR] [--templates-dir DIR] [--agent PATH]\n"
+               "             [--oci-runtime auto|runc|crun|runsc|PATH] [--log-level LEVEL]\n"
+               "             [--ready-fd N]\n"
+               "Runs the brig sandbox daemon.  See docs/operations.md.\n");
+}
+
+int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    _cleanup_free_ char *dir = exe_dir();
+    cfg->listen = brig_xstrdup("127.0.0.1:7070");
+    cfg->state_dir = brig_xstrdup("/var/lib/brig");
+    cfg->template_cache = brig_xstrdup("/var/cache/brig/templates");
+    cfg->templates_dir = brig_asprintf("%s/../templates", dir);
+    cfg->agent_path = brig_asprintf("%s/brig-agent", dir);
+    cfg->oci_runtime = brig_xstrdup("auto");
+    cfg->default_template = brig_xstrdup("base");
+    cfg->log_level = brig_xstrdup("info");
+    cfg->exec_timeout_default_ms = 55000;
+    cfg->exec_timeout_max_ms = 3600 * 1000;
+    cfg->output_limit_bytes = 10 << 20;
+    cfg->memory_limit_mib = 512;
+    cfg->pids_limit = 512;
+    cfg->cpus = 1.0;
+    cfg->ready_fd = -1;
+
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 'l'},
+        {"state-dir", required_argument, NULL, 's'},
+        {"config", required_argument, NULL, 'c'},
+        {"template-cache", required_argument, NULL, 't'},
+        {"templates-dir", required_argument, NULL, 'T'},
+        {"agent", required_argument, NULL, 'a'},
+        {"oci-runtime", required_argument, NULL, 'r'},
+        {"log-level", required_argument, NULL, 'L'},
+        {"ready-fd", required_argument, NULL, 'R'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    /* Pass 1: --config, --help, --version; the file goes under the flags. */
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return 1;
+        }
+        if (c == 'V') {
+            printf("brigd %s\n", BRIG_VERSION);
+            return 1;
+        }
+        if (c == '?')
+            return brig_error_set(err, BRIG_E_INVALID, 0, "unknown or incomplete option '%s'",
+                                  argv[optind - 1]);
+        if (c == 'c') {
+            struct ini_ctx ctx = {cfg, err};
+            int r = ini_parse(optarg, ini_cb, &ctx);
+            if (r != 0) {
+                if (err && *err)
+                    brig_error_prefix(err, "%s line %d", optarg, r);
+                else if (r < 0)
+                    brig_error_set(err, BRIG_E_INVALID, errno, "cannot read config %s", optarg);
+                else
+                    brig_error_set(err, BRIG_E_INVALID, 0, "%s line %d: syntax error", optarg,
+                                   r);
+                return -1;
+            }
+        }
+    }
+    if (optind < argc)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "unexpected argument '%s'", argv[optind]);
+    /* Pass 2: everything else. */
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        const char *key = NULL;
+        switch (c) {
+        case 'l': key = "listen"; break;
+        case 's': key = "state_dir"; break;
+        case 't': key = "template_cache"; break;
+        case 'T': key = "templates_dir"; break;
+        case 'a': key = "agent_path"; break;
+        case 'r': key = "oci_runtime"; break;
+        case 'L': key = "log_level"; break;
+        case 'R': {
+            int64_t fd;
+            if (parse_int(optarg, 0, INT_MAX, &fd) < 0)
+                return brig_error_set(err, BRIG_E_INVALID, 0, "--ready-fd: bad descriptor");
+            cfg->ready_fd = (int)fd;
+            continue;
+        }
+        default: continue;
+        }
+        if (apply(cfg, key, optarg, err) < 0)
+            return -1;
+    }
+    if (cfg->exec_timeout_default_ms > cfg->exec_timeout_max_ms)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "exec_timeout_default exceeds exec_timeout_max");
+    return 0;
+}
+
+void brig_config_dispose(brig_config *cfg)
+{
+    free(cfg->listen);
+    free(cfg->state_dir);
+    free(cfg->template_cache);
+    free(cfg->templates_dir);
+    free(cfg->agent_path);
+    free(cfg->oci_runtime);
+    free(cfg->default_template);
+    free(cfg->log_level);
+    memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,37 @@
+/*
+ * config.h - brigd's configuration: defaults, an optional INI file (libinih) and
+ * command-line overrides, in that order.  Read-only once brigd has started.
+ */
+#ifndef BRIG_CONFIG_H
+#define BRIG_CONFIG_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct brig_config {
+    char *listen;          /* "HOST:PORT"; default 127.0.0.1:7070 */
+    char *state_dir;       /* default /var/lib/brig */
+    char *template_cache;  /* built root filesystems; default /var/cache/brig/templates */
+    char *templates_dir;   /* template specs + builder; default <exe>/../templates */
+    char *agent_path;      /* the brig-agent binary; default <exe dir>/brig-agent */
+    char *oci_runtime;     /* "auto" | "runc" | "crun" | "runsc" | a path */
+    char *default_template;
+    int64_t exec_timeout_default_ms; /* 55 s */
+    int64_t exec_timeout_max_ms;     /* per-call ceiling; default 1 h */
+    int64_t output_limit_bytes;      /* per stream of a buffered exec result; 10 MiB */
+    int64_t memory_limit_mib;        /* per sandbox; default 512 */
+    int64_t pids_limit;              /* per sandbox; default 512 */
+    double cpus;                     /* CPU quota in CPUs; default 1 */
+    int ready_fd;                    /* write "ready ADDR\n" here when listening; -1 */
+    char *log_level;                 /* debug | info | warn | error */
+} brig_config;
+
+/* Fills defaults, then applies the INI file named by `--config` (if any), then the
+ * other command-line flags.  Returns 1 when the caller should exit 0 (--help,
+ * --version were printed), 0 to run, -1 on a usage error (message in *err). */
+int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err);
+
+void brig_config_dispose(brig_config *cfg);
+
+#endif

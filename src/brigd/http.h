@@ -1,0 +1,79 @@
+/*
+ * http.h - the REST API's HTTP layer on libmicrohttpd (thread per connection, so
+ * a handler may block on a sandbox for as long as its command runs).
+ *
+ * A request passes: route match (404/405) -> authentication (401) -> body
+ * (JSON routes: buffered up to BRIG_HTTP_BODY_MAX, 413 beyond; streaming
+ * routes: handed over chunk by chunk) -> handler -> response.  Handlers reply
+ * with brig_http_json / brig_http_error / brig_http_empty or set their own
+ * MHD response.  Errors are always {"error":{"code","message"}}.
+ */
+#ifndef BRIG_HTTP_H
+#define BRIG_HTTP_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+
+#include "error.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+
+#define BRIG_HTTP_BODY_MAX (1u << 20)
+
+typedef struct brig_req brig_req;
+
+enum {
+    ROUTE_PUBLIC = 1 << 0,      /* no API key needed */
+    ROUTE_STREAM_BODY = 1 << 1, /* body handed to on_body in chunks, not buffered */
+    ROUTE_ADMIN = 1 << 2,       /* admin-scoped keys only */
+};
+
+typedef struct brig_route {
+    const char *method;
+    const char *pattern; /* "/v1/sandboxes/{id}/exec": {name} matches one segment */
+    void (*handle)(brig_req *r);
+    int flags;
+    /* Streaming routes: called before the body (may reply, ending the request)
+     * and for every chunk of it; handle() runs after the last chunk. */
+    void (*on_begin)(brig_req *r);
+    void (*on_body)(brig_req *r, const char *data, size_t n);
+} brig_route;
+
+struct brig_req {
+    brigd *d;
+    struct MHD_Connection *conn;
+    const brig_route *route;
+    const char *method;
+    char params[2][96];      /* values of the pattern's {…} segments, in order */
+    brig_key_row key;        /* the authenticated caller */
+    brig_buf body;           /* buffered body (JSON routes) */
+    bool too_large;          /* body exceeded BRIG_HTTP_BODY_MAX */
+    struct MHD_Response *resp;
+    unsigned status;
+    bool replied;            /* the response was queued */
+    /* streaming routes' own state */
+    void *stream;
+    void (*stream_free)(brig_req *r);
+};
+
+/* Starts the API server on cfg.listen; sets d->http and d->base_url. */
+int brig_http_start(brigd *d, const brig_route *routes, brig_error **err);
+void brig_http_stop(brigd *d);
+
+/* Replies (each takes ownership of what it is given). */
+void brig_http_json(brig_req *r, unsigned status, json_t *body);
+void brig_http_error(brig_req *r, brig_error *err);
+void brig_http_fail(brig_req *r, brig_err_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void brig_http_empty(brig_req *r, unsigned status);
+void brig_http_response(brig_req *r, unsigned status, struct MHD_Response *resp);
+
+/* The request's query argument, or NULL. */
+const char *brig_http_query(brig_req *r, const char *name);
+
+/* Parses the buffered body as a JSON object ({} when empty). */
+int brig_http_body_json(brig_req *r, json_t **out, brig_error **err);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * runtime.h - the runtime driver interface: how a sandbox is isolated.
+ *
+ * A driver is an ops table chosen once at start-up (oci today, firecracker on
+ * KVM hosts later).  Everything above it - exec, files, lifecycle - only needs
+ * create/attach/connect/destroy: a new sandbox whose agent has answered the
+ * handshake, and a way to open more agent connections to it.
+ */
+#ifndef BRIG_RUNTIME_H
+#define BRIG_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct brig_runtime brig_runtime;
+typedef struct brig_rt_sandbox brig_rt_sandbox; /* driver-defined per-sandbox handle */
+
+typedef struct brig_rt_spec {
+    const char *id;         /* sandbox id; also the container id */
+    const char *rootfs;     /* the template's root filesystem, used read-only */
+    int64_t memory_mib;     /* memory limit */
+    int64_t pids_limit;     /* max tasks */
+    double cpus;            /* CPU quota, in CPUs */
+} brig_rt_spec;
+
+typedef struct brig_runtime_ops {
+    const char *name;
+    /* Creates and starts a sandbox; returns once its agent answered the handshake.
+     * On failure nothing of the sandbox is left behind. */
+    int (*create)(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox **out,
+                  brig_error **err);
+    /* Re-attaches to a sandbox left by a previous brigd; fails unless it is
+     * running and its agent answers. */
+    int (*attach)(brig_runtime *rt, const char *id, brig_rt_sandbox **out, brig_error **err);
+    /* Opens a new agent connection (handshake done); returns the fd. */
+    int (*connect)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+    /* Kills every process and removes every trace of the sandbox.  sb may be
+     * NULL (leftovers found by reconcile).  Idempotent.  sb stays allocated
+     * (other threads may still hold it; their connects then fail cleanly) until
+     * release. */
+    int (*destroy)(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, brig_error **err);
+    /* Frees a handle from create/attach (NULL is fine). */
+    void (*release)(brig_runtime *rt, brig_rt_sandbox *sb);
+    /* Ids of every sandbox this driver holds anything for (running or not). */
+    int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
+    void (*free)(brig_runtime *rt);
+} brig_runtime_ops;
+
+struct brig_runtime {
+    const brig_runtime_ops *ops;
+    void *priv; /* driver state */
+};
+
+/* Settings every driver receives. */
+typedef struct brig_runtime_config {
+    const char *state_dir;   /* brigd's state dir; drivers keep their files below it */
+    const char *agent_path;  /* the brig-agent binary to run as PID 1 */
+    const char *oci_runtime; /* auto | runc | crun | runsc | PATH */
+} brig_runtime_config;
+
+int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err);
+
+static inline void brig_runtime_free(brig_runtime *rt)
+{
+    if (rt)
+        rt->ops->free(rt);
+}
+
+#endif

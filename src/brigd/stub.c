@@ -1,1 +1,0 @@
-int brigd_stub;
