@@ -1,4 +1,431 @@
-int main(void)
+/*
+ * main.c - brig, the command-line client of brigd.
+ *
+ * The commands and their options are two tables (`commands`, `options`); the
+ * parser, the dispatcher and the help text are generated from them.  A command
+ * line is `brig NAME [OPTIONS] OPERANDS [-- CMD [ARG...]]`; NAME may be two
+ * words ("template build").  Commands that take a remote command (exec, run)
+ * split the line at the first "--": options and operands before it, the command
+ * after it.  Without "--", option parsing stops at the first operand and what
+ * follows the operands is the command, so `brig exec ID ls -l` works too.
+ *
+ * Handlers live in cmd_*.c and return the exit code; errors are rendered here,
+ * at the edge (cli_fail), and nowhere else.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "cli.h"
+#include "config.h"
+#include "util.h"
+
+/* option rows */
+
+static const cli_opt options[] = {
+    {OPT_TEMPLATE, "template", "NAME", "template to start from (brigd's default: base)"},
+    {OPT_JSON, "json", NULL, "print brigd's JSON answer as it is"},
+    {OPT_CWD, "cwd", "DIR", "working directory of the command"},
+    {OPT_ENV, "env", "K=V", "set a variable for the command (repeatable; K alone: its value here)"},
+    {OPT_TIMEOUT, "timeout", "SECONDS", "stop the command after this long (brigd's default: 55)"},
+    {OPT_SHELL, "shell", NULL, "join CMD and ARGs with spaces and run them with bash -lc"},
+    {OPT_MODE, "mode", "MODE", "octal permission bits of the remote file (e.g. 0755)"},
+    {OPT_HELP, "help", NULL, "show this help"},
+};
+
+static const cli_opt *option_row(int key)
 {
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(options); i++)
+        if (options[i].key == key)
+            return &options[i];
+    return NULL;
+}
+
+/* command rows */
+
+static const int opts_none[] = {0};
+static const int opts_create[] = {OPT_TEMPLATE, OPT_JSON, 0};
+static const int opts_json[] = {OPT_JSON, 0};
+static const int opts_exec[] = {OPT_CWD, OPT_ENV, OPT_TIMEOUT, OPT_SHELL, OPT_JSON, 0};
+static const int opts_run[] = {OPT_TEMPLATE, OPT_CWD, OPT_ENV, OPT_TIMEOUT, OPT_SHELL, 0};
+static const int opts_upload[] = {OPT_MODE, 0};
+
+static int cmd_version(const cli_args *a);
+static int cmd_help(const cli_args *a);
+
+/* Longer help, printed after the summary. */
+#define EXEC_DETAILS                                                                               \
+    "The command runs as an argv vector (no shell) unless --shell is given.  Its stdout\n"         \
+    "and stderr are written here byte for byte, and brig exits with its exit code;\n"              \
+    "124 (and \"brig: command timed out\") when it ran past its timeout.\n"
+#define RUN_DETAILS                                                                                \
+    "The sandbox is deleted whatever happens: when the command fails, when brigd\n"                \
+    "cannot run it, and on SIGINT, SIGTERM or SIGHUP.  Exits with the command's exit code.\n"
+#define UPLOAD_DETAILS                                                                             \
+    "The file is streamed; REMOTE is an absolute path in the sandbox (a REMOTE\n"                  \
+    "ending in '/' gets LOCAL's file name appended).\n"
+#define DOWNLOAD_DETAILS                                                                           \
+    "LOCAL is written as LOCAL.tmp-PID and renamed when complete, so a failed\n"                   \
+    "download leaves nothing behind.  An existing directory LOCAL receives the\n"                  \
+    "file under REMOTE's name.\n"
+
+static const cli_cmd commands[] = {
+    {"create", brig_cmd_create, "[--template NAME] [--json]", "create a sandbox and print its id",
+     NULL, opts_create, 0, 0, false},
+    {"ls", brig_cmd_ls, "[--json]", "list sandboxes", NULL, opts_json, 0, 0, false},
+    {"inspect", brig_cmd_inspect, "ID", "print a sandbox as JSON", NULL, opts_none, 1, 1, false},
+    {"exec", brig_cmd_exec,
+     "[--cwd DIR] [--env K=V]... [--timeout SECONDS] [--shell] [--json] ID -- CMD [ARG...]",
+     "run a command in a sandbox; exits with its exit code", EXEC_DETAILS, opts_exec, 1, 1, true},
+    {"upload", brig_cmd_upload, "[--mode MODE] ID LOCAL REMOTE",
+     "copy a local file (- for stdin) into a sandbox", UPLOAD_DETAILS, opts_upload, 3, 3, false},
+    {"download", brig_cmd_download, "ID REMOTE LOCAL",
+     "copy a file out of a sandbox (LOCAL - for stdout)", DOWNLOAD_DETAILS, opts_none, 3, 3, false},
+    {"rm", brig_cmd_rm, "ID [ID...]", "delete sandboxes", NULL, opts_none, 1, -1, false},
+    {"run", brig_cmd_run,
+     "[--template NAME] [--cwd DIR] [--env K=V]... [--timeout SECONDS] [--shell] -- CMD [ARG...]",
+     "create a sandbox, run one command in it, delete it", RUN_DETAILS, opts_run, 0, 0, true},
+    {"template ls", brig_cmd_template_ls, "[--json]", "list templates", NULL, opts_json, 0, 0,
+     false},
+    {"template build", brig_cmd_template_build, "[--json] NAME",
+     "build a template (may take minutes)", NULL, opts_json, 1, 1, false},
+    {"health", brig_cmd_health, "", "check that brigd answers (no key needed)", NULL, opts_none, 0,
+     0, false},
+    {"version", cmd_version, "", "print brig's version", NULL, opts_none, 0, 0, false},
+    {"help", cmd_help, "[COMMAND]", "show help for brig or a command", NULL, opts_none, 0, 2,
+     false},
+};
+
+/* shared helpers (cli.h) */
+
+static brig_client *client;
+
+brig_client *cli_client(bool need_key, brig_error **err)
+{
+    if (client != NULL)
+        return client;
+    _cleanup_free_ char *key = NULL;
+    if (brig_config_api_key(&key, need_key ? err : NULL) < 0 && need_key)
+        return NULL;
+    client = brig_client_new(brig_config_url(), key);
+    if (key != NULL)
+        memset(key, 0, strlen(key));
+    return client;
+}
+
+volatile sig_atomic_t cli_interrupted;
+
+static void on_signal(int sig)
+{
+    cli_interrupted = sig;
+}
+
+void cli_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: blocking calls see EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    /* a reader that goes away must not kill us before we cleaned up */
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int cli_fail(brig_error **err)
+{
+    fprintf(stderr, "brig: %s\n", *err != NULL ? (*err)->msg : "unknown error");
+    brig_error_clear(err);
+    return CLI_EXIT_FAIL;
+}
+
+static void print_usage_line(FILE *f, const cli_cmd *cmd)
+{
+    fprintf(f, "usage: brig %s%s%s\n", cmd->name, *cmd->usage ? " " : "", cmd->usage);
+}
+
+int cli_usage_error(const cli_cmd *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("brig: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    if (cmd != NULL) {
+        print_usage_line(stderr, cmd);
+        fprintf(stderr, "Run 'brig help %s' for details.\n", cmd->name);
+    } else {
+        fputs("Run 'brig help' for the list of commands.\n", stderr);
+    }
+    return CLI_EXIT_USAGE;
+}
+
+void cli_print_json(json_t *v)
+{
+    char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    if (s != NULL)
+        printf("%s\n", s);
+    free(s);
+}
+
+int cli_write(int fd, const void *p, size_t n)
+{
+    if (brig_write_full(fd, p, n) < 0)
+        return errno == EPIPE ? 0 : -1;
     return 0;
+}
+
+const char *cli_opt_get(const cli_args *a, int key)
+{
+    const char *val = NULL;
+    for (int i = 0; i < a->nopts; i++)
+        if (a->opts[i].key == key)
+            val = a->opts[i].val != NULL ? a->opts[i].val : "";
+    return val;
+}
+
+bool cli_opt_has(const cli_args *a, int key)
+{
+    return cli_opt_get(a, key) != NULL;
+}
+
+/* help */
+
+static void print_overview(FILE *f)
+{
+    fputs("usage: brig COMMAND [OPTIONS] [ARGS]\n\n"
+          "brig drives brigd, the sandbox service, from a shell.\n\nCommands:\n",
+          f);
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(commands); i++)
+        fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].summary);
+    fputs(
+        "\nEnvironment:\n"
+        "  BRIG_URL         brigd's address (default " BRIG_CONFIG_DEFAULT_URL ")\n"
+        "  BRIG_API_KEY     API key; when unset, the key in $BRIG_STATE_DIR/admin.key is\n"
+        "                   used if readable (BRIG_STATE_DIR default " BRIG_CONFIG_DEFAULT_STATE_DIR
+        ")\n"
+        "\nRun 'brig help COMMAND' (or 'brig COMMAND --help') for a command's options.\n",
+        f);
+}
+
+static void print_command_help(FILE *f, const cli_cmd *cmd)
+{
+    print_usage_line(f, cmd);
+    fprintf(f, "\n%c%s.\n",
+            cmd->summary[0] >= 'a' && cmd->summary[0] <= 'z' ? cmd->summary[0] - 'a' + 'A'
+                                                             : cmd->summary[0],
+            cmd->summary + 1);
+    if (cmd->details != NULL)
+        fprintf(f, "\n%s", cmd->details);
+    fputs("\nOptions:\n", f);
+    for (const int *k = cmd->opts;; k++) {
+        const cli_opt *o = option_row(*k == 0 ? OPT_HELP : *k);
+        char left[64];
+        char shortopt[8] = "    ";
+        if (o->key < 128)
+            snprintf(shortopt, sizeof(shortopt), "-%c, ", o->key);
+        snprintf(left, sizeof(left), "%s--%s%s%s", shortopt, o->name, o->metavar ? " " : "",
+                 o->metavar ? o->metavar : "");
+        fprintf(f, "  %-24s %s\n", left, o->help);
+        if (*k == 0)
+            break;
+    }
+}
+
+/* Rows whose first word is word; *exact set when one is named just word. */
+static const cli_cmd *find_command(const char *word, const char *next, bool *is_group)
+{
+    size_t wl = strlen(word);
+    *is_group = false;
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(commands); i++) {
+        const char *name = commands[i].name;
+        if (strcmp(name, word) == 0)
+            return &commands[i];
+        if (strncmp(name, word, wl) == 0 && name[wl] == ' ') {
+            *is_group = true;
+            if (next != NULL && strcmp(name + wl + 1, next) == 0)
+                return &commands[i];
+        }
+    }
+    return NULL;
+}
+
+static void print_group(FILE *f, const char *group)
+{
+    size_t gl = strlen(group);
+    fprintf(f, "usage: brig %s COMMAND\n\nCommands:\n", group);
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(commands); i++)
+        if (strncmp(commands[i].name, group, gl) == 0 && commands[i].name[gl] == ' ')
+            fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].summary);
+}
+
+static int cmd_help(const cli_args *a)
+{
+    if (a->npos == 0) {
+        print_overview(stdout);
+        return CLI_EXIT_OK;
+    }
+    bool group;
+    const cli_cmd *cmd = find_command(a->pos[0], a->npos > 1 ? a->pos[1] : NULL, &group);
+    if (cmd != NULL) {
+        print_command_help(stdout, cmd);
+        return CLI_EXIT_OK;
+    }
+    if (group && a->npos == 1) {
+        print_group(stdout, a->pos[0]);
+        return CLI_EXIT_OK;
+    }
+    return cli_usage_error(NULL, "unknown command '%s%s%s'", a->pos[0], a->npos > 1 ? " " : "",
+                           a->npos > 1 ? a->pos[1] : "");
+}
+
+static int cmd_version(const cli_args *a)
+{
+    (void)a;
+    printf("brig %s\n", BRIG_VERSION);
+    return CLI_EXIT_OK;
+}
+
+/* parsing */
+
+/* Parses argv (argv[0] is the command's name) for cmd into *a.  Returns -1 when
+ * parsing is done and the command should run, or an exit code: 0 after --help,
+ * CLI_EXIT_USAGE after a usage error (already printed). */
+static int parse_args(const cli_cmd *cmd, int argc, char **argv, cli_args *a)
+{
+    struct option longopts[BRIG_ARRAY_LEN(options) + 1];
+    char shortopts[2 * BRIG_ARRAY_LEN(options) + 3];
+    int nl = 0, ns = 0;
+
+    /* Commands that take a remote command: split at the first "--". */
+    int end = argc, dashdash = -1;
+    if (cmd->rest) {
+        for (int i = 1; i < argc; i++) {
+            if (strcmp(argv[i], "--") == 0) {
+                dashdash = i;
+                end = i;
+                break;
+            }
+        }
+        if (dashdash < 0)
+            shortopts[ns++] = '+'; /* stop at the first operand */
+    }
+    shortopts[ns++] = ':'; /* report a missing argument as ':' */
+    for (const int *k = cmd->opts;; k++) {
+        const cli_opt *o = option_row(*k == 0 ? OPT_HELP : *k);
+        longopts[nl++] =
+            (struct option){o->name, o->metavar ? required_argument : no_argument, NULL, o->key};
+        if (o->key < 128) {
+            shortopts[ns++] = (char)o->key;
+            if (o->metavar)
+                shortopts[ns++] = ':';
+        }
+        if (*k == 0)
+            break;
+    }
+    longopts[nl] = (struct option){NULL, 0, NULL, 0};
+    shortopts[ns] = '\0';
+
+    a->cmd = cmd;
+    a->opts = brig_xcalloc((size_t)end, sizeof(*a->opts));
+    opterr = 0;
+    optind = 0; /* glibc: full re-initialisation */
+    int ch;
+    while ((ch = getopt_long(end, argv, shortopts, longopts, NULL)) != -1) {
+        if (ch == OPT_HELP) {
+            print_command_help(stdout, cmd);
+            return CLI_EXIT_OK;
+        }
+        if (ch == '?') {
+            if (optopt != 0)
+                return cli_usage_error(cmd, "unknown option '-%c'", optopt);
+            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+        if (ch == ':') {
+            const cli_opt *o = option_row(optopt);
+            return cli_usage_error(cmd, "option '--%s' needs an argument",
+                                   o != NULL ? o->name : "?");
+        }
+        a->opts[a->nopts++] = (cli_optval){ch, optarg};
+    }
+
+    a->pos = argv + optind;
+    if (cmd->rest && dashdash < 0) {
+        /* operands, then the command */
+        int avail = end - optind;
+        a->npos = avail < cmd->max_pos ? avail : cmd->max_pos;
+        a->rest = a->pos + a->npos;
+        a->nrest = avail - a->npos;
+    } else {
+        a->npos = end - optind;
+        if (dashdash >= 0) {
+            a->rest = argv + dashdash + 1;
+            a->nrest = argc - dashdash - 1;
+        }
+    }
+    if (a->npos < cmd->min_pos)
+        return cli_usage_error(cmd, "missing operand");
+    if (cmd->max_pos >= 0 && a->npos > cmd->max_pos)
+        return cli_usage_error(cmd, "unexpected operand '%s'", a->pos[cmd->max_pos]);
+    if (cmd->rest && a->nrest == 0)
+        return cli_usage_error(cmd, "missing the command to run (after --)");
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_overview(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *word = argv[1];
+    if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0)
+        word = "help";
+    else if (strcmp(word, "--version") == 0)
+        word = "version";
+
+    bool group;
+    const cli_cmd *cmd = find_command(word, argc > 2 ? argv[2] : NULL, &group);
+    if (cmd == NULL) {
+        if (!group)
+            return cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+        if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+            print_group(stdout, word);
+            return CLI_EXIT_OK;
+        }
+        if (argc > 2)
+            fprintf(stderr, "brig: unknown command '%s %s'\n", word, argv[2]);
+        print_group(stderr, word);
+        return CLI_EXIT_USAGE;
+    }
+    /* the command's argv: argv[0] is its name, then its own arguments */
+    int skip = strchr(cmd->name, ' ') != NULL ? 2 : 1;
+    int cargc = argc - skip;
+    char **cargv = argv + skip;
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fputs("brig: cannot initialise libcurl\n", stderr);
+        return CLI_EXIT_FAIL;
+    }
+    cli_args a = {0};
+    int rc = parse_args(cmd, cargc, cargv, &a);
+    if (rc < 0)
+        rc = cmd->run(&a);
+    free(a.opts);
+    brig_client_free(client);
+    client = NULL;
+    curl_global_cleanup();
+    if (fflush(stdout) != 0 && errno != EPIPE) {
+        fprintf(stderr, "brig: cannot write output: %s\n", strerror(errno));
+        if (rc == CLI_EXIT_OK)
+            rc = CLI_EXIT_FAIL;
+    }
+    return rc;
 }
