@@ -44,14 +44,14 @@ unit: build-check
 
 integration: build-check
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
-	  python3 -m pytest -q tests/integration $(PYTEST_ARGS)
+	  /usr/bin/python3 -m pytest -q tests/integration $(PYTEST_ARGS)
 
 check: build-check
 	templates/build --cache $(TEMPLATE_CACHE) minimal >/dev/null
 	templates/build --cache $(TEMPLATE_CACHE) base >/dev/null
 	meson test -C $(CHECK_BUILD) --print-errorlogs
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
-	  python3 -m pytest -q tests/integration $(PYTEST_ARGS)
+	  /usr/bin/python3 -m pytest -q tests/integration $(PYTEST_ARGS)
 
 format:
 	clang-format -i $(C_SOURCES)
@@ -60,7 +60,7 @@ format-check:
 	clang-format --dry-run --Werror $(C_SOURCES)
 
 bench: build templates
-	python3 bench/run.py --build $(BUILD) --template-cache $(TEMPLATE_CACHE)
+	/usr/bin/python3 bench/run.py --build $(BUILD) --template-cache $(TEMPLATE_CACHE)
 
 clean:
 	rm -rf $(BUILD) $(CHECK_BUILD)

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/pidfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -286,13 +287,20 @@ static json_t *oci_spec_new(const brig_rt_spec *spec)
     static const char *const o_sys[] = {"nosuid", "noexec", "nodev", "ro", NULL};
     static const char *const o_cg[] = {"nosuid", "noexec", "nodev", "relatime", "ro", NULL};
 
+    /* Raising a hard limit needs CAP_SYS_RESOURCE, which brigd may lack (nested in
+     * another sandbox): never ask for more than we have. */
+    struct rlimit rl;
+    json_int_t nofile = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+        (json_int_t)rl.rlim_max < nofile)
+        nofile = (json_int_t)rl.rlim_max;
     json_t *capset = json_pack("{s:o, s:o, s:o}", "bounding", str_array(caps), "effective",
                                str_array(caps), "permitted", str_array(caps));
     json_t *process = json_pack(
-        "{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:[{s:s, s:i, s:i}, {s:s, s:i, s:i}], s:b}",
+        "{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:[{s:s, s:I, s:I}, {s:s, s:i, s:i}], s:b}",
         "terminal", 0, "user", "uid", 0, "gid", 0, "args", str_array(args), "env",
         str_array(env), "cwd", "/", "capabilities", capset, "rlimits", "type", "RLIMIT_NOFILE",
-        "hard", 65536, "soft", 65536, "type", "RLIMIT_CORE", "hard", 0, "soft", 0,
+        "hard", nofile, "soft", nofile, "type", "RLIMIT_CORE", "hard", 0, "soft", 0,
         "noNewPrivileges", 1);
 
     json_t *mounts = json_array();

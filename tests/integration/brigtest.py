@@ -1,0 +1,273 @@
+"""Helpers for brig's integration tests: start a real brigd, talk HTTP to it, and
+check that nothing leaked.  Standard library only."""
+
+import http.client
+import json
+import os
+import select
+import signal
+import sqlite3
+import subprocess
+import time
+import urllib.parse
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("BRIG_BUILD", os.path.join(REPO, "build"))
+TEMPLATE_CACHE = os.environ.get("BRIG_TEMPLATE_CACHE", "/var/cache/brig/templates")
+SANITIZER_MARKS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer", b"runtime error:")
+
+
+class ApiError(Exception):
+    def __init__(self, status, body):
+        self.status = status
+        self.body = body
+        try:
+            err = json.loads(body)["error"]
+            self.code, self.message = err["code"], err["message"]
+        except Exception:  # noqa: BLE001 - keep the raw body for the assertion message
+            self.code, self.message = None, body[:200]
+        super().__init__(f"HTTP {status} {self.code}: {self.message}")
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+
+class Api:
+    """A minimal HTTP client for brigd's REST API."""
+
+    def __init__(self, base_url, key):
+        self.base_url = base_url
+        self.key = key
+        u = urllib.parse.urlsplit(base_url)
+        self.host, self.port = u.hostname, u.port
+
+    def request(self, method, path, body=None, key=..., headers=None, timeout=120):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        h = dict(headers or {})
+        k = self.key if key is ... else key
+        if k is not None:
+            h["Authorization"] = f"Bearer {k}"
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        resp = Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+        conn.close()
+        return resp
+
+    def ok(self, method, path, body=None, expect=(200, 201, 204), **kw):
+        r = self.request(method, path, body, **kw)
+        if r.status not in expect:
+            raise ApiError(r.status, r.body)
+        return r
+
+    # Conveniences for the common calls.
+    def create(self, template="minimal", **extra):
+        return self.ok("POST", "/v1/sandboxes", {"template": template, **extra}).json()
+
+    def delete(self, sid):
+        return self.ok("DELETE", f"/v1/sandboxes/{sid}", expect=(204,))
+
+    def exec(self, sid, cmd=None, argv=None, **kw):
+        body = dict(kw)
+        if cmd is not None:
+            body["cmd"] = cmd
+        if argv is not None:
+            body["argv"] = argv
+        return self.ok("POST", f"/v1/sandboxes/{sid}/exec", body).json()
+
+    def put_file(self, sid, path, data, mode=None):
+        q = {"path": path}
+        if mode is not None:
+            q["mode"] = mode
+        return self.ok("PUT", f"/v1/sandboxes/{sid}/files?{urllib.parse.urlencode(q)}", data,
+                       expect=(204,))
+
+    def get_file(self, sid, path):
+        q = urllib.parse.urlencode({"path": path})
+        return self.ok("GET", f"/v1/sandboxes/{sid}/files?{q}").body
+
+
+class Sandbox:
+    """Context manager: a sandbox that is deleted on exit, whatever happened."""
+
+    def __init__(self, api, template="minimal"):
+        self.api = api
+        self.template = template
+        self.id = None
+
+    def __enter__(self):
+        self.id = self.api.create(self.template)["id"]
+        return self
+
+    def __exit__(self, *exc):
+        r = self.api.request("DELETE", f"/v1/sandboxes/{self.id}")
+        assert r.status in (204, 404), r.body
+
+    def exec(self, cmd=None, **kw):
+        return self.api.exec(self.id, cmd, **kw)
+
+
+class Brigd:
+    """A real brigd on a loopback port with its own state directory."""
+
+    def __init__(self, state_dir, extra_args=()):
+        self.state_dir = state_dir
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.log_path = os.path.join(state_dir, "brigd.log")
+        self.url = None
+
+    def start(self, timeout=60):
+        os.makedirs(self.state_dir, exist_ok=True)
+        rfd, wfd = os.pipe()
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=23")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [os.path.join(BUILD, "brigd"), "--listen", "127.0.0.1:0",
+                 "--state-dir", self.state_dir, "--template-cache", TEMPLATE_CACHE,
+                 "--templates-dir", os.path.join(REPO, "templates"),
+                 "--agent", os.path.join(BUILD, "brig-agent"),
+                 "--ready-fd", str(wfd), *self.extra_args],
+                stdout=log, stderr=log, pass_fds=(wfd,), env=env)
+        os.close(wfd)
+        try:
+            line = b""
+            deadline = time.monotonic() + timeout
+            while not line.endswith(b"\n"):
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([rfd], [], [], left)[0]:
+                    raise RuntimeError(f"brigd not ready in {timeout}s:\n{self.log()}")
+                chunk = os.read(rfd, 256)
+                if not chunk:
+                    raise RuntimeError(f"brigd exited during start-up:\n{self.log()}")
+                line += chunk
+        finally:
+            os.close(rfd)
+        self.url = line.decode().split()[1]
+        return self
+
+    @property
+    def key(self):
+        with open(os.path.join(self.state_dir, "admin.key")) as f:
+            return f.read().strip()
+
+    def api(self):
+        return Api(self.url, self.key)
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-20000:]
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        """Stops brigd; a clean SIGTERM stop must exit 0 with no sanitizer report."""
+        if self.proc is None:
+            return None
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=timeout)
+        self.proc = None
+        log = self.log().encode()
+        for mark in SANITIZER_MARKS:
+            assert mark not in log, f"sanitizer report in brigd's log:\n{self.log()}"
+        if sig == signal.SIGTERM:
+            assert rc == 0, f"brigd exited with {rc}:\n{self.log()}"
+        return rc
+
+
+def runc_containers(state_dir):
+    root = os.path.join(state_dir, "runc")
+    if not os.path.isdir(root):
+        return []
+    out = subprocess.run(["runc", "--root", root, "list", "-q"], capture_output=True, text=True)
+    return [l for l in out.stdout.split() if l]
+
+
+def mounts_under(path):
+    path = os.path.realpath(path)
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = line.split()[4]
+            if mp == path or mp.startswith(path + "/"):
+                found.append(mp)
+    return found
+
+
+def known_sandbox_ids(state_dir):
+    """Every sandbox id this brigd ever created (from its SQLite store)."""
+    db = os.path.join(state_dir, "brig.db")
+    if not os.path.exists(db):
+        return set()
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {r[0] for r in con.execute("SELECT id FROM sandboxes")}
+    finally:
+        con.close()
+
+
+def reaped_by_init(pid):
+    """A zombie whose parent is the host's init: a sandbox that outlived a brigd
+    crash is reparented there, and only init can reap it.  Not a leak of ours."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return True
+    return fields[0] == "Z" and fields[1] == "1"
+
+
+def sandbox_processes(ids):
+    """Host pids of processes in the cgroup of one of these sandboxes."""
+    pids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cgroup") as f:
+                cg = f.read()
+        except OSError:
+            continue
+        if any(f"/brig/{i}" in cg for i in ids) and not reaped_by_init(p):
+            pids.append(int(p))
+    return pids
+
+
+def leftovers(state_dir):
+    """Everything a deleted sandbox of this brigd could leave behind."""
+    ids = known_sandbox_ids(state_dir)
+    left = [f"runc container {c}" for c in runc_containers(state_dir)]
+    left += [f"mount {m}" for m in mounts_under(os.path.join(state_dir, "sandboxes"))]
+    sdir = os.path.join(state_dir, "sandboxes")
+    if os.path.isdir(sdir):
+        left += [f"sandbox dir {d}" for d in os.listdir(sdir)]
+    left += [f"process {p}" for p in sandbox_processes(ids)]
+    for ctrl in os.listdir("/sys/fs/cgroup"):
+        for i in ids:
+            if os.path.isdir(f"/sys/fs/cgroup/{ctrl}/brig/{i}"):
+                left.append(f"cgroup {ctrl}/brig/{i}")
+    return left
+
+
+def wait_for(cond, timeout=10.0, interval=0.02, what="condition"):
+    """Polls cond() until true: waiting on an observable state, not a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,366 @@
+"""The walking skeleton end to end: real brigd, real runc, real namespaces.
+
+Every test deletes what it creates; the `api` fixture asserts afterwards that no
+container, mount, directory, cgroup or process of a sandbox is left."""
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import time
+import urllib.parse
+
+import pytest
+
+from brigtest import ApiError, Api, Brigd, Sandbox, leftovers
+
+
+# ---- auth and errors -----------------------------------------------------------
+
+def test_healthz_is_public(api):
+    r = api.request("GET", "/healthz", key=None)
+    assert r.status == 200
+    assert r.json()["status"] == "ok"
+
+
+@pytest.mark.parametrize("key, header", [
+    (None, None),
+    ("brig_not-a-real-key", None),
+    (None, "Basic dXNlcjpwYXNz"),
+    (None, "Bearer "),
+])
+def test_bad_keys_get_401(api, key, header):
+    headers = {"Authorization": header} if header else {}
+    r = api.request("GET", "/v1/sandboxes", key=key, headers=headers)
+    assert r.status == 401
+    assert r.json()["error"]["code"] == "unauthorized"
+    assert r.headers.get("www-authenticate") == "Bearer"
+
+
+def test_unknown_sandbox_is_404(api):
+    for method, path, body in [
+        ("GET", "/v1/sandboxes/sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa", None),
+        ("DELETE", "/v1/sandboxes/sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa", None),
+        ("POST", "/v1/sandboxes/nonsense/exec", {"cmd": "true"}),
+        ("GET", "/v1/sandboxes/../../etc/passwd", None),
+        ("GET", "/v1/sandboxes/sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa/files?path=/etc/passwd", None),
+    ]:
+        r = api.request(method, path, body)
+        assert r.status == 404, (method, path, r.body)
+        assert r.json()["error"]["code"] == "not_found"
+
+
+def test_unknown_route_and_method(api):
+    r = api.request("GET", "/v1/nothing")
+    assert r.status == 404 and r.json()["error"]["code"] == "not_found"
+    r = api.request("PATCH", "/v1/sandboxes")
+    assert r.status == 405 and r.json()["error"]["code"] == "method_not_allowed"
+
+
+@pytest.mark.parametrize("body, needle", [
+    (b"{not json", "not valid JSON"),
+    (b"[1,2,3]", "JSON object"),
+    (b'{"template": 5}', "'template' must be a string"),
+    (b'{"template": "no-such-template"}', "no template named"),
+    (b'{"templat": "minimal"}', "unknown field"),
+])
+def test_create_rejects_bad_bodies(api, body, needle):
+    r = api.request("POST", "/v1/sandboxes", body)
+    assert r.status == 400, r.body
+    assert needle in r.json()["error"]["message"]
+
+
+def test_oversized_body_is_413(api):
+    r = api.request("POST", "/v1/sandboxes", b"{" + b" " * (2 << 20) + b"}")
+    assert r.status == 413
+    assert r.json()["error"]["code"] == "too_large"
+
+
+def test_exec_and_file_input_errors(api):
+    with Sandbox(api) as sb:
+        for body, needle in [
+            ({}, "exactly one of"),
+            ({"cmd": "true", "timeout": -5}, "timeout"),
+            ({"cmd": "true", "cwd": "relative"}, "absolute"),
+            ({"argv": ["true"], "env": {"A=B": "x"}}, "env name"),
+            ({"cmd": "true", "cwd": "/does/not/exist"}, "/does/not/exist"),
+        ]:
+            r = api.request("POST", f"/v1/sandboxes/{sb.id}/exec", body)
+            assert r.status == 400, (body, r.body)
+            assert needle in r.json()["error"]["message"], r.body
+        base = f"/v1/sandboxes/{sb.id}/files"
+        assert api.request("PUT", base, b"x").status == 400            # no path
+        assert api.request("PUT", base + "?path=rel/x", b"x").status == 400
+        assert api.request("PUT", base + "?path=%2Fa%00b", b"x").status == 400
+        assert api.request("PUT", base + "?path=/tmp/x&mode=999", b"x").status == 400
+        assert api.request("GET", base + "?path=/no/such/file").status == 404
+        r = api.request("GET", base + "?path=/tmp")
+        assert r.status == 400 and "directory" in r.json()["error"]["message"]
+        r = api.request("PUT", base + "?path=/tmp", b"x")
+        assert r.status == 400 and "directory" in r.json()["error"]["message"]
+
+
+# ---- lifecycle ------------------------------------------------------------------
+
+def test_create_list_get_delete(api):
+    sb = api.create("minimal")
+    try:
+        assert sb["id"].startswith("sbx_") and len(sb["id"]) == 30
+        assert sb["state"] == "running" and sb["template"] == "minimal"
+        assert sb["created_at"].endswith("Z")
+        ids = [s["id"] for s in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]]
+        assert sb["id"] in ids
+        assert api.ok("GET", f"/v1/sandboxes/{sb['id']}").json()["id"] == sb["id"]
+    finally:
+        assert api.request("DELETE", f"/v1/sandboxes/{sb['id']}").status == 204
+    assert api.request("GET", f"/v1/sandboxes/{sb['id']}").status == 404
+    assert api.request("DELETE", f"/v1/sandboxes/{sb['id']}").status == 404
+    assert api.request("POST", f"/v1/sandboxes/{sb['id']}/exec", {"cmd": "true"}).status == 404
+
+
+def test_sandboxes_run_in_parallel(api):
+    def one(i):
+        with Sandbox(api) as sb:
+            r = sb.exec(f"echo {i}; hostname")
+            return r["stdout"]
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        outs = list(pool.map(one, range(12)))
+    assert outs == [f"{i}\nsandbox\n" for i in range(12)]
+
+
+# ---- exec -----------------------------------------------------------------------
+
+def test_exec_stdout_stderr_exit_code(api):
+    with Sandbox(api) as sb:
+        r = sb.exec("echo out; echo err >&2; exit 3")
+        assert (r["exit_code"], r["stdout"], r["stderr"]) == (3, "out\n", "err\n")
+        assert r["timed_out"] is False and r["signal"] is None
+        assert isinstance(r["duration_ms"], int)
+
+
+def test_exec_argv_is_not_a_shell(api):
+    with Sandbox(api) as sb:
+        r = sb.exec(argv=["echo", "a b", "$HOME", "'q'", ";", "|"])
+        assert r["stdout"] == "a b $HOME 'q' ; |\n"
+
+
+def test_exec_cwd_and_env(api):
+    with Sandbox(api) as sb:
+        r = sb.exec("pwd; echo $GREETING", cwd="/tmp", env={"GREETING": "hello there"})
+        assert r["stdout"] == "/tmp\nhello there\n"
+
+
+def test_exec_missing_program_is_127(api):
+    with Sandbox(api) as sb:
+        r = sb.exec(argv=["/no/such/program"])
+        assert r["exit_code"] == 127
+        assert "/no/such/program" in r["stderr"]
+
+
+def test_exec_killed_by_signal(api):
+    with Sandbox(api) as sb:
+        r = sb.exec("kill -9 $$")
+        assert r["exit_code"] == 137 and r["signal"] == 9 and r["timed_out"] is False
+
+
+def test_exec_timeout_kills_the_command(api):
+    with Sandbox(api) as sb:
+        t0 = time.monotonic()
+        r = sb.exec("sleep 600", timeout=1)
+        elapsed = time.monotonic() - t0
+        assert r["timed_out"] is True and r["exit_code"] == 137
+        assert 0.9 <= r["duration_ms"] / 1000 < 5 and elapsed < 10
+        ps = sb.exec("ps -o pid,args")["stdout"]
+        assert "sleep 600" not in ps
+
+
+def test_exec_binary_output_is_base64(api):
+    import base64
+    with Sandbox(api) as sb:
+        r = sb.exec("printf '\\377\\000\\001abc'")
+        assert r["stdout_encoding"] == "base64"
+        assert base64.b64decode(r["stdout"]) == b"\xff\x00\x01abc"
+        r = sb.exec("printf 'h\\303\\251llo'")  # valid UTF-8 stays text
+        assert r["stdout"] == "h\u00e9llo" and "stdout_encoding" not in r
+
+
+def test_exec_background_job_does_not_hold_the_result(api):
+    with Sandbox(api) as sb:
+        t0 = time.monotonic()
+        r = sb.exec("sleep 300 & echo started", timeout=30)
+        assert r["stdout"] == "started\n" and r["exit_code"] == 0
+        assert time.monotonic() - t0 < 10
+
+
+def test_sandbox_isolation_basics(api):
+    """Own hostname, pid namespace (the agent is PID 1) and network namespace."""
+    with Sandbox(api) as sb:
+        r = sb.exec("hostname; cat /proc/1/cmdline | tr '\\0' ' '; echo; ls /sys/class/net")
+        host, init, nets = r["stdout"].split("\n")[:3]
+        assert host == "sandbox"
+        assert init.startswith("/.brig/brig-agent")
+        assert nets.split() == ["lo"]
+        # The host's files are not there.
+        assert sb.exec("test -e /work || test -e /var/lib/brig/brig.db")["exit_code"] == 1
+
+
+# ---- files ----------------------------------------------------------------------
+
+def test_file_round_trip_1mib_binary(api):
+    data = os.urandom(1 << 20)
+    with Sandbox(api) as sb:
+        api.put_file(sb.id, "/root/deep/er/blob.bin", data, mode="0640")
+        assert api.get_file(sb.id, "/root/deep/er/blob.bin") == data
+        r = sb.exec("stat -c '%a %s' /root/deep/er/blob.bin; sha256sum /root/deep/er/blob.bin")
+        mode_size, digest = r["stdout"].splitlines()
+        assert mode_size == f"640 {len(data)}"
+        import hashlib
+        assert digest.split()[0] == hashlib.sha256(data).hexdigest()
+
+
+def test_file_overwrite_and_empty_file(api):
+    with Sandbox(api) as sb:
+        api.put_file(sb.id, "/tmp/f", b"first version, longer")
+        api.put_file(sb.id, "/tmp/f", b"second")
+        assert api.get_file(sb.id, "/tmp/f") == b"second"
+        api.put_file(sb.id, "/tmp/empty", b"")
+        assert api.get_file(sb.id, "/tmp/empty") == b""
+        # No temporary files are left next to the target.
+        assert sb.exec("ls -A /tmp")["stdout"].split() == ["empty", "f"]
+
+
+# ---- the base template: the seed loop ------------------------------------------
+
+SEED = b"""import sys, platform
+total = sum(i * i for i in range(1000))
+print("sum of squares:", total)
+print("python", platform.python_version(), file=sys.stderr)
+"""
+
+
+def test_seed_loop_on_base(api):
+    with Sandbox(api, "base") as sb:
+        api.put_file(sb.id, "/root/task.py", SEED)
+        r = sb.exec("python3 /root/task.py", timeout=55)
+        assert r["exit_code"] == 0, r
+        assert r["stdout"] == "sum of squares: 332833500\n"
+        assert r["stderr"].startswith("python 3.11")
+
+
+def test_base_has_node_22_npm_git_curl(api):
+    with Sandbox(api, "base") as sb:
+        r = sb.exec("node --version; npm --version; git --version; curl --version | head -1; "
+                    "python3 -m pip --version; id user")
+        assert r["exit_code"] == 0, r
+        lines = r["stdout"].splitlines()
+        assert lines[0].startswith("v22.")
+        assert lines[1].startswith("10.")
+        assert lines[2].startswith("git version")
+        assert lines[3].startswith("curl ")
+        assert lines[4].startswith("pip ")
+        assert "uid=1000(user)" in lines[5]
+        r = sb.exec(argv=["node", "-e", "console.log(JSON.stringify({ok: 1 + 1}))"])
+        assert r["stdout"] == '{"ok":2}\n'
+
+
+def test_python_traceback_is_a_result(api):
+    with Sandbox(api, "base") as sb:
+        api.put_file(sb.id, "/root/bad.py", b"raise ValueError('boom')\n")
+        r = sb.exec("python3 /root/bad.py")
+        assert r["exit_code"] == 1
+        assert "ValueError: boom" in r["stderr"]
+
+
+# ---- restarts --------------------------------------------------------------------
+
+def test_restart_reattaches_live_sandbox(fresh_daemon):
+    d = fresh_daemon.start()
+    api = d.api()
+    sid = api.create("minimal")["id"]
+    api.put_file(sid, "/root/state", b"kept")
+    d.stop(signal.SIGKILL)  # a crash: no chance to clean up
+    d.start()
+    api = d.api()
+    assert api.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] == "running"
+    assert api.get_file(sid, "/root/state") == b"kept"
+    assert api.exec(sid, "echo alive")["stdout"] == "alive\n"
+    api.delete(sid)
+    assert leftovers(d.state_dir) == []
+
+
+def test_restart_after_clean_stop_reattaches(fresh_daemon):
+    d = fresh_daemon.start()
+    sid = d.api().create("minimal")["id"]
+    d.stop()  # SIGTERM: brigd exits 0 and leaves sandboxes running
+    d.start()
+    assert d.api().exec(sid, "echo still here")["stdout"] == "still here\n"
+    d.api().delete(sid)
+
+
+def test_restart_cleans_up_dead_sandbox(fresh_daemon):
+    d = fresh_daemon.start()
+    api = d.api()
+    sid = api.create("minimal")["id"]
+    with open(os.path.join(d.state_dir, "sandboxes", sid, "init.pid")) as f:
+        init = int(f.read())
+    d.stop(signal.SIGKILL)
+    os.kill(init, signal.SIGKILL)  # the sandbox dies while brigd is down
+    d.start()
+    api = d.api()
+    assert api.request("GET", f"/v1/sandboxes/{sid}").status == 404
+    assert leftovers(d.state_dir) == []
+
+
+def test_restart_removes_unknown_leftovers(fresh_daemon):
+    d = fresh_daemon.start()
+    d.stop()
+    junk = os.path.join(d.state_dir, "sandboxes", "sbx_leftoverleftoverleftover")
+    os.makedirs(os.path.join(junk, "upper"))
+    d.start()
+    assert not os.path.exists(junk)
+
+
+# ---- the CLI against the real daemon --------------------------------------------
+
+def cli(api, *args, input=None, check=True):
+    from brigtest import BUILD
+    env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY=api.key)
+    r = subprocess.run([os.path.join(BUILD, "brig"), *args], input=input, env=env,
+                       capture_output=True, timeout=120)
+    if check and r.returncode != 0:
+        raise AssertionError(f"brig {args}: {r.returncode}\n{r.stderr.decode()}")
+    return r
+
+
+def test_cli_lifecycle(api, tmp_path):
+    sid = cli(api, "create", "--template", "minimal").stdout.decode().strip()
+    try:
+        assert sid.startswith("sbx_")
+        assert sid in cli(api, "ls").stdout.decode()
+        r = cli(api, "exec", sid, "--", "sh", "-c", "echo out; echo err >&2; exit 5", check=False)
+        assert (r.returncode, r.stdout, r.stderr) == (5, b"out\n", b"err\n")
+        local = tmp_path / "in.bin"
+        local.write_bytes(os.urandom(300000))
+        cli(api, "upload", sid, str(local), "/root/in.bin")
+        cli(api, "download", sid, "/root/in.bin", str(tmp_path / "out.bin"))
+        assert (tmp_path / "out.bin").read_bytes() == local.read_bytes()
+        r = cli(api, "download", sid, "/root/missing", str(tmp_path / "nope"), check=False)
+        assert r.returncode == 1 and b"404" in r.stderr
+        assert not (tmp_path / "nope").exists()
+    finally:
+        cli(api, "rm", sid)
+    assert sid not in cli(api, "ls").stdout.decode()
+
+
+def test_cli_run_returns_exit_code_and_cleans_up(api):
+    r = cli(api, "run", "--template", "minimal", "--", "sh", "-c", "echo hi; exit 7", check=False)
+    assert r.returncode == 7 and r.stdout == b"hi\n"
+    assert api.ok("GET", "/v1/sandboxes").json()["sandboxes"] == []
+
+
+def test_cli_reports_auth_errors(api):
+    env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY="brig_wrong")
+    from brigtest import BUILD
+    r = subprocess.run([os.path.join(BUILD, "brig"), "ls"], env=env, capture_output=True)
+    assert r.returncode == 1
+    assert b"401" in r.stderr and b"invalid API key" in r.stderr
