@@ -1,4 +1,315 @@
-int main(void)
+/*
+ * main.c - brig-agent, PID 1 of a sandbox: reaps every process, accepts brigd's connections
+ * and forks one handler process per connection (conn.c), and on SIGTERM/SIGINT stops every
+ * process in an orderly way before exiting 0.  docs/agent.md describes the process model.
+ *
+ *   brig-agent --listen-fd N   serve an already listening socket (runc --preserve-fds)
+ *   brig-agent --listen PATH   create, bind and listen on a unix socket (tests, debugging)
+ *   brig-agent --version
+ *
+ * The main process does nothing slow: it polls the listening socket and a signalfd, forks,
+ * and reaps.  Everything a peer can influence happens in the handler processes.
+ *
+ * It also works when it is not PID 1 (tests on a host): it then makes itself a child
+ * subreaper so orphans of its commands still come back to it, and on shutdown it signals
+ * only its own children and their process groups, never kill(-1).
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <linux/close_range.h>
+
+#include "log.h"
+#include "util.h"
+
+#define SHUTDOWN_GRACE_S 5 /* SIGTERM to SIGKILL */
+#define LISTEN_BACKLOG   128
+
+/* The agent's state; one instance, in main(). */
+typedef struct agent {
+    pid_t pid;               /* our pid: 1 inside a sandbox */
+    int lfd;                 /* the listening socket */
+    const char *listen_path; /* the socket we created (--listen), unlinked at exit; or NULL */
+    int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT; non-blocking */
+    bool accept_paused;      /* accept hit a resource limit: retry after a child exits */
+} agent;
+
+static void usage(FILE *f)
 {
+    fprintf(f, "usage: brig-agent (--listen-fd N | --listen PATH) | --version\n");
+}
+
+/* Descriptors 0-2 must be open: the handlers' pipes must not land on them (exec.c dup2s
+ * them onto 0-2 in the command).  A runtime may start us with any of them closed. */
+static void ensure_stdio(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) < 0)
+            _exit(1);
+}
+
+static int adopt_listen_fd(agent *a, int fd, brig_error **err)
+{
+    struct stat st;
+    int on = 0;
+    socklen_t len = sizeof(on);
+    if (fstat(fd, &st) < 0)
+        return brig_error_sys(err, "--listen-fd %d", fd);
+    if (!S_ISSOCK(st.st_mode) || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) < 0 || !on)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "--listen-fd %d is not a listening socket",
+                              fd);
+    /* Keep it off 0-2 (see ensure_stdio), and out of every command. */
+    if (fd < 3) {
+        int hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (hi < 0)
+            return brig_error_sys(err, "dup --listen-fd");
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, fd) < 0)
+            return brig_error_sys(err, "/dev/null");
+        close(null);
+        fd = hi;
+    }
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    a->lfd = fd;
     return 0;
+}
+
+static int open_listen_path(agent *a, const char *path, brig_error **err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return brig_error_set(err, BRIG_E_INVALID, 0, "socket path too long: %s", path);
+    strcpy(sa.sun_path, path);
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            return brig_error_set(err, BRIG_E_INVALID, 0, "%s exists and is not a socket", path);
+        unlink(path); /* a stale socket of an earlier run */
+    }
+    _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return brig_error_sys(err, "socket");
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return brig_error_sys(err, "bind %s", path);
+    if (listen(fd, LISTEN_BACKLOG) < 0) {
+        unlink(path);
+        return brig_error_sys(err, "listen %s", path);
+    }
+    a->lfd = fd;
+    a->listen_path = path;
+    fd = -1;
+    return 0;
+}
+
+static int setup_signals(agent *a, brig_error **err)
+{
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    /* Blocked signals are queued even for PID 1 of a pid namespace, which otherwise drops
+     * signals it has no handler for (kernel/signal.c, sig_task_ignored / SIGNAL_UNKILLABLE). */
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    a->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (a->sfd < 0)
+        return brig_error_sys(err, "signalfd");
+    return 0;
+}
+
+/* Accepts one connection and forks its handler. */
+static void accept_one(agent *a)
+{
+    int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            brig_warn("accept: %s", strerror(errno));
+            a->accept_paused = true;
+        }
+        return; /* EINTR, EAGAIN, ECONNABORTED: nothing to do */
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(a->lfd);
+        close(a->sfd);
+        brig_agent_conn_serve(fd, a->pid);
+    }
+    if (pid < 0)
+        brig_warn("fork for a connection: %s", strerror(errno));
+    close(fd);
+}
+
+/* Non-PID-1 shutdown: SIGTERM to every child not signalled yet (handlers, and orphans that
+ * were reparented to us since), and to their process groups. */
+static void term_new_children(pid_t **done, size_t *ndone, size_t *cap)
+{
+    size_t n = 0;
+    _cleanup_free_ pid_t *kids = brig_agent_proc_children(&n);
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < *ndone && (*done)[j] != kids[i])
+            j++;
+        if (j < *ndone)
+            continue;
+        brig_agent_proc_signal(kids[i], SIGTERM);
+        if (*ndone == *cap) {
+            *cap = *cap ? *cap * 2 : 16;
+            *done = brig_xrealloc(*done, *cap * sizeof(**done));
+        }
+        (*done)[(*ndone)++] = kids[i];
+    }
+}
+
+/* SIGTERM to every process, up to SHUTDOWN_GRACE_S seconds for them to exit, SIGKILL to
+ * the rest, reap everything.  As PID 1 that is every process of the sandbox (kill(-1)); on
+ * a host only our own descendants. */
+static void agent_shutdown(agent *a)
+{
+    close(a->lfd);
+    a->lfd = -1;
+    if (a->listen_path != NULL)
+        unlink(a->listen_path);
+
+    bool pid1 = a->pid == 1;
+    _cleanup_free_ pid_t *done = NULL;
+    size_t ndone = 0, cap = 0;
+    if (pid1)
+        kill(-1, SIGTERM);
+    else
+        term_new_children(&done, &ndone, &cap);
+
+    _cleanup_close_ int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    struct itimerspec its = {.it_value = {.tv_sec = SHUTDOWN_GRACE_S}};
+    if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0)
+        brig_warn("shutdown timer: %s; killing at once", strerror(errno));
+    else
+        while (brig_agent_proc_reap(NULL) > 0) {
+            struct pollfd p[2] = {{.fd = a->sfd, .events = POLLIN}, {.fd = tfd, .events = POLLIN}};
+            if (poll(p, 2, -1) < 0 && errno != EINTR)
+                break;
+            if (p[1].revents & POLLIN)
+                break;
+            if (p[0].revents & POLLIN) {
+                brig_agent_signalfd_drain(a->sfd);
+                if (!pid1)
+                    term_new_children(&done, &ndone, &cap);
+            }
+        }
+    brig_agent_proc_kill_all(a->sfd, NULL);
+}
+
+/* The accept loop; returns the exit status once shut down. */
+static int agent_run(agent *a)
+{
+    for (;;) {
+        struct pollfd p[2] = {{.fd = a->sfd, .events = POLLIN},
+                              {.fd = a->accept_paused ? -1 : a->lfd, .events = POLLIN}};
+        int n = poll(p, 2, a->accept_paused ? 1000 : -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            brig_err("poll: %s", strerror(errno));
+            agent_shutdown(a);
+            return 1;
+        }
+        if (n == 0)
+            a->accept_paused = false;
+        if (p[0].revents & POLLIN) {
+            uint64_t seen = brig_agent_signalfd_drain(a->sfd);
+            brig_agent_proc_reap(NULL);
+            a->accept_paused = false;
+            if (seen & ((UINT64_C(1) << SIGTERM) | (UINT64_C(1) << SIGINT))) {
+                agent_shutdown(a);
+                return 0;
+            }
+        }
+        if (p[1].revents & POLLIN) {
+            accept_one(a);
+        } else if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            brig_err("the listening socket failed");
+            agent_shutdown(a);
+            return 1;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"listen-fd", required_argument, NULL, 'f'},
+        {"listen", required_argument, NULL, 'l'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = NULL;
+    long listen_fd = -1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'f':
+            errno = 0;
+            listen_fd = strtol(optarg, &end, 10);
+            if (errno != 0 || end == optarg || *end != '\0' || listen_fd < 0 ||
+                listen_fd > INT32_MAX) {
+                fprintf(stderr, "brig-agent: bad --listen-fd: %s\n", optarg);
+                return 2;
+            }
+            break;
+        case 'l':
+            path = optarg;
+            break;
+        case 'V':
+            printf("brig-agent %s\n", BRIG_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc || (path == NULL) == (listen_fd < 0)) {
+        usage(stderr);
+        return 2;
+    }
+
+    brig_log_init("brig-agent", BRIG_LOG_INFO);
+    ensure_stdio();
+    umask(022);
+    /* Whatever the runtime left open must not leak into commands.  Best effort: older
+     * kernels and gVisor may lack close_range. */
+    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+
+    agent a = {.pid = getpid(), .lfd = -1, .sfd = -1};
+    brig_error *err = NULL;
+    if (a.pid != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        brig_warn("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+    int r = path ? open_listen_path(&a, path, &err) : adopt_listen_fd(&a, (int)listen_fd, &err);
+    if (r == 0)
+        r = setup_signals(&a, &err);
+    if (r < 0) {
+        brig_err("%s", err->msg);
+        brig_error_clear(&err);
+        if (a.listen_path != NULL)
+            unlink(a.listen_path);
+        return 1;
+    }
+    brig_info("brig-agent %s ready (pid %d)", BRIG_VERSION, (int)a.pid);
+    return agent_run(&a);
 }
