@@ -46,7 +46,7 @@ integration: build-check
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
 	  /usr/bin/python3 -m pytest -q tests/integration $(PYTEST_ARGS)
 
-check: build-check
+check: build-check format-check
 	templates/build --cache $(TEMPLATE_CACHE) minimal >/dev/null
 	templates/build --cache $(TEMPLATE_CACHE) base >/dev/null
 	meson test -C $(CHECK_BUILD) --print-errorlogs

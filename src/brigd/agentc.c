@@ -203,8 +203,7 @@ int brig_agentc_write_end(int fd, int64_t *size, brig_error **err)
         return -1;
     int r = 0;
     if (strcmp(msg_type(msg), "ok") != 0)
-        r = brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent reply '%s'",
-                           msg_type(msg));
+        r = brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent reply '%s'", msg_type(msg));
     else if (size)
         *size = json_integer_value(json_object_get(msg, "size"));
     json_decref(msg);
@@ -223,8 +222,7 @@ int brig_agentc_read_begin(int fd, const char *path, int64_t *size, int *mode, b
     if (read_reply(fd, &msg, err) < 0)
         return -1;
     if (strcmp(msg_type(msg), "file") != 0) {
-        r = brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent reply '%s'",
-                           msg_type(msg));
+        r = brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent reply '%s'", msg_type(msg));
     } else {
         *size = json_integer_value(json_object_get(msg, "size"));
         *mode = (int)json_integer_value(json_object_get(msg, "mode"));

@@ -27,7 +27,7 @@ typedef struct brig_exec_result {
     int signal; /* 0 when the command was not killed by a signal */
     bool timed_out;
     int64_t duration_ms;
-    brig_buf out, err;            /* captured stdout / stderr (up to the limit) */
+    brig_buf out, err; /* captured stdout / stderr (up to the limit) */
     bool out_truncated, err_truncated;
 } brig_exec_result;
 

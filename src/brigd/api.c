@@ -38,7 +38,8 @@ static void h_sandbox_create(brig_req *r)
     static const char *const fields[] = {"template", NULL};
     json_t *body = NULL;
     brig_error *err = NULL;
-    if (brig_http_body_json(r, &body, &err) < 0 || brig_request_only_fields(body, fields, &err) < 0) {
+    if (brig_http_body_json(r, &body, &err) < 0 ||
+        brig_request_only_fields(body, fields, &err) < 0) {
         json_decref(body);
         brig_http_error(r, err);
         return;
@@ -114,7 +115,9 @@ static void h_exec(brig_req *r)
     brig_error *err = NULL;
     brig_exec_req req;
     brig_sandbox *sb = NULL;
-    if (brig_http_body_json(r, &body, &err) < 0 || brig_request_exec(body, r->d->cfg.exec_timeout_default_ms, r->d->cfg.exec_timeout_max_ms, &req, &err) < 0 ||
+    if (brig_http_body_json(r, &body, &err) < 0 ||
+        brig_request_exec(body, r->d->cfg.exec_timeout_default_ms, r->d->cfg.exec_timeout_max_ms,
+                          &req, &err) < 0 ||
         brig_sandbox_get(r->d, r->key.account_id, r->params[0], &sb, &err) < 0) {
         json_decref(body);
         brig_http_error(r, err);
@@ -122,8 +125,8 @@ static void h_exec(brig_req *r)
     }
     brig_exec_result res;
     int fd = brig_sandbox_connect(r->d, sb, &err);
-    int rc = fd < 0 ? -1
-                    : brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &res, &err);
+    int rc =
+        fd < 0 ? -1 : brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &res, &err);
     if (fd >= 0)
         close(fd);
     brig_sandbox_put(r->d, sb);
@@ -302,8 +305,8 @@ static void h_files_get(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    struct MHD_Response *resp = MHD_create_response_from_callback(
-        (uint64_t)fs->size, 64 * 1024, get_reader, fs, get_free);
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback((uint64_t)fs->size, 64 * 1024, get_reader, fs, get_free);
     MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
     char m[16];
     snprintf(m, sizeof(m), "%04o", mode & 07777);

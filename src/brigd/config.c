@@ -86,8 +86,7 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         char *end = NULL;
         double d = strtod(v, &end);
         if (end == v || *end != '\0' || !(d >= 0.01 && d <= 1024))
-            return brig_error_set(err, BRIG_E_INVALID, 0, "cpus: '%s' is not in [0.01, 1024]",
-                                  v);
+            return brig_error_set(err, BRIG_E_INVALID, 0, "cpus: '%s' is not in [0.01, 1024]", v);
         cfg->cpus = d;
         return 0;
     }
@@ -189,8 +188,7 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
                 else if (r < 0)
                     brig_error_set(err, BRIG_E_INVALID, errno, "cannot read config %s", optarg);
                 else
-                    brig_error_set(err, BRIG_E_INVALID, 0, "%s line %d: syntax error", optarg,
-                                   r);
+                    brig_error_set(err, BRIG_E_INVALID, 0, "%s line %d: syntax error", optarg, r);
                 return -1;
             }
         }
@@ -202,13 +200,27 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         const char *key = NULL;
         switch (c) {
-        case 'l': key = "listen"; break;
-        case 's': key = "state_dir"; break;
-        case 't': key = "template_cache"; break;
-        case 'T': key = "templates_dir"; break;
-        case 'a': key = "agent_path"; break;
-        case 'r': key = "oci_runtime"; break;
-        case 'L': key = "log_level"; break;
+        case 'l':
+            key = "listen";
+            break;
+        case 's':
+            key = "state_dir";
+            break;
+        case 't':
+            key = "template_cache";
+            break;
+        case 'T':
+            key = "templates_dir";
+            break;
+        case 'a':
+            key = "agent_path";
+            break;
+        case 'r':
+            key = "oci_runtime";
+            break;
+        case 'L':
+            key = "log_level";
+            break;
         case 'R': {
             int64_t fd;
             if (parse_int(optarg, 0, INT_MAX, &fd) < 0)
@@ -216,7 +228,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
             cfg->ready_fd = (int)fd;
             continue;
         }
-        default: continue;
+        default:
+            continue;
         }
         if (apply(cfg, key, optarg, err) < 0)
             return -1;

@@ -10,12 +10,12 @@
 #include "error.h"
 
 typedef struct brig_config {
-    char *listen;          /* "HOST:PORT"; default 127.0.0.1:7070 */
-    char *state_dir;       /* default /var/lib/brig */
-    char *template_cache;  /* built root filesystems; default /var/cache/brig/templates */
-    char *templates_dir;   /* template specs + builder; default <exe>/../templates */
-    char *agent_path;      /* the brig-agent binary; default <exe dir>/brig-agent */
-    char *oci_runtime;     /* "auto" | "runc" | "crun" | "runsc" | a path */
+    char *listen;         /* "HOST:PORT"; default 127.0.0.1:7070 */
+    char *state_dir;      /* default /var/lib/brig */
+    char *template_cache; /* built root filesystems; default /var/cache/brig/templates */
+    char *templates_dir;  /* template specs + builder; default <exe>/../templates */
+    char *agent_path;     /* the brig-agent binary; default <exe dir>/brig-agent */
+    char *oci_runtime;    /* "auto" | "runc" | "crun" | "runsc" | a path */
     char *default_template;
     int64_t exec_timeout_default_ms; /* 55 s */
     int64_t exec_timeout_max_ms;     /* per-call ceiling; default 1 h */

@@ -72,8 +72,7 @@ void brig_http_error(brig_req *r, brig_error *err)
 {
     unsigned status = (unsigned)brig_error_http_status(err->kind);
     if (status >= 500)
-        brig_warn("%s %s: %u %s", r->method, r->route ? r->route->pattern : "?", status,
-                  err->msg);
+        brig_warn("%s %s: %u %s", r->method, r->route ? r->route->pattern : "?", status, err->msg);
     json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", brig_error_code(err->kind),
                              "message", err->msg);
     brig_http_json(r, status, body);
@@ -96,8 +95,7 @@ void brig_http_fail(brig_req *r, brig_err_kind kind, const char *fmt, ...)
 
 void brig_http_empty(brig_req *r, unsigned status)
 {
-    brig_http_response(r, status,
-                       MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
+    brig_http_response(r, status, MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
 }
 
 const char *brig_http_query(brig_req *r, const char *name)
@@ -180,9 +178,8 @@ typedef struct http_ctx {
 static http_ctx the_ctx;
 
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
-                                 const char *method, const char *version,
-                                 const char *upload_data, size_t *upload_data_size,
-                                 void **req_cls)
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **req_cls)
 {
     (void)version;
     http_ctx *hc = cls;
@@ -297,17 +294,13 @@ int brig_http_start(brigd *d, const brig_route *routes, brig_error **err)
                      MHD_USE_ERROR_LOG | MHD_USE_POLL;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    d->http = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, &the_ctx,
-                               MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                               MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
-                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
-                               MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-                               MHD_OPTION_END);
+    d->http = MHD_start_daemon(
+        flags, 0, NULL, NULL, access_cb, &the_ctx, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed_cb,
+        NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)4096, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (d->http == NULL)
-        return brig_error_set(err, BRIG_E_INTERNAL, errno, "cannot listen on %s",
-                              d->cfg.listen);
+        return brig_error_set(err, BRIG_E_INTERNAL, errno, "cannot listen on %s", d->cfg.listen);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->http, MHD_DAEMON_INFO_BIND_PORT);
     unsigned port = info ? info->port : 0;
     char host[INET6_ADDRSTRLEN] = "127.0.0.1";

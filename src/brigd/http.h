@@ -46,13 +46,13 @@ struct brig_req {
     struct MHD_Connection *conn;
     const brig_route *route;
     const char *method;
-    char params[2][96];      /* values of the pattern's {…} segments, in order */
-    brig_key_row key;        /* the authenticated caller */
-    brig_buf body;           /* buffered body (JSON routes) */
-    bool too_large;          /* body exceeded BRIG_HTTP_BODY_MAX */
+    char params[2][96]; /* values of the pattern's {…} segments, in order */
+    brig_key_row key;   /* the authenticated caller */
+    brig_buf body;      /* buffered body (JSON routes) */
+    bool too_large;     /* body exceeded BRIG_HTTP_BODY_MAX */
     struct MHD_Response *resp;
     unsigned status;
-    bool replied;            /* the response was queued */
+    bool replied; /* the response was queued */
     /* streaming routes' own state */
     void *stream;
     void (*stream_free)(brig_req *r);

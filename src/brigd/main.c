@@ -64,8 +64,8 @@ static int run(brigd *d, int sigfd, brig_error **err)
         return -1;
     if (brig_auth_bootstrap(d, err) < 0)
         return -1;
-    brig_info("listening on %s (state %s, %d sandboxes re-attached)", d->base_url,
-              d->cfg.state_dir, d->n_sandboxes);
+    brig_info("listening on %s (state %s, %d sandboxes re-attached)", d->base_url, d->cfg.state_dir,
+              d->n_sandboxes);
     if (d->cfg.ready_fd >= 0) {
         _cleanup_free_ char *line = brig_asprintf("ready %s\n", d->base_url);
         (void)!write(d->cfg.ready_fd, line, strlen(line));

@@ -145,8 +145,7 @@ int brig_proc_spawn(const brig_spawn *s, pid_t *pid, brig_error **err)
     int stdio[3] = {s->stdin_fd, s->stdout_fd, s->stderr_fd};
     for (int i = 0; i < 3; i++) {
         if (stdio[i] < 0)
-            posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == 0 ? O_RDONLY : O_WRONLY,
-                                             0);
+            posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == 0 ? O_RDONLY : O_WRONLY, 0);
         else
             posix_spawn_file_actions_adddup2(&fa, stdio[i], i);
     }
@@ -203,8 +202,7 @@ int brig_proc_wait(pid_t pid)
     return st;
 }
 
-int brig_proc_run(const char *const *argv, brig_buf *out, size_t cap, int *status,
-                  brig_error **err)
+int brig_proc_run(const char *const *argv, brig_buf *out, size_t cap, int *status, brig_error **err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)

@@ -23,11 +23,11 @@ int brig_proc_init(brig_error **err);
 void brig_proc_shutdown(void);
 
 typedef struct brig_spawn {
-    const char *const *argv;  /* argv[0] is an absolute path or looked up in PATH */
-    int stdin_fd;             /* -1: /dev/null */
-    int stdout_fd;            /* -1: /dev/null */
-    int stderr_fd;            /* -1: /dev/null */
-    const int *extra_fds;     /* become fds 3, 4, ... in the child */
+    const char *const *argv; /* argv[0] is an absolute path or looked up in PATH */
+    int stdin_fd;            /* -1: /dev/null */
+    int stdout_fd;           /* -1: /dev/null */
+    int stderr_fd;           /* -1: /dev/null */
+    const int *extra_fds;    /* become fds 3, 4, ... in the child */
     size_t n_extra;
 } brig_spawn;
 

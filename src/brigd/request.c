@@ -77,8 +77,7 @@ int brig_request_exec(json_t *body, int64_t default_ms, int64_t max_ms, brig_exe
     json_t *to = json_object_get(body, "timeout");
     if (to) {
         double s = json_number_value(to);
-        if (!json_is_number(to) || !isfinite(s) || s < 0 ||
-            s * 1000 > (double)max_ms)
+        if (!json_is_number(to) || !isfinite(s) || s < 0 || s * 1000 > (double)max_ms)
             return brig_error_set(err, BRIG_E_INVALID, 0,
                                   "'timeout' must be a number of seconds in [0, %lld] (0: none)",
                                   (long long)(max_ms / 1000));
@@ -86,4 +85,3 @@ int brig_request_exec(json_t *body, int64_t default_ms, int64_t max_ms, brig_exe
     }
     return 0;
 }
-

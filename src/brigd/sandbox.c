@@ -34,8 +34,8 @@ json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb)
     pthread_mutex_lock(&d->lock);
     const char *state = sb->state;
     pthread_mutex_unlock(&d->lock);
-    return json_pack("{s:s, s:s, s:s, s:s}", "id", sb->id, "template", sb->template, "state",
-                     state, "created_at", created);
+    return json_pack("{s:s, s:s, s:s, s:s}", "id", sb->id, "template", sb->template, "state", state,
+                     "created_at", created);
 }
 
 static void unlink_locked(brigd *d, brig_sandbox *sb)
@@ -87,8 +87,8 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
     if (!t.built) {
         brig_template_dispose(&t);
         return brig_error_set(err, BRIG_E_CONFLICT, 0,
-                              "template '%s' is not built yet: run `brig template build %s`",
-                              tname, tname);
+                              "template '%s' is not built yet: run `brig template build %s`", tname,
+                              tname);
     }
     brig_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
     brig_id_new("sbx", sb->id);
@@ -207,8 +207,7 @@ int brig_sandbox_delete(brigd *d, const char *account_id, const char *id, const 
         brig_err("sandbox %s: destroy: %s", sb->id, derr->msg);
         brig_error_clear(&derr);
     } else {
-        brig_store_sandbox_set_state(d->store, sb->id, "deleted", reason, brig_now_real_ms(),
-                                     NULL);
+        brig_store_sandbox_set_state(d->store, sb->id, "deleted", reason, brig_now_real_ms(), NULL);
         brig_info("sandbox %s: deleted (%s, %lld ms)", sb->id, reason,
                   (long long)(brig_now_mono_ms() - t0));
     }
@@ -230,9 +229,9 @@ json_t *brig_sandbox_list(brigd *d, const char *account_id)
             continue;
         char created[32];
         brig_format_time(sb->created_at, created);
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "id", sb->id, "template",
-                                             sb->template, "state", sb->state, "created_at",
-                                             created));
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:s, s:s, s:s}", "id", sb->id, "template",
+                                        sb->template, "state", sb->state, "created_at", created));
     }
     pthread_mutex_unlock(&d->lock);
     return arr;

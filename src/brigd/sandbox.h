@@ -22,10 +22,10 @@ struct brig_sandbox {
     char account_id[BRIG_ID_MAX];
     char template[64];
     char template_key[17];
-    int64_t created_at;       /* ms since the epoch */
-    const char *state;        /* static string; guarded by brigd.lock */
-    int refs;                 /* list membership + borrowers; guarded by brigd.lock */
-    brig_rt_sandbox *rt;      /* runtime handle once running */
+    int64_t created_at;  /* ms since the epoch */
+    const char *state;   /* static string; guarded by brigd.lock */
+    int refs;            /* list membership + borrowers; guarded by brigd.lock */
+    brig_rt_sandbox *rt; /* runtime handle once running */
     struct brig_sandbox *next;
 };
 

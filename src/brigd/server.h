@@ -16,14 +16,14 @@ typedef struct brig_sandbox brig_sandbox;
 struct MHD_Daemon;
 
 typedef struct brigd {
-    brig_config cfg;          /* parsed at start-up, read-only afterwards */
-    brig_store *store;        /* SQLite: accounts, keys, sandboxes */
-    brig_runtime *rt;         /* the sandbox runtime driver (oci) */
-    pthread_mutex_t lock;     /* guards `sandboxes` and every sandbox's state/refs */
-    brig_sandbox *sandboxes;  /* live sandboxes (creating/running), newest first */
-    int n_sandboxes;          /* length of that list */
-    struct MHD_Daemon *http;  /* the REST API server */
-    char *base_url;           /* "http://host:port" actually listened on */
+    brig_config cfg;         /* parsed at start-up, read-only afterwards */
+    brig_store *store;       /* SQLite: accounts, keys, sandboxes */
+    brig_runtime *rt;        /* the sandbox runtime driver (oci) */
+    pthread_mutex_t lock;    /* guards `sandboxes` and every sandbox's state/refs */
+    brig_sandbox *sandboxes; /* live sandboxes (creating/running), newest first */
+    int n_sandboxes;         /* length of that list */
+    struct MHD_Daemon *http; /* the REST API server */
+    char *base_url;          /* "http://host:port" actually listened on */
 } brigd;
 
 #endif

@@ -53,8 +53,7 @@ static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
 int brig_store_open(brig_store **out, const char *path, brig_error **err)
 {
     sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-        SQLITE_OK) {
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
         brig_error_set(err, BRIG_E_INTERNAL, 0, "store: open %s: %s", path,
                        db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
@@ -145,8 +144,8 @@ int brig_store_account_create(brig_store *st, const char *id, const char *name, 
 {
     pthread_mutex_lock(&st->lock);
     int r = run(st,
-                prepare(st, "INSERT INTO accounts(id, name, created_at) VALUES (?,?,?)", "ssi",
-                        id, name, now),
+                prepare(st, "INSERT INTO accounts(id, name, created_at) VALUES (?,?,?)", "ssi", id,
+                        name, now),
                 "create account", err);
     pthread_mutex_unlock(&st->lock);
     return r;
@@ -240,7 +239,7 @@ int brig_store_sandbox_set_state(brig_store *st, const char *id, const char *sta
                 prepare(st,
                         "UPDATE sandboxes SET state = ?, reason = coalesce(?, reason),"
                         " deleted_at = CASE WHEN ? THEN ? ELSE deleted_at END WHERE id = ?",
-                        "ssiis", state, reason, (int64_t)final, now, id),
+                        "ssiis", state, reason, (int64_t) final, now, id),
                 "update sandbox", err);
     pthread_mutex_unlock(&st->lock);
     return r;

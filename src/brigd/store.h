@@ -25,7 +25,7 @@ typedef struct brig_sandbox_row {
     char account_id[BRIG_ID_MAX];
     char template[64];
     char template_key[17];
-    char state[16]; /* creating | running | deleting | deleted | failed */
+    char state[16];     /* creating | running | deleting | deleted | failed */
     int64_t created_at; /* ms since the epoch */
 } brig_sandbox_row;
 

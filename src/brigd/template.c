@@ -102,8 +102,8 @@ int brig_template_build(const brig_config *cfg, const char *name, brig_error **e
             tail += len - 2000;
         char how[64];
         brig_proc_describe(st, how, sizeof(how));
-        brig_error_set(err, BRIG_E_INTERNAL, 0, "building template %s failed (%s): %s", name,
-                       how, tail);
+        brig_error_set(err, BRIG_E_INTERNAL, 0, "building template %s failed (%s): %s", name, how,
+                       tail);
         brig_buf_dispose(&out);
         return -1;
     }

@@ -14,20 +14,13 @@ static const struct {
     int status;
     const char *code;
 } kinds[BRIG_E__COUNT] = {
-    [BRIG_E_INTERNAL] = {500, "internal"},
-    [BRIG_E_INVALID] = {400, "invalid_request"},
-    [BRIG_E_UNAUTHORIZED] = {401, "unauthorized"},
-    [BRIG_E_PAYMENT] = {402, "payment_required"},
-    [BRIG_E_FORBIDDEN] = {403, "forbidden"},
-    [BRIG_E_NOT_FOUND] = {404, "not_found"},
-    [BRIG_E_METHOD] = {405, "method_not_allowed"},
-    [BRIG_E_CONFLICT] = {409, "conflict"},
-    [BRIG_E_TOO_LARGE] = {413, "too_large"},
-    [BRIG_E_LIMIT] = {429, "limit_exceeded"},
-    [BRIG_E_UNAVAILABLE] = {503, "unavailable"},
-    [BRIG_E_TIMEOUT] = {504, "timeout"},
-    [BRIG_E_NO_SPACE] = {507, "no_space"},
-    [BRIG_E_PROTOCOL] = {502, "agent_protocol"},
+    [BRIG_E_INTERNAL] = {500, "internal"},         [BRIG_E_INVALID] = {400, "invalid_request"},
+    [BRIG_E_UNAUTHORIZED] = {401, "unauthorized"}, [BRIG_E_PAYMENT] = {402, "payment_required"},
+    [BRIG_E_FORBIDDEN] = {403, "forbidden"},       [BRIG_E_NOT_FOUND] = {404, "not_found"},
+    [BRIG_E_METHOD] = {405, "method_not_allowed"}, [BRIG_E_CONFLICT] = {409, "conflict"},
+    [BRIG_E_TOO_LARGE] = {413, "too_large"},       [BRIG_E_LIMIT] = {429, "limit_exceeded"},
+    [BRIG_E_UNAVAILABLE] = {503, "unavailable"},   [BRIG_E_TIMEOUT] = {504, "timeout"},
+    [BRIG_E_NO_SPACE] = {507, "no_space"},         [BRIG_E_PROTOCOL] = {502, "agent_protocol"},
 };
 
 int brig_error_set(brig_error **err, brig_err_kind kind, int errnum, const char *fmt, ...)

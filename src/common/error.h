@@ -46,7 +46,8 @@ int brig_error_set(brig_error **err, brig_err_kind kind, int errnum, const char 
 #define brig_error_sys(err, ...) brig_error_set((err), BRIG_E_INTERNAL, errno, __VA_ARGS__)
 
 /* Prepends "context: " to the message of *err (no-op when there is none). */
-void brig_error_prefix(brig_error **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void brig_error_prefix(brig_error **err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Frees *err and sets it to NULL. */
 void brig_error_clear(brig_error **err);

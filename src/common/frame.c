@@ -55,8 +55,7 @@ int brig_frame_parse_json(const uint8_t *p, size_t n, json_t **out, brig_error *
     return 0;
 }
 
-int brig_frame_write(int fd, uint8_t type, uint16_t chan, const void *p, size_t n,
-                     brig_error **err)
+int brig_frame_write(int fd, uint8_t type, uint16_t chan, const void *p, size_t n, brig_error **err)
 {
     if (n > BRIG_FRAME_MAX)
         return brig_error_set(err, BRIG_E_INTERNAL, 0, "frame too large (%zu bytes)", n);
@@ -138,8 +137,8 @@ int brig_frame_read_json(int fd, brig_frame *f, uint8_t want_type, json_t **out,
     if (brig_frame_read(fd, f, NULL, err) < 0)
         return -1;
     if (f->hdr.type != want_type)
-        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "expected frame type %u, got %u",
-                              want_type, f->hdr.type);
+        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "expected frame type %u, got %u", want_type,
+                              f->hdr.type);
     return brig_frame_parse_json(f->payload, f->hdr.len, out, err);
 }
 

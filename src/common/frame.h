@@ -24,7 +24,7 @@
 #define BRIG_PROTO_NAME    "brig-agent"
 #define BRIG_PROTO_VERSION 1
 #define BRIG_FRAME_HDR     8
-#define BRIG_FRAME_MAX     (1u << 20) /* payload limit: 1 MiB */
+#define BRIG_FRAME_MAX     (1u << 20)  /* payload limit: 1 MiB */
 #define BRIG_DATA_CHUNK    (64u << 10) /* what senders put in one DATA frame */
 
 enum { BRIG_FRAME_HELLO = 1, BRIG_FRAME_CONTROL = 2, BRIG_FRAME_DATA = 3 };

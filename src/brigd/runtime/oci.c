@@ -107,9 +107,9 @@ static char *resolve_runtime(const char *want, brig_error **err)
     }
     char *p = find_in_path(want);
     if (p == NULL)
-        brig_error_set(err, BRIG_E_INTERNAL, 0,
-                       "OCI runtime '%s' not found (set oci_runtime to runc, crun, runsc or a path)",
-                       want);
+        brig_error_set(
+            err, BRIG_E_INTERNAL, 0,
+            "OCI runtime '%s' not found (set oci_runtime to runc, crun, runsc or a path)", want);
     return p;
 }
 
@@ -263,26 +263,34 @@ static json_t *mount_entry(const char *dest, const char *type, const char *src,
 static json_t *oci_spec_new(const brig_rt_spec *spec)
 {
     static const char *const caps[] = {
-        "CAP_CHOWN",  "CAP_DAC_OVERRIDE", "CAP_FOWNER",           "CAP_FSETID",
-        "CAP_KILL",   "CAP_SETGID",       "CAP_SETUID",           "CAP_SETPCAP",
-        "CAP_SETFCAP", "CAP_SYS_CHROOT",  "CAP_NET_BIND_SERVICE", "CAP_AUDIT_WRITE",
+        "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FOWNER",           "CAP_FSETID",
+        "CAP_KILL",    "CAP_SETGID",       "CAP_SETUID",           "CAP_SETPCAP",
+        "CAP_SETFCAP", "CAP_SYS_CHROOT",   "CAP_NET_BIND_SERVICE", "CAP_AUDIT_WRITE",
         NULL};
-    static const char *const masked[] = {
-        "/proc/acpi",          "/proc/asound",      "/proc/kcore",       "/proc/keys",
-        "/proc/latency_stats", "/proc/timer_list",  "/proc/timer_stats", "/proc/sched_debug",
-        "/proc/scsi",          "/sys/firmware",     "/sys/devices/virtual/powercap", NULL};
-    static const char *const readonly[] = {"/proc/bus",         "/proc/fs",  "/proc/irq",
-                                           "/proc/sys",         "/proc/sysrq-trigger", NULL};
+    static const char *const masked[] = {"/proc/acpi",
+                                         "/proc/asound",
+                                         "/proc/kcore",
+                                         "/proc/keys",
+                                         "/proc/latency_stats",
+                                         "/proc/timer_list",
+                                         "/proc/timer_stats",
+                                         "/proc/sched_debug",
+                                         "/proc/scsi",
+                                         "/sys/firmware",
+                                         "/sys/devices/virtual/powercap",
+                                         NULL};
+    static const char *const readonly[] = {
+        "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL};
     static const char *const args[] = {AGENT_IN_SANDBOX, "--listen-fd", "3", NULL};
     static const char *const env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
         "LANG=C.UTF-8", NULL};
     static const char *const o_proc[] = {"nosuid", "noexec", "nodev", NULL};
     static const char *const o_dev[] = {"nosuid", "strictatime", "mode=755", "size=65536k", NULL};
-    static const char *const o_pts[] = {"nosuid", "noexec", "newinstance", "ptmxmode=0666",
-                                        "mode=0620", "gid=5", NULL};
-    static const char *const o_shm[] = {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k",
-                                        NULL};
+    static const char *const o_pts[] = {"nosuid",    "noexec", "newinstance", "ptmxmode=0666",
+                                        "mode=0620", "gid=5",  NULL};
+    static const char *const o_shm[] = {"nosuid",    "noexec",      "nodev",
+                                        "mode=1777", "size=65536k", NULL};
     static const char *const o_mq[] = {"nosuid", "noexec", "nodev", NULL};
     static const char *const o_sys[] = {"nosuid", "noexec", "nodev", "ro", NULL};
     static const char *const o_cg[] = {"nosuid", "noexec", "nodev", "relatime", "ro", NULL};
@@ -298,10 +306,9 @@ static json_t *oci_spec_new(const brig_rt_spec *spec)
                                str_array(caps), "permitted", str_array(caps));
     json_t *process = json_pack(
         "{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:[{s:s, s:I, s:I}, {s:s, s:i, s:i}], s:b}",
-        "terminal", 0, "user", "uid", 0, "gid", 0, "args", str_array(args), "env",
-        str_array(env), "cwd", "/", "capabilities", capset, "rlimits", "type", "RLIMIT_NOFILE",
-        "hard", nofile, "soft", nofile, "type", "RLIMIT_CORE", "hard", 0, "soft", 0,
-        "noNewPrivileges", 1);
+        "terminal", 0, "user", "uid", 0, "gid", 0, "args", str_array(args), "env", str_array(env),
+        "cwd", "/", "capabilities", capset, "rlimits", "type", "RLIMIT_NOFILE", "hard", nofile,
+        "soft", nofile, "type", "RLIMIT_CORE", "hard", 0, "soft", 0, "noNewPrivileges", 1);
 
     json_t *mounts = json_array();
     json_array_append_new(mounts, mount_entry("/proc", "proc", "proc", o_proc));
@@ -313,16 +320,16 @@ static json_t *oci_spec_new(const brig_rt_spec *spec)
     json_array_append_new(mounts, mount_entry("/sys/fs/cgroup", "cgroup", "cgroup", o_cg));
 
     _cleanup_free_ char *cgpath = brig_asprintf("/brig/%s", spec->id);
-    json_t *resources = json_pack(
-        "{s:[{s:b, s:s}], s:{s:I}, s:{s:I}, s:{s:I, s:I}}", "devices", "allow", 0, "access",
-        "rwm", "memory", "limit", (json_int_t)(spec->memory_mib << 20), "pids", "limit",
-        (json_int_t)spec->pids_limit, "cpu", "quota", (json_int_t)(spec->cpus * 100000),
-        "period", (json_int_t)100000);
-    json_t *linux_ = json_pack(
-        "{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}], s:s, s:o, s:o, s:o}", "namespaces",
-        "type", "pid", "type", "network", "type", "ipc", "type", "uts", "type", "mount", "type",
-        "cgroup", "cgroupsPath", cgpath, "resources", resources, "maskedPaths",
-        str_array(masked), "readonlyPaths", str_array(readonly));
+    json_t *resources =
+        json_pack("{s:[{s:b, s:s}], s:{s:I}, s:{s:I}, s:{s:I, s:I}}", "devices", "allow", 0,
+                  "access", "rwm", "memory", "limit", (json_int_t)(spec->memory_mib << 20), "pids",
+                  "limit", (json_int_t)spec->pids_limit, "cpu", "quota",
+                  (json_int_t)(spec->cpus * 100000), "period", (json_int_t)100000);
+    json_t *linux_ =
+        json_pack("{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}], s:s, s:o, s:o, s:o}",
+                  "namespaces", "type", "pid", "type", "network", "type", "ipc", "type", "uts",
+                  "type", "mount", "type", "cgroup", "cgroupsPath", cgpath, "resources", resources,
+                  "maskedPaths", str_array(masked), "readonlyPaths", str_array(readonly));
 
     return json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o}", "ociVersion", "1.0.2", "process",
                      process, "root", "path", "rootfs", "readonly", 0, "hostname", "sandbox",
@@ -492,11 +499,15 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         brig_error_sys(err, "open %s", log_path);
         goto out;
     }
-    const char *argv[] = {o->runtime, "--root", o->root,  "run",          "--detach",
+    const char *argv[] = {o->runtime, "--root", o->root,      "run",    "--detach",
                           "--bundle", dir,      "--pid-file", pid_path, "--preserve-fds",
                           "1",        spec->id, NULL};
-    brig_spawn s = {.argv = argv, .stdin_fd = -1, .stdout_fd = logfd, .stderr_fd = logfd,
-                    .extra_fds = &lfd, .n_extra = 1};
+    brig_spawn s = {.argv = argv,
+                    .stdin_fd = -1,
+                    .stdout_fd = logfd,
+                    .stderr_fd = logfd,
+                    .extra_fds = &lfd,
+                    .n_extra = 1};
     pid_t pid;
     if (brig_proc_spawn(&s, &pid, err) < 0)
         goto out;

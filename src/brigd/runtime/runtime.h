@@ -18,11 +18,11 @@ typedef struct brig_runtime brig_runtime;
 typedef struct brig_rt_sandbox brig_rt_sandbox; /* driver-defined per-sandbox handle */
 
 typedef struct brig_rt_spec {
-    const char *id;         /* sandbox id; also the container id */
-    const char *rootfs;     /* the template's root filesystem, used read-only */
-    int64_t memory_mib;     /* memory limit */
-    int64_t pids_limit;     /* max tasks */
-    double cpus;            /* CPU quota, in CPUs */
+    const char *id;     /* sandbox id; also the container id */
+    const char *rootfs; /* the template's root filesystem, used read-only */
+    int64_t memory_mib; /* memory limit */
+    int64_t pids_limit; /* max tasks */
+    double cpus;        /* CPU quota, in CPUs */
 } brig_rt_spec;
 
 typedef struct brig_runtime_ops {
