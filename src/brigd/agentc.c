@@ -7,8 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* Maps an agent error reply to a brig_error of the matching kind. */
-static int agent_error(json_t *msg, brig_error **err)
+int brig_agentc_error(json_t *msg, brig_error **err)
 {
     static const struct {
         const char *code;
@@ -28,13 +27,15 @@ static int agent_error(json_t *msg, brig_error **err)
     return brig_error_set(err, kind, 0, "%s", m ? m : (code ? code : "agent error"));
 }
 
+static int read_reply(int fd, json_t **out, brig_error **err);
+
 static const char *msg_type(json_t *msg)
 {
     const char *t = json_string_value(json_object_get(msg, "type"));
     return t ? t : "";
 }
 
-static void set_timeout(int fd, int64_t ms)
+void brig_agentc_set_timeout(int fd, int64_t ms)
 {
     struct timeval tv = {0, 0}; /* 0: wait forever */
     if (ms > 0) {
@@ -55,10 +56,14 @@ static void keep(brig_buf *b, bool *truncated, const uint8_t *p, size_t n, size_
         brig_buf_append(b, p, n);
 }
 
-int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, brig_exec_result *res,
-                     brig_error **err)
+void brig_exec_req_dispose(brig_exec_req *req)
 {
-    memset(res, 0, sizeof(*res));
+    free(req->stdin_data);
+    req->stdin_data = NULL;
+}
+
+static json_t *exec_json(const brig_exec_req *req)
+{
     json_t *m = json_pack("{s:s, s:I}", "op", "exec", "timeout_ms", (json_int_t)req->timeout_ms);
     if (req->argv)
         json_object_set(m, "argv", req->argv);
@@ -68,44 +73,132 @@ int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, brig_exec_r
         json_object_set_new(m, "cwd", json_string(req->cwd));
     if (req->env)
         json_object_set(m, "env", req->env);
+    if (req->user)
+        json_object_set_new(m, "user", json_string(req->user));
+    if (req->pty_cols > 0)
+        json_object_set_new(m, "pty",
+                            json_pack("{s:i, s:i}", "cols", req->pty_cols, "rows", req->pty_rows));
+    if (req->background)
+        json_object_set_new(m, "background", json_true());
+    if (req->buffer_bytes > 0)
+        json_object_set_new(m, "buffer_bytes", json_integer(req->buffer_bytes));
+    if (req->has_stdin)
+        json_object_set_new(m, "stdin", json_true());
+    return m;
+}
+
+static void *stdin_writer(void *arg)
+{
+    brig_exec_call *call = arg;
+    const brig_exec_req *req = call->req;
+    /* A failure means the agent closed: the reader sees why. */
+    for (size_t off = 0; off < req->stdin_len;) {
+        size_t k = req->stdin_len - off < BRIG_DATA_CHUNK ? req->stdin_len - off : BRIG_DATA_CHUNK;
+        if (brig_frame_write(call->fd, BRIG_FRAME_DATA, BRIG_CHAN_IN, req->stdin_data + off, k,
+                             NULL) < 0)
+            return NULL;
+        off += k;
+    }
+    brig_frame_write(call->fd, BRIG_FRAME_DATA, BRIG_CHAN_IN, NULL, 0, NULL);
+    return NULL;
+}
+
+int brig_agentc_exec_start(brig_exec_call *call, int fd, const brig_exec_req *req, brig_error **err)
+{
+    memset(call, 0, sizeof(*call));
+    call->fd = fd;
+    call->req = req;
+    json_t *m = exec_json(req);
     int r = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, m, err);
     json_decref(m);
     if (r < 0)
         return -1;
+    if (req->has_stdin) {
+        int e = pthread_create(&call->stdin_thread, NULL, stdin_writer, call);
+        if (e != 0)
+            return brig_error_set(err, BRIG_E_INTERNAL, e, "start stdin writer");
+        call->has_thread = true;
+    }
     /* The agent enforces the timeout; ours is a safety net against a wedged agent. */
-    set_timeout(fd, req->timeout_ms ? req->timeout_ms + 30000 : 0);
+    brig_agentc_set_timeout(fd,
+                            req->timeout_ms && !req->background ? req->timeout_ms + 30000 : 30000);
+    return 0;
+}
 
+void brig_agentc_exec_finish(brig_exec_call *call)
+{
+    if (call->has_thread) {
+        /* Unblock a writer stuck on a full socket: nobody reads its stdin now. */
+        shutdown(call->fd, SHUT_WR);
+        pthread_join(call->stdin_thread, NULL);
+        call->has_thread = false;
+    }
+}
+
+int brig_agentc_next(int fd, brig_frame *f, brig_agent_event *ev, json_t **msg, brig_error **err)
+{
+    *msg = NULL;
+    if (brig_frame_read(fd, f, NULL, err) < 0)
+        return -1;
+    if (f->hdr.type == BRIG_FRAME_DATA) {
+        *ev = f->hdr.len ? BRIG_EV_DATA : BRIG_EV_EOF;
+        return 0;
+    }
+    if (f->hdr.type != BRIG_FRAME_CONTROL)
+        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected HELLO from the agent");
+    json_t *m = NULL;
+    if (brig_frame_parse_json(f->payload, f->hdr.len, &m, err) < 0)
+        return -1;
+    if (strcmp(msg_type(m), "error") == 0) {
+        brig_agentc_error(m, err);
+        json_decref(m);
+        return -1;
+    }
+    *ev = BRIG_EV_MESSAGE;
+    *msg = m;
+    return 0;
+}
+
+int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, brig_exec_result *res,
+                     brig_error **err)
+{
+    memset(res, 0, sizeof(*res));
+    brig_exec_call call;
+    if (brig_agentc_exec_start(&call, fd, req, err) < 0) {
+        brig_agentc_exec_finish(&call);
+        return -1;
+    }
     brig_frame f = {0};
     bool started = false;
-    r = -1;
+    int r = -1;
     for (;;) {
-        if (brig_frame_read(fd, &f, NULL, err) < 0)
+        brig_agent_event ev;
+        json_t *msg = NULL;
+        if (brig_agentc_next(fd, &f, &ev, &msg, err) < 0) {
+            if (!started && err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
+                (*err)->kind = BRIG_E_INVALID; /* a bad cwd is a bad request */
             break;
-        if (f.hdr.type == BRIG_FRAME_DATA) {
+        }
+        if (ev != BRIG_EV_MESSAGE) {
             if (!started) {
                 brig_error_set(err, BRIG_E_PROTOCOL, 0, "agent sent output before 'started'");
                 break;
             }
-            if (f.hdr.chan == BRIG_CHAN_STDOUT)
+            if (ev == BRIG_EV_DATA && f.hdr.chan == BRIG_CHAN_STDOUT)
                 keep(&res->out, &res->out_truncated, f.payload, f.hdr.len, limit);
-            else if (f.hdr.chan == BRIG_CHAN_STDERR)
+            else if (ev == BRIG_EV_DATA && f.hdr.chan == BRIG_CHAN_STDERR)
                 keep(&res->err, &res->err_truncated, f.payload, f.hdr.len, limit);
             continue;
         }
-        json_t *msg = NULL;
-        if (brig_frame_parse_json(f.payload, f.hdr.len, &msg, err) < 0)
-            break;
         const char *t = msg_type(msg);
-        if (strcmp(t, "error") == 0) {
-            agent_error(msg, err);
-            if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
-                (*err)->kind = BRIG_E_INVALID; /* a bad cwd is a bad request */
-            json_decref(msg);
-            break;
-        }
         if (strcmp(t, "started") == 0 && !started) {
             started = true;
+            res->pid = (int)json_integer_value(json_object_get(msg, "pid"));
             json_decref(msg);
+            if (req->background) {
+                r = 0;
+                break;
+            }
             continue;
         }
         if (strcmp(t, "exit") == 0 && started) {
@@ -121,10 +214,18 @@ int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, brig_exec_r
         json_decref(msg);
         break;
     }
+    brig_agentc_exec_finish(&call);
     brig_frame_dispose(&f);
     if (r < 0)
         brig_exec_result_dispose(res);
     return r;
+}
+
+int brig_agentc_call(int fd, json_t *req, json_t **reply, brig_error **err)
+{
+    if (brig_frame_write_json(fd, BRIG_FRAME_CONTROL, req, err) < 0)
+        return -1;
+    return read_reply(fd, reply, err);
 }
 
 void brig_exec_result_dispose(brig_exec_result *res)
@@ -142,12 +243,19 @@ static int read_reply(int fd, json_t **out, brig_error **err)
     if (r < 0)
         return -1;
     if (strcmp(msg_type(*out), "error") == 0) {
-        agent_error(*out, err);
+        brig_agentc_error(*out, err);
         json_decref(*out);
         *out = NULL;
         return -1;
     }
     return 0;
+}
+
+int brig_agentc_stream_begin(int fd, json_t *req, brig_error **err)
+{
+    int r = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, req, err);
+    brig_agentc_set_timeout(fd, 300000);
+    return r;
 }
 
 int brig_agentc_write_begin(int fd, const char *path, int mode, brig_error **err)
@@ -157,7 +265,7 @@ int brig_agentc_write_begin(int fd, const char *path, int mode, brig_error **err
         json_object_set_new(m, "mode", json_integer(mode));
     int r = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, m, err);
     json_decref(m);
-    set_timeout(fd, 300000);
+    brig_agentc_set_timeout(fd, 300000);
     return r;
 }
 
@@ -167,7 +275,7 @@ static int write_failed(int fd, brig_error **err)
 {
     brig_error *werr = NULL;
     json_t *msg = NULL;
-    set_timeout(fd, 1000);
+    brig_agentc_set_timeout(fd, 1000);
     if (read_reply(fd, &msg, &werr) < 0 && werr && werr->kind != BRIG_E_PROTOCOL) {
         brig_error_clear(err);
         if (err)
@@ -205,7 +313,8 @@ int brig_agentc_write_end(int fd, int64_t *size, brig_error **err)
     if (strcmp(msg_type(msg), "ok") != 0)
         r = brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent reply '%s'", msg_type(msg));
     else if (size)
-        *size = json_integer_value(json_object_get(msg, "size"));
+        *size = json_integer_value(
+            json_object_get(msg, json_object_get(msg, "size") ? "size" : "bytes"));
     json_decref(msg);
     return r;
 }
@@ -217,7 +326,7 @@ int brig_agentc_read_begin(int fd, const char *path, int64_t *size, int *mode, b
     json_decref(m);
     if (r < 0)
         return -1;
-    set_timeout(fd, 300000);
+    brig_agentc_set_timeout(fd, 300000);
     json_t *msg = NULL;
     if (read_reply(fd, &msg, err) < 0)
         return -1;
@@ -243,7 +352,7 @@ int brig_agentc_read_chunk(int fd, brig_frame *f, brig_error **err)
         json_t *msg = NULL;
         if (brig_frame_parse_json(f->payload, f->hdr.len, &msg, err) == 0) {
             if (strcmp(msg_type(msg), "error") == 0)
-                agent_error(msg, err);
+                brig_agentc_error(msg, err);
             else
                 brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent message");
             json_decref(msg);

@@ -7,6 +7,7 @@
 #define BRIG_AGENTC_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -20,9 +21,20 @@ typedef struct brig_exec_req {
     const char *cwd;    /* NULL: the agent's default */
     json_t *env;        /* object of strings or NULL (borrowed) */
     int64_t timeout_ms; /* 0: none */
+    const char *user;   /* NULL: root */
+    int pty_cols;       /* 0: no pty */
+    int pty_rows;
+    bool background;      /* answer "started" and leave the process running */
+    int64_t buffer_bytes; /* 0: the agent's default */
+    bool has_stdin;       /* send stdin_data as the command's stdin */
+    uint8_t *stdin_data;  /* owned (brig_exec_req_dispose) */
+    size_t stdin_len;
 } brig_exec_req;
 
+void brig_exec_req_dispose(brig_exec_req *req);
+
 typedef struct brig_exec_result {
+    int pid; /* in the sandbox */
     int exit_code;
     int signal; /* 0 when the command was not killed by a signal */
     bool timed_out;
@@ -37,8 +49,45 @@ int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, brig_exec_r
                      brig_error **err);
 void brig_exec_result_dispose(brig_exec_result *res);
 
+/* Sends an exec request (and its stdin, from a helper thread so a command that
+ * does not read stdin cannot deadlock us against its output); the replies are
+ * then read with brig_agentc_next.  brig_agentc_exec_finish joins the thread. */
+typedef struct brig_exec_call {
+    int fd;
+    pthread_t stdin_thread;
+    bool has_thread;
+    const brig_exec_req *req;
+} brig_exec_call;
+
+int brig_agentc_exec_start(brig_exec_call *call, int fd, const brig_exec_req *req,
+                           brig_error **err);
+void brig_agentc_exec_finish(brig_exec_call *call);
+
+/* What the agent sent next on a streaming connection. */
+typedef enum {
+    BRIG_EV_DATA,    /* output bytes on chan (f->payload, f->hdr.len > 0) */
+    BRIG_EV_EOF,     /* the end of channel chan */
+    BRIG_EV_MESSAGE, /* a CONTROL message other than an error: *msg (caller frees) */
+} brig_agent_event;
+
+/* Reads the next frame: DATA is returned as is, CONTROL parsed into *msg; an
+ * agent error message becomes -1 with *err of the matching kind. */
+int brig_agentc_next(int fd, brig_frame *f, brig_agent_event *ev, json_t **msg, brig_error **err);
+
+/* One request, one CONTROL reply (agent errors become *err). */
+int brig_agentc_call(int fd, json_t *req, json_t **reply, brig_error **err);
+
+/* Maps an agent {"type":"error"} message to *err (returns -1). */
+int brig_agentc_error(json_t *msg, brig_error **err);
+
+/* Sets the connection's receive timeout (0: none). */
+void brig_agentc_set_timeout(int fd, int64_t ms);
+
 /* Streaming file write: begin, any number of chunks, end (returns the size). */
 int brig_agentc_write_begin(int fd, const char *path, int mode, brig_error **err);
+/* Same, for another op that streams DATA in (tar_extract, proc_stdin): req is
+ * sent as is. */
+int brig_agentc_stream_begin(int fd, json_t *req, brig_error **err);
 int brig_agentc_write_chunk(int fd, const void *p, size_t n, brig_error **err);
 int brig_agentc_write_end(int fd, int64_t *size, brig_error **err);
 

@@ -4,7 +4,7 @@
  * The INI file has one [brigd] section whose keys are the long flag names with
  * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
- * (seconds), output_limit_bytes, memory_limit_mib, pids_limit, cpus, log_level.
+ * (seconds), output_limit_bytes, max_file_bytes, memory_limit_mib, pids_limit, cpus, log_level.
  */
 #include "config.h"
 
@@ -60,6 +60,7 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"exec_timeout_default", &cfg->exec_timeout_default_ms, 1, 86400, 1000},
         {"exec_timeout_max", &cfg->exec_timeout_max_ms, 1, 7 * 86400, 1000},
         {"output_limit_bytes", &cfg->output_limit_bytes, 1024, INT64_C(1) << 32, 1},
+        {"max_file_bytes", &cfg->max_file_bytes, 1, INT64_C(1) << 50, 1},
         {"memory_limit_mib", &cfg->memory_limit_mib, 16, 1 << 20, 1},
         {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
     };
@@ -144,6 +145,7 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->exec_timeout_default_ms = 55000;
     cfg->exec_timeout_max_ms = 3600 * 1000;
     cfg->output_limit_bytes = 10 << 20;
+    cfg->max_file_bytes = INT64_C(8) << 30;
     cfg->memory_limit_mib = 512;
     cfg->pids_limit = 512;
     cfg->cpus = 1.0;

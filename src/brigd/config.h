@@ -20,6 +20,7 @@ typedef struct brig_config {
     int64_t exec_timeout_default_ms; /* 55 s */
     int64_t exec_timeout_max_ms;     /* per-call ceiling; default 1 h */
     int64_t output_limit_bytes;      /* per stream of a buffered exec result; 10 MiB */
+    int64_t max_file_bytes;          /* largest upload (file or tar); 8 GiB */
     int64_t memory_limit_mib;        /* per sandbox; default 512 */
     int64_t pids_limit;              /* per sandbox; default 512 */
     double cpus;                     /* CPU quota in CPUs; default 1 */

@@ -1,0 +1,364 @@
+/*
+ * api_exec.c - commands and processes: buffered, streamed and background exec,
+ * and the per-process routes (list, output, stdin, signal, wait, resize).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "api_internal.h"
+#include "log.h"
+#include "request.h"
+#include "stream.h"
+
+/* Sets key to the text, or to base64 with "<key>_encoding":"base64" when the
+ * bytes are not valid UTF-8 (JSON strings can only carry text). */
+static void set_output(json_t *obj, const char *key, const brig_buf *b)
+{
+    json_t *s = json_stringn(b->data ? b->data : "", b->len);
+    if (s) {
+        json_object_set_new(obj, key, s);
+        return;
+    }
+    size_t len = sodium_base64_ENCODED_LEN(b->len, sodium_base64_VARIANT_ORIGINAL);
+    char *enc = brig_xmalloc(len);
+    sodium_bin2base64(enc, len, (const unsigned char *)b->data, b->len,
+                      sodium_base64_VARIANT_ORIGINAL);
+    json_object_set_new(obj, key, json_string(enc));
+    free(enc);
+    char *ek = brig_asprintf("%s_encoding", key);
+    json_object_set_new(obj, ek, json_string("base64"));
+    free(ek);
+}
+
+/* The agent's process object as the API shows it: times as ISO 8601. */
+static json_t *proc_json(json_t *p)
+{
+    json_t *o = json_deep_copy(p);
+    json_object_del(o, "type");
+    json_object_set_new(o, "started_at", api_time(json_object_get(p, "started_at")));
+    json_object_set_new(o, "ended_at", api_time(json_object_get(p, "ended_at")));
+    return o;
+}
+
+static bool wants_ndjson(brig_req *r)
+{
+    const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Accept");
+    return a && strstr(a, "application/x-ndjson") != NULL;
+}
+
+static int client_fd(brig_req *r)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* Starts a streamed answer on an agent connection whose first message (read
+ * here, so errors before the start are ordinary HTTP errors) is expected. */
+static void start_stream(brig_req *r, brig_stream *s)
+{
+    brig_agent_event ev;
+    json_t *msg = NULL;
+    brig_error *err = NULL;
+    if (brig_agentc_next(s->fd, &s->f, &ev, &msg, &err) < 0 || ev != BRIG_EV_MESSAGE) {
+        if (err == NULL)
+            brig_error_set(&err, BRIG_E_PROTOCOL, 0, "agent sent output before starting");
+        else if (err->kind == BRIG_E_NOT_FOUND && s->has_call)
+            err->kind = BRIG_E_INVALID; /* exec: a bad cwd */
+        brig_stream_free(s);
+        brig_http_error(r, err);
+        return;
+    }
+    const char *t = json_string_value(json_object_get(msg, "type"));
+    if (t && strcmp(t, "started") == 0)
+        brig_ndjson_line(&s->line,
+                         json_pack("{s:s, s:O}", "type", "start", "pid", json_object_get(msg, "pid")));
+    else if (t && strcmp(t, "output") == 0)
+        brig_ndjson_line(&s->line, json_deep_copy(msg));
+    json_decref(msg);
+    /* From here on only poll() waits, so no receive timeout on the agent. */
+    brig_agentc_set_timeout(s->fd, 0);
+    s->client_fd = client_fd(r);
+    brig_http_response(r, 200, brig_stream_response(s));
+}
+
+static void exec_streamed(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int fd)
+{
+    brig_stream *s = brig_xcalloc(1, sizeof(*s));
+    s->d = r->d;
+    s->sb = sb;
+    s->fd = fd;
+    s->client_fd = -1;
+    s->req = *req; /* takes the stdin buffer */
+    memset(req, 0, sizeof(*req));
+    brig_error *err = NULL;
+    if (brig_agentc_exec_start(&s->call, fd, &s->req, &err) < 0) {
+        s->has_call = s->call.has_thread;
+        brig_stream_free(s);
+        brig_http_error(r, err);
+        return;
+    }
+    s->has_call = true;
+    start_stream(r, s);
+}
+
+static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int fd)
+{
+    brig_exec_result res;
+    brig_error *err = NULL;
+    int rc = brig_agentc_exec(fd, req, 0, &res, &err);
+    close(fd);
+    if (rc < 0) {
+        brig_sandbox_put(r->d, sb);
+        brig_http_error(r, err);
+        return;
+    }
+    brig_exec_result_dispose(&res);
+    /* Answer with the whole process object; it exists from "started" on. */
+    json_t *reply = NULL;
+    int fd2 = brig_sandbox_connect(r->d, sb, &err);
+    if (fd2 >= 0 &&
+        brig_agentc_call(fd2, json_pack("{s:s, s:i}", "op", "proc_get", "pid", res.pid), &reply,
+                         &err) == 0) {
+        brig_http_json(r, 202, proc_json(reply));
+    } else {
+        brig_error_clear(&err);
+        brig_http_json(r, 202, json_pack("{s:i, s:b}", "pid", res.pid, "running", 1));
+    }
+    json_decref(reply);
+    if (fd2 >= 0)
+        close(fd2);
+    brig_sandbox_put(r->d, sb);
+}
+
+void api_exec(brig_req *r)
+{
+    json_t *body = NULL;
+    brig_error *err = NULL;
+    brig_exec_req req;
+    memset(&req, 0, sizeof(req));
+    if (brig_http_body_json(r, &body, &err) < 0 ||
+        brig_request_exec(body, r->d->cfg.exec_timeout_default_ms, r->d->cfg.exec_timeout_max_ms,
+                          &req, &err) < 0) {
+        json_decref(body);
+        brig_http_error(r, err);
+        return;
+    }
+    brig_sandbox *sb = NULL;
+    int fd = api_open_agent(r, &sb);
+    if (fd < 0)
+        goto out;
+    if (req.background) {
+        exec_background(r, &req, sb, fd);
+        goto out;
+    }
+    if (wants_ndjson(r)) {
+        exec_streamed(r, &req, sb, fd);
+        goto out;
+    }
+    brig_exec_result res;
+    int rc = brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &res, &err);
+    close(fd);
+    brig_sandbox_put(r->d, sb);
+    if (rc < 0) {
+        if (err->kind == BRIG_E_PROTOCOL)
+            brig_error_prefix(&err, "sandbox %s", r->params[0]);
+        brig_http_error(r, err);
+        goto out;
+    }
+    json_t *out = json_pack("{s:i, s:b, s:I}", "exit_code", res.exit_code, "timed_out",
+                            res.timed_out, "duration_ms", (json_int_t)res.duration_ms);
+    json_object_set_new(out, "signal", res.signal ? json_integer(res.signal) : json_null());
+    set_output(out, "stdout", &res.out);
+    set_output(out, "stderr", &res.err);
+    if (res.out_truncated)
+        json_object_set_new(out, "stdout_truncated", json_true());
+    if (res.err_truncated)
+        json_object_set_new(out, "stderr_truncated", json_true());
+    brig_exec_result_dispose(&res);
+    brig_http_json(r, 200, out);
+out:
+    brig_exec_req_dispose(&req);
+    json_decref(body);
+}
+
+/* ---- processes --------------------------------------------------------------- */
+
+/* The {pid} path segment; replies 404 when it is not a pid. */
+static int path_pid(brig_req *r)
+{
+    char *end = NULL;
+    errno = 0;
+    long pid = strtol(r->params[1], &end, 10);
+    if (errno || end == r->params[1] || *end || pid < 1 || pid > 0x3fffffff) {
+        brig_http_fail(r, BRIG_E_NOT_FOUND, "no process '%.20s'", r->params[1]);
+        return -1;
+    }
+    return (int)pid;
+}
+
+static json_t *conv_list(json_t *reply)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(reply, "processes"), i, p)
+        json_array_append_new(out, proc_json(p));
+    return json_pack("{s:o}", "processes", out);
+}
+
+void api_proc_list(brig_req *r)
+{
+    api_simple_call(r, json_pack("{s:s}", "op", "proc_list"), conv_list, 200, 30000);
+}
+
+void api_proc_get(brig_req *r)
+{
+    int pid = path_pid(r);
+    if (pid > 0)
+        api_simple_call(r, json_pack("{s:s, s:i}", "op", "proc_get", "pid", pid), proc_json, 200,
+                        30000);
+}
+
+void api_proc_output(brig_req *r)
+{
+    int pid = path_pid(r);
+    if (pid < 0)
+        return;
+    const char *f = brig_http_query(r, "follow");
+    bool follow = !(f && (strcmp(f, "0") == 0 || strcmp(f, "false") == 0));
+    brig_sandbox *sb = NULL;
+    int fd = api_open_agent(r, &sb);
+    if (fd < 0)
+        return;
+    brig_stream *s = brig_xcalloc(1, sizeof(*s));
+    s->d = r->d;
+    s->sb = sb;
+    s->fd = fd;
+    s->client_fd = -1;
+    brig_error *err = NULL;
+    json_t *req = json_pack("{s:s, s:i, s:b}", "op", "proc_output", "pid", pid, "follow", follow);
+    int rc = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, req, &err);
+    json_decref(req);
+    if (rc < 0) {
+        brig_stream_free(s);
+        brig_http_error(r, err);
+        return;
+    }
+    brig_agentc_set_timeout(fd, 30000);
+    start_stream(r, s);
+}
+
+void api_proc_stdin_close(brig_req *r)
+{
+    int pid = path_pid(r);
+    if (pid > 0)
+        api_simple_call(r, json_pack("{s:s, s:i}", "op", "proc_stdin_close", "pid", pid), NULL,
+                        204, 30000);
+}
+
+/* "SIGTERM", "TERM", "term" or "15". */
+static int parse_signal(json_t *v)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } sigs[] = {
+        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},
+        {"TRAP", SIGTRAP}, {"ABRT", SIGABRT}, {"BUS", SIGBUS},   {"FPE", SIGFPE},
+        {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"SEGV", SIGSEGV}, {"USR2", SIGUSR2},
+        {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD},
+        {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
+        {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
+        {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
+        {"PWR", SIGPWR},   {"SYS", SIGSYS},
+    };
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        return n >= 1 && n <= 64 ? (int)n : -1;
+    }
+    const char *s = json_string_value(v);
+    if (s == NULL)
+        return -1;
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(sigs); i++)
+        if (strcasecmp(sigs[i].name, s) == 0)
+            return sigs[i].sig;
+    return -1;
+}
+
+void api_proc_signal(brig_req *r)
+{
+    static const char *const fields[] = {"signal", NULL};
+    int pid = path_pid(r);
+    if (pid < 0)
+        return;
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    int sig = parse_signal(json_object_get(body, "signal"));
+    json_decref(body);
+    if (sig < 0) {
+        brig_http_fail(r, BRIG_E_INVALID,
+                       "'signal' must be a signal name (\"SIGTERM\", \"KILL\") or number 1..64");
+        return;
+    }
+    api_simple_call(r, json_pack("{s:s, s:i, s:i}", "op", "proc_signal", "pid", pid, "signal", sig),
+                    NULL, 204, 30000);
+}
+
+void api_proc_wait(brig_req *r)
+{
+    static const char *const fields[] = {"timeout", NULL};
+    int pid = path_pid(r);
+    if (pid < 0)
+        return;
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *to = json_object_get(body, "timeout");
+    double secs = to ? json_number_value(to) : 0;
+    int bad = to && (!json_is_number(to) || secs < 0 ||
+                     secs * 1000 > (double)r->d->cfg.exec_timeout_max_ms);
+    json_decref(body);
+    if (bad) {
+        brig_http_fail(r, BRIG_E_INVALID, "'timeout' must be seconds in [0, %lld] (0: no limit)",
+                       (long long)(r->d->cfg.exec_timeout_max_ms / 1000));
+        return;
+    }
+    int64_t ms = (int64_t)(secs * 1000);
+    api_simple_call(r, json_pack("{s:s, s:i, s:I}", "op", "proc_wait", "pid", pid, "timeout_ms",
+                                 (json_int_t)ms),
+                    proc_json, 200, ms ? ms + 30000 : 0);
+}
+
+void api_proc_resize(brig_req *r)
+{
+    static const char *const fields[] = {"cols", "rows", NULL};
+    int pid = path_pid(r);
+    if (pid < 0)
+        return;
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *c = json_object_get(body, "cols"), *rw = json_object_get(body, "rows");
+    json_int_t cols = json_integer_value(c), rows = json_integer_value(rw);
+    int bad = !json_is_integer(c) || !json_is_integer(rw) || cols < 1 || cols > 1000 || rows < 1 ||
+              rows > 1000;
+    json_decref(body);
+    if (bad) {
+        brig_http_fail(r, BRIG_E_INVALID, "'cols' and 'rows' must be integers in 1..1000");
+        return;
+    }
+    api_simple_call(r,
+                    json_pack("{s:s, s:i, s:I, s:I}", "op", "proc_resize", "pid", pid, "cols",
+                              cols, "rows", rows),
+                    NULL, 204, 30000);
+}
+

@@ -1,0 +1,58 @@
+/*
+ * stream.h - streaming answers: agent frames turned into NDJSON events
+ * ({"type":"stdout","data":…}) sent to the HTTP client as they arrive.
+ *
+ * Text stays text: a chunk that is valid UTF-8 is sent as a JSON string, and a
+ * multi-byte character split across two chunks is carried over whole; anything
+ * else is base64 with "encoding":"base64".
+ */
+#ifndef BRIG_STREAM_H
+#define BRIG_STREAM_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentc.h"
+#include "sandbox.h"
+#include "util.h"
+
+/* Per-channel carry of an incomplete UTF-8 sequence (channels 1 and 2). */
+typedef struct brig_ndjson {
+    uint8_t carry[3][4];
+    size_t carry_len[3];
+} brig_ndjson;
+
+/* Length of the longest prefix of p that does not end inside a UTF-8 sequence
+ * (at most 3 bytes shorter than n). */
+size_t brig_utf8_cut(const uint8_t *p, size_t n);
+
+/* Appends the event lines for output bytes / the end of a channel to out. */
+void brig_ndjson_data(brig_ndjson *nj, int chan, const uint8_t *p, size_t n, brig_buf *out);
+void brig_ndjson_eof(brig_ndjson *nj, int chan, brig_buf *out);
+/* Appends obj as one line (takes ownership of obj). */
+void brig_ndjson_line(brig_buf *out, json_t *obj);
+
+/* A streamed answer fed by one agent connection. */
+typedef struct brig_stream {
+    brigd *d;
+    brig_sandbox *sb;    /* borrowed reference, released at the end */
+    int fd;              /* agent connection (owned) */
+    int client_fd;       /* the HTTP client's socket, to notice it hang up */
+    brig_exec_req req;   /* exec streams: the request (owns its stdin) */
+    brig_exec_call call; /* exec streams: the stdin writer */
+    bool has_call;
+    brig_frame f;
+    brig_ndjson nj;
+    brig_buf line; /* what is ready to send */
+    size_t off;    /* bytes of line already sent */
+    bool done;     /* the final event is in line */
+} brig_stream;
+
+/* Wraps s in a chunked application/x-ndjson response that owns s. */
+struct MHD_Response *brig_stream_response(brig_stream *s);
+void brig_stream_free(brig_stream *s);
+
+#endif
