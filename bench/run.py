@@ -1,0 +1,1033 @@
+#!/usr/bin/python3
+"""brig's benchmark harness: DESIGN.md section 9's speed targets, measured in one
+invocation against baselines taken in the same run (see bench/README.md).
+
+Run as root with Debian's python3 (standard library only):
+
+    /usr/bin/python3 bench/run.py --build build --template-cache /var/cache/brig/templates
+    ... --quick            a ~15 s smoke run
+    ... --write-doc        also replace the results section of docs/benchmarks.md
+    ... --density 500      also create 500 idle sandboxes at once and measure memory
+    ... --out FILE         also write every figure as JSON
+
+Everything it starts is torn down on exit, also on Ctrl-C, SIGTERM or a failure:
+every sandbox is deleted through the API, brigd is stopped with SIGTERM, the
+baseline runc containers are deleted and the temporary directory is removed.
+"""
+
+import argparse
+import contextlib
+import datetime
+import http.client
+import importlib.util
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(REPO, "docs", "benchmarks.md")
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+TASK_PY = b"""\
+import json, sys
+data = [i * i for i in range(1000)]
+print(json.dumps({"sum": sum(data), "python": sys.version.split()[0]}))
+"""
+TASK_EXPECT = '"sum": 332833500'
+
+# Default sample sizes: the whole run takes ~1-2 minutes on 2 cores.
+FULL = dict(create=300, exec=1500, exec_fresh=600, py_sandbox=150, seed=150,
+            tput_s=10.0, warmup=5)
+QUICK = dict(create=40, exec=400, exec_fresh=200, py_sandbox=30, seed=25, tput_s=3.0,
+             warmup=2)
+
+
+class Interrupted(Exception):
+    """SIGTERM (or SIGHUP) to the harness: unwind through the cleanup."""
+
+
+# ---- small helpers --------------------------------------------------------------
+
+
+def now():
+    return time.perf_counter()
+
+
+def pct(sorted_v, q):
+    """Percentile q (0..100) with linear interpolation between closest ranks."""
+    if not sorted_v:
+        return float("nan")
+    k = (len(sorted_v) - 1) * q / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_v) - 1)
+    return sorted_v[lo] + (sorted_v[hi] - sorted_v[lo]) * (k - lo)
+
+
+def summary(seconds):
+    """n, p50, p99, mean, min, max in milliseconds of a list of durations in seconds."""
+    v = sorted(x * 1000.0 for x in seconds)
+    if not v:
+        return {"n": 0}
+    return {"n": len(v), "p50": pct(v, 50), "p99": pct(v, 99), "mean": sum(v) / len(v),
+            "min": v[0], "max": v[-1]}
+
+
+def spawn_wait(argv, stdout=None, stderr=None):
+    """posix_spawn + waitpid: the cheapest fork/exec Python offers.  Returns
+    (wall seconds, exit status)."""
+    fa = []
+    if stdout is not None:
+        fa.append((os.POSIX_SPAWN_DUP2, stdout, 1))
+    if stderr is not None:
+        fa.append((os.POSIX_SPAWN_DUP2, stderr, 2))
+    t0 = now()
+    pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=fa)
+    _, st = os.waitpid(pid, 0)
+    return now() - t0, os.waitstatus_to_exitcode(st)
+
+
+def read_first_line(argv):
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        return (out.stdout or out.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "?"
+
+
+def host_port(url):
+    u = url.split("//", 1)[1].split("/", 1)[0]
+    host, port = u.rsplit(":", 1)
+    return host.strip("[]"), int(port)
+
+
+def load_brigtest(build, cache):
+    os.environ["BRIG_BUILD"] = build
+    os.environ["BRIG_TEMPLATE_CACHE"] = cache
+    path = os.path.join(REPO, "tests", "integration", "brigtest.py")
+    spec = importlib.util.spec_from_file_location("brigtest", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.BUILD, mod.TEMPLATE_CACHE = build, cache
+    return mod
+
+
+def template_rootfs(cache, name):
+    """The cached rootfs of a template: templates/build prints it as its last line
+    (instant when cached).  Falls back to the cache layout."""
+    try:
+        out = subprocess.run([os.path.join(REPO, "templates", "build"), "--cache", cache, name],
+                             capture_output=True, text=True, timeout=1800)
+        lines = out.stdout.strip().splitlines()
+        if out.returncode == 0 and lines and os.path.isdir(lines[-1]):
+            return lines[-1]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    base = os.path.join(cache, name)
+    for key in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        d = os.path.join(base, key)
+        if os.path.exists(os.path.join(d, "ok")) and os.path.isdir(os.path.join(d, "rootfs")):
+            return os.path.join(d, "rootfs")
+    raise SystemExit(f"bench: template '{name}' is not built in {cache} (make templates)")
+
+
+# ---- HTTP ----------------------------------------------------------------------
+
+
+class HttpError(Exception):
+    def __init__(self, method, path, status, body):
+        super().__init__(f"{method} {path}: HTTP {status}: {body[:300]!r}")
+        self.status = status
+
+
+class Conn:
+    """One persistent (keep-alive) HTTP/1.1 connection to brigd; with fresh=True a
+    new TCP connection per request instead.  Counts the TCP connections it opened,
+    which shows whether the server kept them alive."""
+
+    IDLE_REOPEN_S = 60.0  # brigd drops idle connections after 120 s
+
+    def __init__(self, host, port, key, fresh=False):
+        self.host, self.port, self.key, self.fresh = host, port, key, fresh
+        self.c = None
+        self.opened = 0
+        self.last = 0.0
+
+    def close(self):
+        if self.c is not None:
+            self.c.close()
+            self.c = None
+
+    def request(self, method, path, body=None, ctype=None, expect=(200, 201, 204), timeout=120):
+        if self.c is not None and (self.fresh or now() - self.last > self.IDLE_REOPEN_S):
+            self.close()
+        if self.c is None:
+            self.c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            self.opened += 1
+        h = {"Authorization": f"Bearer {self.key}"}
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            ctype = "application/json"
+        if ctype:
+            h["Content-Type"] = ctype
+        try:
+            self.c.request(method, path, body=body, headers=h)
+            r = self.c.getresponse()
+            data = r.read()
+        except Exception:
+            self.close()
+            raise
+        self.last = now()
+        if r.will_close or self.fresh:
+            self.close()
+        if r.status not in expect:
+            raise HttpError(method, path, r.status, data)
+        return r.status, data
+
+    def json(self, method, path, body=None, **kw):
+        return json.loads(self.request(method, path, body, **kw)[1])
+
+
+class Live:
+    """Ids of the sandboxes this run created and has not deleted yet."""
+
+    def __init__(self):
+        self.ids = set()
+        self.lock = threading.Lock()
+
+    def add(self, sid):
+        with self.lock:
+            self.ids.add(sid)
+
+    def discard(self, sid):
+        with self.lock:
+            self.ids.discard(sid)
+
+    def snapshot(self):
+        with self.lock:
+            return set(self.ids)
+
+
+class Client:
+    """The API calls the bench makes, over one Conn, tracking live sandboxes."""
+
+    def __init__(self, conn, live):
+        self.conn, self.live = conn, live
+
+    def create(self, template):
+        sb = self.conn.json("POST", "/v1/sandboxes", {"template": template}, expect=(201,))
+        self.live.add(sb["id"])
+        return sb["id"]
+
+    def delete(self, sid):
+        self.conn.request("DELETE", f"/v1/sandboxes/{sid}", expect=(204,))
+        self.live.discard(sid)
+
+    def exec(self, sid, argv):
+        return self.conn.json("POST", f"/v1/sandboxes/{sid}/exec", {"argv": argv})
+
+    def put_file(self, sid, path, data):
+        self.conn.request("PUT", f"/v1/sandboxes/{sid}/files?path={path}", data,
+                          ctype="application/octet-stream", expect=(204,))
+
+
+# ---- the bench ------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.p = dict(QUICK if args.quick else FULL)
+        if args.n:
+            self.p["create"] = args.n
+        if args.duration:
+            self.p["tput_s"] = args.duration
+        self.build = os.path.abspath(args.build)
+        self.cache = os.path.abspath(args.template_cache)
+        self.bt = load_brigtest(self.build, self.cache)
+        self.tmp = None
+        self.brigd = None
+        self.live = Live()
+        self.runc_root = None
+        self.results = {}
+        self.notes = []  # odd things seen during the run
+
+    # -- set-up and tear-down
+
+    def setup(self):
+        self.tmp = tempfile.mkdtemp(prefix="brig-bench-")
+        self.devnull = os.open(os.devnull, os.O_WRONLY)
+        self.runc_log = os.open(os.path.join(self.tmp, "runc-baseline.log"),
+                                os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.minimal_rootfs = template_rootfs(self.cache, "minimal")
+        self.base_rootfs = template_rootfs(self.cache, "base") if not self.args.skip_base else None
+        self.setup_runc_bundle()
+        self.brigd = self.bt.Brigd(os.path.join(self.tmp, "state"))
+        t0 = now()
+        self.start_brigd(self.brigd)
+        self.results["brigd_start_ms"] = (now() - t0) * 1000
+        self.host, self.port = host_port(self.brigd.url)
+        self.key = self.brigd.key
+
+    def start_brigd(self, d):
+        # brigd in its own session: a Ctrl-C at the terminal must reach only us, so
+        # that brigd is still there to delete the sandboxes during the cleanup.
+        real = subprocess.Popen
+
+        def popen(*a, **kw):
+            kw["start_new_session"] = True
+            return real(*a, **kw)
+
+        subprocess.Popen = popen
+        try:
+            d.start()
+        finally:
+            subprocess.Popen = real
+
+    def client(self, fresh=False):
+        return Client(Conn(self.host, self.port, self.key, fresh=fresh), self.live)
+
+    def setup_runc_bundle(self):
+        self.runc_root = os.path.join(self.tmp, "runc-root")
+        self.bundle = os.path.join(self.tmp, "bundle")
+        os.makedirs(self.runc_root, mode=0o700)
+        os.makedirs(self.bundle)
+        subprocess.run(["runc", "spec", "--bundle", self.bundle], check=True)
+        cfg_path = os.path.join(self.bundle, "config.json")
+        with open(cfg_path) as f:
+            cfg = json.load(f)
+        cfg["root"] = {"path": self.minimal_rootfs, "readonly": True}
+        cfg["process"]["terminal"] = False
+        cfg["process"]["args"] = ["/bin/true"]
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f, indent=1)
+        self.runc_seq = 0
+        self.runc = shutil.which("runc")
+
+    def runc_once(self):
+        """One bare `runc run` of /bin/true in the minimal rootfs: wall seconds."""
+        self.runc_seq += 1
+        cid = f"bench-{os.getpid()}-{self.runc_seq}"
+        dt, rc = spawn_wait([self.runc, "--root", self.runc_root, "run", "--bundle",
+                             self.bundle, cid], stdout=self.devnull, stderr=self.runc_log)
+        # runc 1.1's foreground run removes the container when it exits; make sure.
+        spawn_wait([self.runc, "--root", self.runc_root, "delete", "--force", cid],
+                   stdout=self.devnull, stderr=self.devnull)
+        if rc != 0:
+            with open(os.path.join(self.tmp, "runc-baseline.log"), errors="replace") as f:
+                raise RuntimeError(f"baseline runc run failed ({rc}): {f.read()[-1000:]}")
+        return dt
+
+    def cleanup(self):
+        problems = []
+        if self.brigd is not None and self.brigd.proc is not None:
+            problems += self.delete_all(self.brigd)
+            problems += self.stop_brigd(self.brigd)
+        if self.brigd is not None:
+            left = self.bt.leftovers(self.brigd.state_dir)
+            if left:
+                # brigd died with sandboxes alive: a fresh brigd on the same state dir
+                # re-attaches them (reconcile); delete them through it.
+                problems.append(f"after stop: {left[:5]}; restarting brigd to clean up")
+                try:
+                    self.start_brigd(self.brigd)
+                    self.delete_all(self.brigd)
+                    self.stop_brigd(self.brigd)
+                except Exception as e:  # noqa: BLE001
+                    problems.append(f"clean-up brigd: {e}")
+                left = self.bt.leftovers(self.brigd.state_dir)
+                if left:
+                    problems.append(f"still left behind: {left}")
+                    self.force_clean(os.path.join(self.brigd.state_dir, "runc"))
+        if self.runc_root and os.path.isdir(self.runc_root):
+            self.force_clean(self.runc_root)
+        if self.tmp:
+            if self.bt.mounts_under(self.tmp):
+                problems.append(f"mounts left under {self.tmp}: {self.bt.mounts_under(self.tmp)}"
+                                " (directory kept)")
+            else:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        for fd in ("devnull", "runc_log"):
+            with contextlib.suppress(AttributeError, OSError):
+                os.close(getattr(self, fd))
+        problems = [p if len(p) < 400 else p[:400] + " ..." for p in problems]
+        for p in problems:
+            print(f"bench: cleanup: {p}", file=sys.stderr)
+        return problems
+
+    def delete_all(self, d):
+        problems = []
+        try:
+            c = Conn(*host_port(d.url), d.key)
+            # A create or delete still in flight (interrupted client) must finish
+            # first: brigd deletes only running sandboxes.
+            deadline = now() + 60
+            while True:
+                sbs = c.json("GET", "/v1/sandboxes")["sandboxes"]
+                if now() > deadline or all(s["state"] == "running" for s in sbs):
+                    break
+                time.sleep(0.05)
+            ids = {s["id"] for s in sbs} | self.live.snapshot()
+            for sid in ids:
+                try:
+                    c.request("DELETE", f"/v1/sandboxes/{sid}", expect=(204, 404))
+                    self.live.discard(sid)
+                except Exception as e:  # noqa: BLE001
+                    problems.append(f"delete {sid}: {e}")
+            c.close()
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"listing sandboxes: {e}")
+        return problems
+
+    def stop_brigd(self, d):
+        try:
+            d.stop(timeout=60)
+            return []
+        except Exception as e:  # noqa: BLE001
+            if d.proc is not None:
+                with contextlib.suppress(OSError):
+                    d.proc.kill()
+                with contextlib.suppress(Exception):
+                    d.proc.wait(10)
+                d.proc = None
+            return [f"brigd stop: {e}"]
+
+    def force_clean(self, root):
+        runc = shutil.which("runc")
+        out = subprocess.run([runc, "--root", root, "list", "-q"], capture_output=True, text=True)
+        for cid in out.stdout.split():
+            subprocess.run([runc, "--root", root, "delete", "--force", cid], capture_output=True)
+
+    # -- phases
+
+    def note_brigd_times(self, ids):
+        """brigd's own timing of creates and deletes (its log): runtime create and
+        destroy, without HTTP, store and client."""
+        with open(self.brigd.log_path, errors="replace") as f:
+            log = f.read()
+        cr, de = [], []
+        for m in re.finditer(r"sandbox (sbx_\w+): (running|deleted) \([^,]*, (\d+) ms\)", log):
+            if m.group(1) in ids:
+                (cr if m.group(2) == "running" else de).append(int(m.group(3)) / 1000.0)
+        return cr, de
+
+    def phase_create(self):
+        """Cold create -> 201 (and delete) vs a bare `runc run`, interleaved so that
+        drift on a noisy machine hits both alike."""
+        n, w = self.p["create"], self.p["warmup"]
+        c = self.client()
+        for _ in range(w):
+            self.runc_once()
+            c.delete(c.create("minimal"))
+        runc_t, create_t, delete_t, ids = [], [], [], set()
+        for i in range(n):
+            runc_t.append(self.runc_once())
+            t0 = now()
+            sid = c.create("minimal")
+            t1 = now()
+            c.delete(sid)
+            t2 = now()
+            create_t.append(t1 - t0)
+            delete_t.append(t2 - t1)
+            ids.add(sid)
+        srv_c, srv_d = self.note_brigd_times(ids)
+        self.results["runc_run"] = summary(runc_t)
+        self.results["create"] = summary(create_t)
+        self.results["delete"] = summary(delete_t)
+        self.results["create_delete"] = summary([a + b for a, b in zip(create_t, delete_t)])
+        self.results["drift"] = {k: [round(summary(v[i * n // 5:(i + 1) * n // 5])["p50"], 1)
+                                     for i in range(5)] if n >= 5 else []
+                                 for k, v in (("runc_run", runc_t), ("create", create_t),
+                                              ("delete", delete_t))}
+        self.results["create_brigd_log"] = summary(srv_c)
+        self.results["delete_brigd_log"] = summary(srv_d)
+        self.results["http_connections"] = {"create_phase": c.conn.opened}
+        c.conn.close()
+
+    def phase_exec(self):
+        """exec `true` through the REST API (keep-alive and a fresh TCP connection
+        per request) vs a local posix_spawn + waitpid of /bin/true."""
+        n, nf = self.p["exec"], self.p["exec_fresh"]
+        keep, fresh = self.client(), self.client(fresh=True)
+        sid = keep.create("minimal")
+        try:
+            for _ in range(20):
+                keep.exec(sid, ["true"])
+                spawn_wait(["/bin/true"])
+            local_t, keep_t, fresh_t, in_sb = [], [], [], []
+            for i in range(n):
+                local_t.append(spawn_wait(["/bin/true"])[0])
+                t0 = now()
+                r = keep.exec(sid, ["true"])
+                keep_t.append(now() - t0)
+                in_sb.append(r["duration_ms"] / 1000.0)
+                if r["exit_code"] != 0:
+                    raise RuntimeError(f"exec true: {r}")
+                if i < nf:
+                    t0 = now()
+                    fresh.exec(sid, ["true"])
+                    fresh_t.append(now() - t0)
+            self.results["local_true"] = summary(local_t)
+            self.results["exec_keepalive"] = summary(keep_t)
+            self.results["exec_fresh"] = summary(fresh_t)
+            self.results["exec_agent_duration"] = summary(in_sb)
+            self.results["http_connections"]["exec_keepalive"] = keep.conn.opened
+        finally:
+            keep.delete(sid)
+            keep.conn.close()
+
+    def phase_python(self):
+        """python3 start-up (local, and inside a base sandbox) and the seed loop on
+        base: create, upload task.py, exec `python3 /root/task.py`, delete."""
+        c = self.client()
+        py_local = []
+        for _ in range(5):
+            spawn_wait(["/usr/bin/python3", "-c", "pass"])
+        sid = c.create("base")
+        try:
+            ver = c.exec(sid, ["python3", "-V"])
+            self.results["python_in_sandbox"] = (ver["stdout"] + ver["stderr"]).strip()
+            for _ in range(5):
+                c.exec(sid, ["python3", "-c", "pass"])
+            rt, dur = [], []
+            for _ in range(self.p["py_sandbox"]):
+                py_local.append(spawn_wait(["/usr/bin/python3", "-c", "pass"])[0])
+                t0 = now()
+                r = c.exec(sid, ["python3", "-c", "pass"])
+                rt.append(now() - t0)
+                dur.append(r["duration_ms"] / 1000.0)
+            self.results["py_sandbox_exec"] = summary(rt)
+            self.results["py_sandbox_duration"] = summary(dur)
+        finally:
+            c.delete(sid)
+        for _ in range(3):  # warm the loop
+            self.seed_once(c)
+        task = os.path.join(self.tmp, "task.py")
+        with open(task, "wb") as f:
+            f.write(TASK_PY)
+        loop, parts = [], {"create": [], "upload": [], "exec": [], "delete": []}
+        task_local = []
+        for _ in range(self.p["seed"]):
+            py_local.append(spawn_wait(["/usr/bin/python3", "-c", "pass"])[0])
+            task_local.append(spawn_wait(["/usr/bin/python3", task], stdout=self.devnull)[0])
+            tot, p = self.seed_once(c)
+            loop.append(tot)
+            for k, v in p.items():
+                parts[k].append(v)
+        self.results["py_local"] = summary(py_local)
+        self.results["task_local"] = summary(task_local)
+        self.results["seed_loop"] = summary(loop)
+        self.results["seed_parts"] = {k: summary(v) for k, v in parts.items()}
+        c.conn.close()
+
+    def seed_once(self, c):
+        t0 = now()
+        sid = c.create("base")
+        t1 = now()
+        c.put_file(sid, "/root/task.py", TASK_PY)
+        t2 = now()
+        r = c.exec(sid, ["python3", "/root/task.py"])
+        t3 = now()
+        c.delete(sid)
+        t4 = now()
+        if r["exit_code"] != 0 or TASK_EXPECT not in r["stdout"]:
+            raise RuntimeError(f"seed loop: task.py gave {r}")
+        return t4 - t0, {"create": t1 - t0, "upload": t2 - t1, "exec": t3 - t2, "delete": t4 - t3}
+
+    def phase_throughput(self, threads):
+        """Sustained create + exec `true` + delete on minimal with `threads` client
+        threads for tput_s seconds; rate = completed loops / elapsed."""
+        dur = self.p["tput_s"]
+        stop = threading.Event()
+        lat, errors, lock = [], [], threading.Lock()
+
+        def worker():
+            c = self.client()
+            mine = []
+            try:
+                while not stop.is_set():
+                    t0 = now()
+                    sid = c.create("minimal")
+                    try:
+                        r = c.exec(sid, ["true"])
+                        if r["exit_code"] != 0:
+                            raise RuntimeError(f"exec true: {r}")
+                    finally:
+                        c.delete(sid)
+                    mine.append(now() - t0)
+            except Exception as e:  # noqa: BLE001
+                with lock:
+                    errors.append(repr(e))
+            finally:
+                c.conn.close()
+                with lock:
+                    lat.extend(mine)
+
+        ts = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+        t0 = now()
+        try:
+            for t in ts:
+                t.start()
+            time.sleep(dur)
+        finally:
+            stop.set()  # also on Ctrl-C: no new creates behind the cleanup's back
+            for t in ts:
+                if t.is_alive():
+                    t.join(120)
+        elapsed = now() - t0
+        if errors:  # a correct brigd has none: figures from a failing one mean nothing
+            raise RuntimeError(f"throughput with {threads} threads: {len(errors)} client "
+                               f"error(s), first: {errors[0][:300]}")
+        return {"threads": threads, "seconds": elapsed, "loops": len(lat),
+                "rate": len(lat) / elapsed, "latency": summary(lat), "errors": len(errors)}
+
+    def phase_density(self, n):
+        """n idle minimal sandboxes at once: brigd RSS growth, each sandbox's cgroup
+        memory, host memory in use; then delete them all."""
+        c = self.client()
+        pid = self.brigd.proc.pid
+
+        def rss_kib(p):
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+            return 0
+
+        def meminfo():
+            m = {}
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    k, v = line.split(":", 1)
+                    m[k] = int(v.split()[0])
+            return m
+
+        def host_used_kib():
+            m = meminfo()
+            return m["MemTotal"] - m["MemAvailable"]
+
+        def settle():
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1\n")  # page cache only: make "used" less noisy
+            time.sleep(1.0)
+
+        settle()
+        before = {"brigd_rss": rss_kib(pid), "host_used": host_used_kib(),
+                  "brigd_fds": len(os.listdir(f"/proc/{pid}/fd")),
+                  "brigd_threads": len(os.listdir(f"/proc/{pid}/task"))}
+        with open(f"/proc/{pid}/limits") as f:
+            nofile = [ln.split()[3] for ln in f if ln.startswith("Max open files")]
+        before["brigd_nofile"] = nofile[0] if nofile else "?"
+        ids, create_t = [], []
+        try:
+            for _ in range(n):
+                t0 = now()
+                ids.append(c.create("minimal"))
+                create_t.append(now() - t0)
+            settle()
+            after = {"brigd_rss": rss_kib(pid), "host_used": host_used_kib(),
+                     "brigd_fds": len(os.listdir(f"/proc/{pid}/fd")),
+                     "brigd_threads": len(os.listdir(f"/proc/{pid}/task"))}
+            cg = []
+            for sid in ids:
+                for p in (f"/sys/fs/cgroup/memory/brig/{sid}/memory.usage_in_bytes",
+                          f"/sys/fs/cgroup/brig/{sid}/memory.current"):
+                    if os.path.exists(p):
+                        with open(p) as f:
+                            cg.append(int(f.read()) / 1024.0)
+                        break
+            procs = self.bt.sandbox_processes(ids)
+            pss = 0
+            for p in procs:
+                with contextlib.suppress(OSError), open(f"/proc/{p}/smaps_rollup") as f:
+                    for line in f:
+                        if line.startswith("Pss:"):
+                            pss += int(line.split()[1])
+            runc_at_n = [self.runc_once() for _ in range(10)]
+            ex = []
+            for sid in random.sample(ids, min(50, len(ids))):
+                t0 = now()
+                c.exec(sid, ["true"])
+                ex.append(now() - t0)
+            del_t = []
+            while ids:
+                sid = ids.pop()
+                t0 = now()
+                c.delete(sid)
+                del_t.append(now() - t0)
+            settle()
+            end = {"brigd_rss": rss_kib(pid), "host_used": host_used_kib()}
+        finally:
+            for sid in ids:
+                with contextlib.suppress(Exception):
+                    c.delete(sid)
+            c.conn.close()
+        q = max(1, n // 10)
+        per = {
+            "brigd_rss_delta_kib": (after["brigd_rss"] - before["brigd_rss"]) / n,
+            "cgroup_kib_mean": sum(cg) / len(cg) if cg else float("nan"),
+            "cgroup_kib_max": max(cg) if cg else float("nan"),
+            "pss_kib_mean": pss / n,
+            "host_used_delta_kib": (after["host_used"] - before["host_used"]) / n,
+            "processes": len(procs) / n,
+        }
+        per["overhead_kib"] = per["brigd_rss_delta_kib"] + per["cgroup_kib_mean"]
+        deciles = [summary(create_t[i * n // 10:(i + 1) * n // 10])["p50"] for i in range(10)] \
+            if n >= 10 else []
+        return {"n": n, "before": before, "after": after, "end": end, "per_sandbox": per,
+                "cgroups_read": len(cg), "create": summary(create_t),
+                "create_first": summary(create_t[:q]), "create_last": summary(create_t[-q:]),
+                "create_p50_by_decile": deciles,
+                "exec_at_n": summary(ex), "runc_run_at_n": summary(runc_at_n),
+                "delete": summary(del_t)}
+
+    # -- machine
+
+    def machine(self):
+        m = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+             "nproc": os.cpu_count(), "cpus_allowed": len(os.sched_getaffinity(0)),
+             "kernel": platform.release(), "runc": read_first_line(["runc", "--version"]),
+             "python": platform.python_version(), "cpu": "?", "mem_gib": 0.0,
+             "cgroup": "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1",
+             "git": self.build_commit()}
+        with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    m["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+            m["mem_gib"] = int(f.readline().split()[1]) / 1024 / 1024
+        m["loadavg"] = os.getloadavg()[0]
+        rt = re.search(r"runtime: oci via (\S+)", self.brigd.log() if self.brigd else "")
+        m["brigd_runtime"] = rt.group(1) if rt else "?"
+        return m
+
+    def build_commit(self):
+        """The commit brigd was built from: the build directory's own checkout (a
+        worktree of a clean commit, say), else this repository's."""
+        top = os.path.dirname(self.build)
+        out = subprocess.run(["git", "-C", top, "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True)
+        where = top if out.returncode == 0 else REPO
+        return read_first_line(["git", "-C", where, "describe", "--always", "--dirty"])
+
+    def run(self):
+        self.results["machine"] = self.machine()
+        phases = [("cold create vs runc run", self.phase_create),
+                  ("exec true vs local fork/exec", self.phase_exec)]
+        if not self.args.skip_base:
+            phases.append(("python3 start-up and the seed loop (base)", self.phase_python))
+        for name, fn in phases:
+            t0 = now()
+            print(f"bench: {name} ...", file=sys.stderr, flush=True)
+            fn()
+            self.results.setdefault("phase_seconds", {})[name] = round(now() - t0, 1)
+        self.results["throughput"] = []
+        for th in self.args.threads:
+            print(f"bench: throughput, {th} threads, {self.p['tput_s']:.0f} s ...",
+                  file=sys.stderr, flush=True)
+            self.results["throughput"].append(self.phase_throughput(th))
+        if self.args.density:
+            print(f"bench: density, {self.args.density} sandboxes ...", file=sys.stderr,
+                  flush=True)
+            t0 = now()
+            self.results["density"] = self.phase_density(self.args.density)
+            self.results.setdefault("phase_seconds", {})["density"] = round(now() - t0, 1)
+        self.results["machine"]["loadavg_end"] = os.getloadavg()[0]
+        left = [s for s in self.live.snapshot()]
+        if left:
+            self.notes.append(f"sandboxes still tracked as live after the phases: {left[:5]}")
+
+
+# ---- verdicts and reports --------------------------------------------------------
+
+
+def verdicts(r):
+    """DESIGN.md section 9, each against its same-run baseline."""
+    v = []
+    v.append(("create → ready, warm-pool hit, p50 / p99", "≤ 5 ms / ≤ 20 ms",
+              "not measured: brigd has no warm pool yet", None))
+    if "create" in r:
+        ratio = r["create"]["p50"] / r["runc_run"]["p50"]
+        v.append(("create → ready, cold, p50", "≤ 2 × bare runc run p50",
+                  f"{r['create']['p50']:.1f} ms = {ratio:.2f} × {r['runc_run']['p50']:.1f} ms",
+                  ratio <= 2.0))
+    if "exec_keepalive" in r:
+        d = r["exec_keepalive"]["p50"] - r["local_true"]["p50"]
+        df = r["exec_fresh"]["p50"] - r["local_true"]["p50"]
+        v.append(("exec `true` round trip, p50", "≤ local fork/exec + 2 ms",
+                  f"{r['exec_keepalive']['p50']:.2f} ms = local {r['local_true']['p50']:.2f} ms "
+                  f"+ {d:.2f} ms (fresh connection: + {df:.2f} ms)", d <= 2.0))
+    if "seed_loop" in r:
+        d = r["seed_loop"]["p50"] - r["py_local"]["p50"]
+        dt = r["seed_loop"]["p50"] - r["task_local"]["p50"]
+        v.append(("seed loop (base), p50", "≤ python3 start-up + 15 ms",
+                  f"{r['seed_loop']['p50']:.1f} ms = python3 start-up {r['py_local']['p50']:.1f} ms "
+                  f"+ {d:.1f} ms (= the same script run locally, "
+                  f"{r['task_local']['p50']:.1f} ms, + {dt:.1f} ms)", d <= 15.0))
+    if r.get("throughput"):
+        best = max(r["throughput"], key=lambda t: t["rate"])
+        v.append(("sustained create+exec+delete", "≥ 30/s on 2 cores",
+                  ", ".join(f"{t['rate']:.1f}/s ({t['threads']} threads)"
+                            for t in r["throughput"]), best["rate"] >= 30.0))
+    if r.get("density"):
+        d = r["density"]
+        per = d["per_sandbox"]["overhead_kib"] / 1024
+        host = d["per_sandbox"]["host_used_delta_kib"] / 1024
+        ok = max(per, host) <= 4.0
+        txt = (f"{d['n']} at once; {per:.2f} MiB each (brigd RSS growth + sandbox cgroup), "
+               f"{host:.2f} MiB each counting all host memory in use")
+        if d["n"] < 500:
+            txt += "; 500 not tried"
+            ok = f"meets at {d['n']}" if ok else False
+        v.append(("idle density", "500 at once, ≤ 4 MiB host overhead each", txt, ok))
+    return v
+
+
+def verdict_word(ok):
+    if isinstance(ok, str):
+        return ok
+    return "—" if ok is None else ("meets" if ok else "MISSES")
+
+
+def fmt_row(name, s, extra=""):
+    if not s or not s.get("n"):
+        return None
+    return (name, s["n"], f"{s['p50']:.2f}", f"{s['p99']:.2f}", f"{s['mean']:.2f}", extra)
+
+
+def figure_rows(r):
+    rows = []
+    add = lambda *a: rows.append(fmt_row(*a))  # noqa: E731
+    if "create" in r:
+        add("bare `runc run` /bin/true (baseline)", r["runc_run"])
+        add("brig cold create → 201 (minimal)", r["create"],
+            f"{r['create']['p50'] / r['runc_run']['p50']:.2f} × runc p50")
+        add("  of which brigd runtime create (its log)", r["create_brigd_log"], "1 ms resolution")
+        add("brig delete → 204", r["delete"])
+        add("  of which brigd runtime destroy (its log)", r["delete_brigd_log"], "1 ms resolution")
+        add("brig create + delete (same iteration)", r["create_delete"],
+            f"{r['create_delete']['p50'] / r['runc_run']['p50']:.2f} × runc p50")
+    if "exec_keepalive" in r:
+        lt = r["local_true"]["p50"]
+        add("local posix_spawn+wait /bin/true (baseline)", r["local_true"])
+        add("exec `true` via API, keep-alive", r["exec_keepalive"],
+            f"+{r['exec_keepalive']['p50'] - lt:.2f} ms vs local p50")
+        add("exec `true` via API, fresh TCP connection", r["exec_fresh"],
+            f"+{r['exec_fresh']['p50'] - lt:.2f} ms vs local p50")
+    if "seed_loop" in r:
+        pl = r["py_local"]["p50"]
+        add("local `python3 -c pass` (baseline)", r["py_local"])
+        add("`python3 -c pass` in sandbox, API round trip", r["py_sandbox_exec"],
+            f"+{r['py_sandbox_exec']['p50'] - pl:.2f} ms vs local p50")
+        add("`python3 -c pass` in sandbox, agent duration_ms", r["py_sandbox_duration"],
+            "1 ms resolution")
+        add("local `python3 task.py` (the seed loop's script)", r["task_local"])
+        add("seed loop on base (create+upload+exec+delete)", r["seed_loop"],
+            f"+{r['seed_loop']['p50'] - pl:.1f} ms vs local python3 p50")
+        for k in ("create", "upload", "exec", "delete"):
+            add(f"  seed loop: {k}", r["seed_parts"][k])
+    for t in r.get("throughput", []):
+        add(f"throughput loop latency, {t['threads']} threads", t["latency"],
+            f"{t['rate']:.1f} loops/s over {t['seconds']:.1f} s")
+    return [x for x in rows if x]
+
+
+def density_lines(d):
+    per, b, a, e = d["per_sandbox"], d["before"], d["after"], d["end"]
+    return [
+        f"{d['n']} idle `minimal` sandboxes at once ({d['cgroups_read']} memory cgroups read):",
+        f"- brigd RSS {b['brigd_rss'] / 1024:.1f} → {a['brigd_rss'] / 1024:.1f} MiB "
+        f"({per['brigd_rss_delta_kib']:+.1f} KiB per sandbox); after deleting them all "
+        f"{e['brigd_rss'] / 1024:.1f} MiB; fds {b['brigd_fds']} → {a['brigd_fds']}, "
+        f"threads {b['brigd_threads']} → {a['brigd_threads']} (open-file limit "
+        f"{b.get('brigd_nofile', '?')})",
+        f"- sandbox memory cgroup: mean {per['cgroup_kib_mean']:.0f} KiB, max "
+        f"{per['cgroup_kib_max']:.0f} KiB; PSS of its processes {per['pss_kib_mean']:.0f} KiB; "
+        f"{per['processes']:.1f} host processes per sandbox",
+        f"- host overhead per sandbox (brigd RSS growth + cgroup): "
+        f"**{per['overhead_kib'] / 1024:.2f} MiB**",
+        f"- host memory in use (MemTotal − MemAvailable, page cache dropped) grew "
+        f"{per['host_used_delta_kib'] / 1024:.2f} MiB per sandbox (includes kernel memory "
+        f"outside the cgroups)",
+        f"- create p50 {d['create']['p50']:.1f} ms (first {max(1, d['n'] // 10)}: "
+        f"{d['create_first']['p50']:.1f} ms, last {max(1, d['n'] // 10)}: "
+        f"{d['create_last']['p50']:.1f} ms; p50 per tenth of the way: "
+        f"{', '.join(f'{x:.0f}' for x in d.get('create_p50_by_decile', []))}); "
+        f"exec `true` with all of them up p50 "
+        f"{d['exec_at_n']['p50']:.2f} ms; delete p50 {d['delete']['p50']:.1f} ms",
+        f"- bare `runc run` with all of them up: p50 {d['runc_run_at_n']['p50']:.1f} ms "
+        f"(n={d['runc_run_at_n']['n']})",
+    ]
+
+
+def text_report(r, notes):
+    m = r["machine"]
+    out = [f"brig bench  {m['date']}  git {m['git']}",
+           f"machine: {m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']:.1f} GiB, kernel "
+           f"{m['kernel']}, cgroup {m['cgroup']}; {m['runc']}; brigd runtime {m['brigd_runtime']}",
+           f"load average (1 min) at start {m['loadavg']:.2f}, at end "
+           f"{m.get('loadavg_end', float('nan')):.2f}; brigd start-up: "
+           f"{r['brigd_start_ms']:.0f} ms", ""]
+    hdr = ("measurement", "n", "p50 ms", "p99 ms", "mean ms", "")
+    rows = [hdr] + figure_rows(r)
+    w = [max(len(str(row[i])) for row in rows) for i in range(6)]
+    for row in rows:
+        out.append("  ".join(str(c).ljust(w[i]) if i in (0, 5) else str(c).rjust(w[i])
+                             for i, c in enumerate(row)).rstrip())
+    if r.get("density"):
+        out += [""] + density_lines(r["density"])
+    out += ["", "DESIGN.md §9 targets:"]
+    for name, target, got, ok in verdicts(r):
+        out.append(f"  [{verdict_word(ok):>6}] {name}: {target} — {got}")
+    if r.get("drift"):
+        out.append("\np50 per fifth of the create phase (drift check): " + "; ".join(
+            f"{k} {', '.join(f'{x:.1f}' for x in v)}" for k, v in r["drift"].items()))
+    if "http_connections" in r:
+        hc = r["http_connections"]
+        out.append(f"\nTCP connections opened: {hc}  (1 each = keep-alive honoured)")
+    for n in notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def markdown(r, args, params, notes):
+    m = r["machine"]
+    mode = "--quick" if args.quick else "default sample sizes"
+    cmd = "bench/run.py" + (" --quick" if args.quick else "") + (
+        f" --density {args.density}" if args.density else "")
+    out = [BEGIN, "",
+           f"Run `{cmd}` ({mode}) on {m['date']}, git `{m['git']}`.  ",
+           f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']:.1f} GiB RAM, Linux "
+           f"{m['kernel']}, cgroup {m['cgroup']}, {m['runc']} (brigd runtime: "
+           f"`{m['brigd_runtime']}`), Python {m['python']}"
+           + (f"; in the sandbox {r['python_in_sandbox']}" if r.get("python_in_sandbox") else "")
+           + f".  Load average (1 min) {m['loadavg']:.2f} at the start, "
+           f"{m.get('loadavg_end', float('nan')):.2f} at the end of the phases.",
+           "", "### Against the targets", "",
+           "| target (DESIGN.md §9) | wanted | this run | verdict |", "|---|---|---|---|"]
+    for name, target, got, ok in verdicts(r):
+        out.append(f"| {name} | {target} | {got} | {verdict_word(ok)} |")
+    out += ["", "### All figures (milliseconds)", "",
+            "| measurement | n | p50 | p99 | mean | note |", "|---|--:|--:|--:|--:|---|"]
+    for row in figure_rows(r):
+        name = row[0].replace("  ", "↳ ", 1) if row[0].startswith("  ") else row[0]
+        out.append(f"| {name} | {row[1]} | {row[2]} | {row[3]} | {row[4]} | {row[5]} |")
+    hc = r.get("http_connections", {})
+    out += ["", f"brigd start-up (exec → ready line): {r['brigd_start_ms']:.0f} ms. "
+            f"TCP connections the keep-alive client opened: {hc.get('create_phase', '?')} for "
+            f"the {r.get('create', {}).get('n', 0) + params['warmup']} create/delete pairs, "
+            f"{hc.get('exec_keepalive', '?')} for the {params['exec'] + 20} execs "
+            f"(1 = keep-alive honoured)."]
+    if r.get("drift"):
+        out += ["", "Drift check, p50 per fifth of the create phase (ms): " + "; ".join(
+            f"{k} {', '.join(f'{x:.1f}' for x in v)}" for k, v in r["drift"].items()) + "."]
+    if r.get("total_seconds"):
+        out += ["", f"The whole run took {r['total_seconds']:.0f} s."]
+    if r.get("density"):
+        out += ["", "### Idle density", ""] + density_lines(r["density"])
+    if notes:
+        out += ["", "Notes from this run:", ""] + [f"- {n}" for n in notes]
+    out += ["", END]
+    return "\n".join(out)
+
+
+def write_doc(md):
+    with open(DOC) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"bench: {DOC} has no {BEGIN} ... {END} section to replace")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    with open(DOC + ".tmp", "w") as f:
+        f.write(head + md + tail)
+    os.replace(DOC + ".tmp", DOC)
+
+
+# ---- main ----------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(REPO, "build"),
+                    help="directory with brigd and brig-agent (default: build)")
+    ap.add_argument("--template-cache", default="/var/cache/brig/templates",
+                    help="template cache with minimal and base built")
+    ap.add_argument("--quick", action="store_true", help="small samples: a ~15 s smoke run")
+    ap.add_argument("-n", type=int, default=0,
+                    help="samples of cold create (and of the runc baseline)")
+    ap.add_argument("--duration", type=float, default=0,
+                    help="seconds of each throughput run (default 10, --quick 3)")
+    ap.add_argument("--threads", default=None,
+                    help="client thread counts for throughput, comma-separated (default 2,4;"
+                         " --quick 2)")
+    ap.add_argument("--density", type=int, default=0, metavar="N",
+                    help="also hold N idle minimal sandboxes at once and measure memory")
+    ap.add_argument("--skip-base", action="store_true",
+                    help="skip what needs the base template (python3, seed loop)")
+    ap.add_argument("--write-doc", action="store_true",
+                    help=f"replace the results section of {os.path.relpath(DOC, REPO)}")
+    ap.add_argument("--out", help="write every figure as JSON to this file")
+    args = ap.parse_args()
+    args.threads = [int(x) for x in (args.threads or ("2" if args.quick else "2,4")).split(",")]
+    if os.geteuid() != 0:
+        raise SystemExit("bench: run as root (brigd and runc need it)")
+
+    def on_signal(signum, frame):
+        raise Interrupted(f"signal {signum}")
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignored
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    b = Bench(args)
+    t0 = now()
+    failed = None
+    try:
+        b.setup()
+        b.run()
+    except (KeyboardInterrupt, Interrupted) as e:
+        failed = f"interrupted ({str(e) or 'Ctrl-C'})"
+    except Exception as e:  # noqa: BLE001
+        failed = f"{type(e).__name__}: {e}"
+        import traceback
+        traceback.print_exc()
+        if b.brigd is not None and b.brigd.proc is not None:
+            print(f"--- brigd log (tail) ---\n{b.brigd.log()[-3000:]}", file=sys.stderr)
+    finally:
+        # No second Ctrl-C half-way through the cleanup.
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+        print("bench: cleaning up ...", file=sys.stderr, flush=True)
+        problems = b.cleanup()
+    if failed:
+        print(f"bench: FAILED: {failed}", file=sys.stderr)
+        return 1
+    b.results["total_seconds"] = round(now() - t0, 1)
+    b.results["params"] = b.p
+    if problems:
+        b.notes.append(f"cleanup problems: {problems}")
+    print()
+    print(text_report(b.results, b.notes))
+    print(f"\n(total {b.results['total_seconds']:.0f} s)")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"results": b.results, "verdicts": [
+                {"what": n, "target": t, "got": g, "ok": ok}
+                for n, t, g, ok in verdicts(b.results)], "notes": b.notes}, f, indent=1)
+    if args.write_doc:
+        write_doc(markdown(b.results, args, b.p, b.notes))
+        print(f"bench: updated {os.path.relpath(DOC, REPO)}", file=sys.stderr)
+    return 2 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
