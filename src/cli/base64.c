@@ -60,3 +60,29 @@ int brig_base64_decode(const char *in, size_t len, brig_buf *out, brig_error **e
         return brig_error_set(err, BRIG_E_PROTOCOL, 0, "truncated base64");
     return 0;
 }
+
+char *brig_base64_encode(const void *data, size_t n)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = data;
+    char *out = brig_xmalloc(4 * ((n + 2) / 3) + 1);
+    char *o = out;
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        unsigned int v = (unsigned int)p[i] << 16 | (unsigned int)p[i + 1] << 8 | p[i + 2];
+        *o++ = alphabet[v >> 18];
+        *o++ = alphabet[(v >> 12) & 63];
+        *o++ = alphabet[(v >> 6) & 63];
+        *o++ = alphabet[v & 63];
+    }
+    if (i < n) {
+        unsigned int v = (unsigned int)p[i] << 16 | (i + 1 < n ? (unsigned int)p[i + 1] << 8 : 0);
+        *o++ = alphabet[v >> 18];
+        *o++ = alphabet[(v >> 12) & 63];
+        *o++ = i + 1 < n ? alphabet[(v >> 6) & 63] : '=';
+        *o++ = '=';
+    }
+    *o = '\0';
+    return out;
+}

@@ -4,7 +4,9 @@
  * where errors are printed.
  *
  * Exit codes: 0 success, 1 failure (printed as "brig: <message>"), 2 usage
- * error; exec and run exit with the remote command's code (124: timed out).
+ * error; exec, run, shell, wait and logs exit with the remote command's code
+ * (124: timed out, or still running after wait's --timeout); 128+N after brig
+ * itself was interrupted by signal N.
  */
 #ifndef BRIG_CLI_H
 #define BRIG_CLI_H
@@ -23,6 +25,9 @@
 #define CLI_EXIT_USAGE   2
 #define CLI_EXIT_TIMEOUT 124
 
+/* brigd refuses a JSON body above this (413): it bounds exec's "stdin". */
+#define CLI_JSON_BODY_MAX ((size_t)1 << 20)
+
 /* Client-side limits for one call (the server enforces its own). */
 #define CLI_TIMEOUT_MS        (5L * 60 * 1000) /* create, list, get */
 #define CLI_DELETE_TIMEOUT_MS (2L * 60 * 1000)
@@ -36,10 +41,27 @@ enum cli_opt_key {
     OPT_ENV = 'e',
     OPT_TEMPLATE = 't',
     OPT_CWD = 'w',
+    OPT_USER = 'u',
+    OPT_FOLLOW = 'f',
+    OPT_SIGNAL = 's',
+    OPT_RECURSIVE = 'r',
+    OPT_PARENTS = 'p',
     OPT_JSON = 256,
     OPT_TIMEOUT,
     OPT_SHELL,
     OPT_MODE,
+    OPT_BACKGROUND,
+    OPT_STDIN,
+    OPT_PTY,
+    OPT_CLOSE,
+    OPT_WAIT_TIMEOUT, /* --timeout of wait: how long to wait, not the command's limit */
+};
+
+/* Whether a command takes a remote command after its operands. */
+enum cli_rest {
+    CLI_REST_NONE = 0,
+    CLI_REST_REQUIRED, /* "[--] CMD [ARG...]" must follow */
+    CLI_REST_OPTIONAL, /* may follow (shell: a default command otherwise) */
 };
 
 /* One option row: what getopt needs and what help prints. */
@@ -78,7 +100,7 @@ typedef struct cli_cmd {
     const char *details;           /* more help (lines ending in newlines), or NULL */
     const int *opts;               /* accepted option keys, 0-terminated (--help implied) */
     int min_pos, max_pos;          /* operand count; max_pos -1: no limit */
-    bool rest;                     /* takes "[--] CMD [ARG...]" after the operands */
+    enum cli_rest rest;            /* takes "[--] CMD [ARG...]" after the operands */
 } cli_cmd;
 
 /* The last value of option key, NULL when absent ("" for a given flag). */
@@ -111,6 +133,13 @@ extern volatile sig_atomic_t cli_interrupted;
  * ignores SIGPIPE, for commands that must clean up before they exit. */
 void cli_catch_signals(void);
 
+/* Catches one more signal (SIGWINCH): it only goes into the signal fd. */
+void cli_catch_signal(int sig);
+
+/* The read end of a non-blocking self-pipe that receives the number of every
+ * caught signal as one byte, for poll loops; made on first call. */
+int cli_signal_fd(void);
+
 /* "/v1/sandboxes/<id escaped><suffix>"; caller frees. */
 char *cli_sandbox_path(const char *id, const char *suffix);
 
@@ -119,6 +148,41 @@ int cli_check_id(const cli_args *a, const char *id);
 
 /* Prints s for a table cell or a message: control characters become '?'. */
 void cli_print_clean(FILE *f, const char *s);
+
+/* "/v1/sandboxes/<id>/processes/<pid><suffix>"; caller frees. */
+char *cli_process_path(const char *id, const char *pid, const char *suffix);
+
+/* A usage error (printed) unless pid is a positive decimal number: 0 or CLI_EXIT_USAGE. */
+int cli_check_pid(const cli_args *a, const char *pid);
+
+/* A usage error (printed) unless path is absolute: 0 or CLI_EXIT_USAGE. */
+int cli_check_remote(const cli_args *a, const char *what, const char *path);
+
+/* Checks octal permission bits (at most 07777) and writes them normalised
+ * ("0755") into buf.  Returns buf, or NULL when invalid. */
+const char *cli_check_mode(const char *mode, char *buf, size_t size);
+
+/* brig's exit code for a finished command or process (an exec result, an exit
+ * event, a process object): exit_code 0-255 as it is, a negative -N or a
+ * "signal" N as 128+N, larger codes as 255.  -1 when v says neither. */
+int cli_exit_code(json_t *v);
+
+/* Writes the "data" of a stdout/stderr event to fd, decoded when its
+ * "encoding" is "base64".  0, or -1 with *err set. */
+int cli_write_event(json_t *event, int fd, brig_error **err);
+
+/* The exec request's "pty" object: this terminal's size (stdout's, else
+ * stdin's), 80x24 without one.  Caller owns. */
+json_t *cli_pty_size(void);
+
+/* Sends everything brig reads from its stdin to process pid's stdin, each
+ * read() as one request, until EOF; then closes the process's stdin when
+ * close.  0, or -1 with *err set. */
+int cli_feed_stdin(brig_client *c, const char *id, const char *pid, bool close, brig_error **err);
+
+/* upload --recursive and download --recursive (cmd_tar.c) */
+int cli_upload_tree(const cli_args *a);
+int cli_download_tree(const cli_args *a);
 
 /* command handlers (cmd_*.c) */
 int brig_cmd_create(const cli_args *a);
@@ -129,6 +193,17 @@ int brig_cmd_exec(const cli_args *a);
 int brig_cmd_run(const cli_args *a);
 int brig_cmd_upload(const cli_args *a);
 int brig_cmd_download(const cli_args *a);
+int brig_cmd_ps(const cli_args *a);
+int brig_cmd_logs(const cli_args *a);
+int brig_cmd_wait(const cli_args *a);
+int brig_cmd_kill(const cli_args *a);
+int brig_cmd_stdin(const cli_args *a);
+int brig_cmd_shell(const cli_args *a);
+int brig_cmd_ls_files(const cli_args *a);
+int brig_cmd_stat(const cli_args *a);
+int brig_cmd_rm_file(const cli_args *a);
+int brig_cmd_mkdir(const cli_args *a);
+int brig_cmd_mv(const cli_args *a);
 int brig_cmd_template_ls(const cli_args *a);
 int brig_cmd_template_build(const cli_args *a);
 int brig_cmd_health(const cli_args *a);

@@ -2,26 +2,111 @@
  * cmd_exec.c - running commands: exec (in an existing sandbox) and run (in a
  * sandbox made for it and deleted afterwards, whatever happens).
  *
- * The result's streams are written byte-exact: brigd sends a stream that is not
- * valid UTF-8 base64-encoded and says so in "<stream>_encoding", and JSON
- * strings may hold NUL bytes ("\u0000"), so lengths come from jansson, never
- * strlen.
+ * By default the output streams: brig asks for NDJSON (Accept:
+ * application/x-ndjson) and writes each stdout/stderr event to its own stdout/
+ * stderr as it arrives.  Ctrl-C (SIGINT, SIGTERM, SIGHUP) aborts the transfer;
+ * brigd kills a foreground command whose client went away.  `--json` asks for
+ * the buffered answer instead, and a brigd that answers application/json to
+ * the streaming request is shown the same way.
+ *
+ * Output is written byte-exact: brigd sends a chunk or stream that is not
+ * valid UTF-8 base64-encoded and says so ("encoding", "<stream>_encoding"),
+ * and JSON strings may hold NUL bytes ("\u0000"), so lengths come from jansson,
+ * never strlen.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
 
 #include "base64.h"
 #include "cli.h"
 #include "util.h"
+
+/* shared helpers (cli.h) */
+
+int cli_exit_code(json_t *v)
+{
+    json_t *code = json_object_get(v, "exit_code");
+    if (json_is_number(code)) {
+        double num = json_number_value(code);
+        if (num != floor(num) || num < -1e9 || num > 1e9)
+            return -1;
+        long n = (long)num;
+        if (n >= 0 && n <= 255)
+            return (int)n;
+        if (n < 0 && n >= -127)
+            return 128 + (int)-n;
+        return 255;
+    }
+    json_t *sig = json_object_get(v, "signal");
+    if (json_is_integer(sig) && json_integer_value(sig) > 0 && json_integer_value(sig) < 128)
+        return 128 + (int)json_integer_value(sig);
+    return -1;
+}
+
+/* Writes the string s (n bytes) to fd, decoding it when encoding is "base64"
+ * (NULL, JSON null and "utf-8" mean text).  what names it in errors. */
+static int write_text(json_t *s, json_t *encoding, int fd, const char *what, brig_error **err)
+{
+    if (s == NULL || json_is_null(s))
+        return 0;
+    if (!json_is_string(s))
+        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: %s", what);
+    const char *enc = json_string_value(encoding);
+    int rc;
+    if (encoding == NULL || json_is_null(encoding) || (enc != NULL && strcmp(enc, "utf-8") == 0)) {
+        rc = cli_write(fd, json_string_value(s), json_string_length(s));
+    } else if (enc != NULL && strcmp(enc, "base64") == 0) {
+        brig_buf raw = {0};
+        if (brig_base64_decode(json_string_value(s), json_string_length(s), &raw, err) < 0) {
+            brig_buf_dispose(&raw);
+            brig_error_prefix(err, "malformed %s from brigd", what);
+            return -1;
+        }
+        rc = cli_write(fd, raw.data, raw.len);
+        brig_buf_dispose(&raw);
+    } else {
+        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "%s: unknown encoding from brigd", what);
+    }
+    if (rc < 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, errno, "cannot write the command's %s", what);
+    return 0;
+}
+
+int cli_write_event(json_t *event, int fd, brig_error **err)
+{
+    return write_text(json_object_get(event, "data"), json_object_get(event, "encoding"), fd,
+                      fd == 2 ? "stderr" : "stdout", err);
+}
+
+json_t *cli_pty_size(void)
+{
+    struct winsize ws;
+    if ((ioctl(1, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0) &&
+        (ioctl(0, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0))
+        ws = (struct winsize){.ws_col = 80, .ws_row = 24};
+    return json_pack("{s:i, s:i}", "cols", ws.ws_col, "rows", ws.ws_row ? ws.ws_row : 24);
+}
+
+/* the request */
 
 /* Builds the exec request from the options and the remote command into *body
  * (caller owns) and the client's time limit into *timeout_ms.  Returns 0, or
  * CLI_EXIT_USAGE after printing a usage error. */
 static int exec_request(const cli_args *a, json_t **body, long *timeout_ms)
 {
+    for (int i = 0; i < a->nrest; i++) {
+        json_t *probe = json_string(a->rest[i]); /* NULL: not UTF-8, which JSON cannot carry */
+        if (probe == NULL)
+            return cli_usage_error(a->cmd, "argument %d of the command is not valid UTF-8", i + 1);
+        json_decref(probe);
+    }
     json_t *b = json_object();
     if (cli_opt_has(a, OPT_SHELL)) {
         brig_buf cmd = {0};
@@ -41,6 +126,16 @@ static int exec_request(const cli_args *a, json_t **body, long *timeout_ms)
     const char *cwd = cli_opt_get(a, OPT_CWD);
     if (cwd != NULL)
         json_object_set_new(b, "cwd", json_string(cwd));
+    const char *user = cli_opt_get(a, OPT_USER);
+    if (user != NULL) {
+        if (*user == '\0') {
+            json_decref(b);
+            return cli_usage_error(a->cmd, "--user: empty user name");
+        }
+        json_object_set_new(b, "user", json_string(user));
+    }
+    if (cli_opt_has(a, OPT_PTY))
+        json_object_set_new(b, "pty", cli_pty_size());
 
     json_t *env = NULL;
     for (int i = 0; i < a->nopts; i++) {
@@ -88,58 +183,55 @@ static int exec_request(const cli_args *a, json_t **body, long *timeout_ms)
     return 0;
 }
 
-/* Writes result[name] to fd, decoding it when result[name + "_encoding"] is
- * "base64".  A missing stream is empty. */
-static int write_stream(json_t *result, const char *name, int fd, brig_error **err)
+/* Reads all of brig's stdin into body's "stdin" (base64 with "stdin_encoding"
+ * when it is not UTF-8).  Fails when the request would grow past what brigd
+ * accepts in one JSON body. */
+static int add_stdin(json_t *body, brig_error **err)
 {
-    json_t *v = json_object_get(result, name);
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_string(v))
-        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: %s", name);
-    _cleanup_free_ char *enc_key = brig_asprintf("%s_encoding", name);
-    json_t *enc = json_object_get(result, enc_key);
-    const char *encoding = json_string_value(enc);
-    int rc;
-    if (enc == NULL || json_is_null(enc) || (encoding != NULL && strcmp(encoding, "utf-8") == 0)) {
-        rc = cli_write(fd, json_string_value(v), json_string_length(v));
-    } else if (encoding != NULL && strcmp(encoding, "base64") == 0) {
-        brig_buf raw = {0};
-        if (brig_base64_decode(json_string_value(v), json_string_length(v), &raw, err) < 0) {
-            brig_buf_dispose(&raw);
-            brig_error_prefix(err, "malformed %s from brigd", name);
-            return -1;
+    brig_buf in = {0};
+    char buf[64 * 1024];
+    for (;;) {
+        ssize_t n = read(0, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            brig_buf_dispose(&in);
+            return brig_error_sys(err, "--stdin: cannot read stdin");
         }
-        rc = cli_write(fd, raw.data, raw.len);
-        brig_buf_dispose(&raw);
-    } else {
-        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "%s: unknown encoding from brigd", name);
+        if (n == 0)
+            break;
+        if (in.len + (size_t)n > CLI_JSON_BODY_MAX) {
+            brig_buf_dispose(&in);
+            return brig_error_set(err, BRIG_E_TOO_LARGE, 0,
+                                  "--stdin: more than 1 MiB of input; use 'brig exec --background "
+                                  "--stdin', which streams it");
+        }
+        brig_buf_append(&in, buf, (size_t)n);
     }
-    if (rc < 0)
-        return brig_error_set(err, BRIG_E_INTERNAL, errno, "cannot write the command's %s", name);
+    json_t *text = json_stringn(in.len ? in.data : "", in.len); /* NULL: not UTF-8 */
+    if (text != NULL) {
+        json_object_set_new(body, "stdin", text);
+    } else {
+        char *b64 = brig_base64_encode(in.data, in.len);
+        json_object_set_new(body, "stdin", json_string(b64));
+        json_object_set_new(body, "stdin_encoding", json_string("base64"));
+        free(b64);
+    }
+    brig_buf_dispose(&in);
+    char *dump = json_dumps(body, JSON_COMPACT);
+    size_t size = dump ? strlen(dump) : 0;
+    free(dump);
+    if (size > CLI_JSON_BODY_MAX)
+        return brig_error_set(err, BRIG_E_TOO_LARGE, 0,
+                              "--stdin: the input takes more than 1 MiB once encoded in the "
+                              "request; use 'brig exec --background --stdin', which streams it");
     return 0;
 }
 
-/* Maps the result to brig's exit code: the command's exit code (0-255; a
- * negative code -N, a death by signal N, becomes 128+N), 124 when it timed out. */
-static int result_exit_code(json_t *result, brig_error **err)
-{
-    if (json_is_true(json_object_get(result, "timed_out")))
-        return CLI_EXIT_TIMEOUT;
-    json_t *v = json_object_get(result, "exit_code");
-    double num = json_number_value(v); /* 0 when not a number */
-    if (!json_is_number(v) || num != floor(num) || num < -1e9 || num > 1e9)
-        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: no exit_code");
-    long code = (long)num;
-    if (code >= 0 && code <= 255)
-        return (int)code;
-    if (code < 0 && code >= -127)
-        return 128 + (int)-code;
-    return 255;
-}
+/* results */
 
-/* Shows an exec result: the streams, what was cut, the timeout.  Returns the
- * exit code for brig (see result_exit_code), CLI_EXIT_FAIL on errors. */
+/* Shows a buffered exec result: the streams, what was cut, the timeout.
+ * Returns the exit code for brig, CLI_EXIT_FAIL on errors. */
 static int show_result(const cli_args *a, json_t *result)
 {
     brig_error *err = NULL;
@@ -147,22 +239,133 @@ static int show_result(const cli_args *a, json_t *result)
         brig_error_set(&err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: not an object");
         return cli_fail(&err);
     }
-    int code = result_exit_code(result, &err);
-    if (code < 0)
+    bool timed_out = json_is_true(json_object_get(result, "timed_out"));
+    int code = timed_out ? CLI_EXIT_TIMEOUT : cli_exit_code(result);
+    if (code < 0) {
+        brig_error_set(&err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: no exit_code");
         return cli_fail(&err);
+    }
     if (cli_opt_has(a, OPT_JSON)) {
         cli_print_json(result);
         return code;
     }
-    if (write_stream(result, "stdout", 1, &err) < 0 || write_stream(result, "stderr", 2, &err) < 0)
+    if (write_text(json_object_get(result, "stdout"), json_object_get(result, "stdout_encoding"), 1,
+                   "stdout", &err) < 0 ||
+        write_text(json_object_get(result, "stderr"), json_object_get(result, "stderr_encoding"), 2,
+                   "stderr", &err) < 0)
         return cli_fail(&err);
     if (json_is_true(json_object_get(result, "stdout_truncated")))
         fputs("brig: the command's stdout was truncated by brigd\n", stderr);
     if (json_is_true(json_object_get(result, "stderr_truncated")))
         fputs("brig: the command's stderr was truncated by brigd\n", stderr);
-    if (code == CLI_EXIT_TIMEOUT && json_is_true(json_object_get(result, "timed_out")))
+    if (timed_out)
         fputs("brig: command timed out\n", stderr);
     return code;
+}
+
+/* What a streamed exec answered. */
+typedef struct exec_stream {
+    json_t *exit;  /* the exit event, or NULL (owned) */
+    json_t *whole; /* a buffered result (brigd did not stream), or NULL (owned) */
+} exec_stream;
+
+static int on_exec_event(json_t *ev, void *ctx, brig_error **err)
+{
+    exec_stream *st = ctx;
+    json_t *jtype = json_object_get(ev, "type");
+    const char *type = json_string_value(jtype);
+    if (jtype == NULL && json_is_object(ev) && st->whole == NULL) {
+        st->whole = json_incref(ev); /* application/json: the whole result */
+        return 0;
+    }
+    if (type == NULL)
+        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "malformed event from brigd: no type");
+    if (strcmp(type, "stdout") == 0)
+        return cli_write_event(ev, 1, err);
+    if (strcmp(type, "stderr") == 0)
+        return cli_write_event(ev, 2, err);
+    if (strcmp(type, "exit") == 0) {
+        json_decref(st->exit);
+        st->exit = json_incref(ev);
+        return 0;
+    }
+    if (strcmp(type, "error") == 0) {
+        const char *code = json_string_value(json_object_get(ev, "code"));
+        const char *msg = json_string_value(json_object_get(ev, "message"));
+        return brig_error_set(err, code ? brig_error_kind_from_code(code) : BRIG_E_INTERNAL, 0,
+                              "%s (%s)", msg ? msg : "the command failed", code ? code : "error");
+    }
+    return 0; /* "start", and types brig does not know yet */
+}
+
+/* Runs the exec request `body` in sandbox id with its output streamed here.
+ * Returns brig's exit code (the command's, or CLI_EXIT_FAIL after printing an
+ * error), or -1 when cli_interrupted stopped it (nothing printed). */
+static int exec_streamed(const cli_args *a, brig_client *c, const char *id, json_t *body,
+                         long timeout_ms)
+{
+    _cleanup_free_ char *path = cli_sandbox_path(id, "/exec");
+    exec_stream st = {0};
+    brig_error *err = NULL;
+    brig_client_set_interrupt(c, &cli_interrupted);
+    int rc = brig_client_stream(c, "POST", path, body, timeout_ms, on_exec_event, &st, &err);
+    brig_client_set_interrupt(c, NULL);
+    int code;
+    if (cli_interrupted) {
+        brig_error_clear(&err);
+        code = -1;
+    } else if (rc < 0) {
+        code = cli_fail(&err);
+    } else if (st.whole != NULL) {
+        code = show_result(a, st.whole);
+    } else if (st.exit != NULL) {
+        code = cli_exit_code(st.exit);
+        if (json_is_true(json_object_get(st.exit, "timed_out"))) {
+            fputs("brig: command timed out\n", stderr);
+            code = CLI_EXIT_TIMEOUT;
+        } else if (code < 0) {
+            brig_error_set(&err, BRIG_E_PROTOCOL, 0, "malformed exit event from brigd");
+            code = cli_fail(&err);
+        }
+    } else {
+        brig_error_set(&err, BRIG_E_PROTOCOL, 0,
+                       "the answer from brigd ended before the command exited");
+        code = cli_fail(&err);
+    }
+    json_decref(st.exit);
+    json_decref(st.whole);
+    return code;
+}
+
+/* exec --background: starts the command, prints its pid (or the process with
+ * --json), then with --stdin streams brig's stdin to it and closes it. */
+static int exec_background(const cli_args *a, brig_client *c, const char *id, json_t *body)
+{
+    brig_error *err = NULL;
+    json_object_set_new(body, "background", json_true());
+    _cleanup_free_ char *path = cli_sandbox_path(id, "/exec");
+    json_t *proc = NULL;
+    if (brig_client_call(c, "POST", path, body, CLI_TIMEOUT_MS, &proc, &err) < 0)
+        return cli_fail(&err);
+    json_t *jpid = json_object_get(proc, "pid");
+    if (!json_is_integer(jpid) || json_integer_value(jpid) <= 0) {
+        json_decref(proc);
+        brig_error_set(&err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: no pid");
+        return cli_fail(&err);
+    }
+    char pid[24];
+    snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(jpid));
+    if (cli_opt_has(a, OPT_JSON))
+        cli_print_json(proc);
+    else
+        printf("%s\n", pid);
+    json_decref(proc);
+    fflush(stdout); /* a script reading the pid has it before the input is sent */
+    if (!cli_opt_has(a, OPT_STDIN))
+        return CLI_EXIT_OK;
+    if (cli_feed_stdin(c, id, pid, true, &err) < 0)
+        return cli_fail(&err);
+    return CLI_EXIT_OK;
 }
 
 int brig_cmd_exec(const cli_args *a)
@@ -170,6 +373,8 @@ int brig_cmd_exec(const cli_args *a)
     const char *id = a->pos[0];
     if (cli_check_id(a, id) != 0)
         return CLI_EXIT_USAGE;
+    if (cli_opt_has(a, OPT_BACKGROUND) && cli_opt_has(a, OPT_JSON) && cli_opt_has(a, OPT_STDIN))
+        return cli_usage_error(a->cmd, "--background --stdin prints the pid only, not --json");
     json_t *body = NULL;
     long timeout_ms = 0;
     if (exec_request(a, &body, &timeout_ms) != 0)
@@ -180,14 +385,33 @@ int brig_cmd_exec(const cli_args *a)
         json_decref(body);
         return cli_fail(&err);
     }
-    _cleanup_free_ char *path = cli_sandbox_path(id, "/exec");
-    json_t *result = NULL;
-    int rc = brig_client_call(c, "POST", path, body, timeout_ms, &result, &err);
-    json_decref(body);
-    if (rc < 0)
+    if (cli_opt_has(a, OPT_BACKGROUND)) {
+        int code = exec_background(a, c, id, body);
+        json_decref(body);
+        return code;
+    }
+    if (cli_opt_has(a, OPT_STDIN) && add_stdin(body, &err) < 0) {
+        json_decref(body);
         return cli_fail(&err);
-    int code = show_result(a, result);
-    json_decref(result);
+    }
+    int code;
+    if (cli_opt_has(a, OPT_JSON)) {
+        _cleanup_free_ char *path = cli_sandbox_path(id, "/exec");
+        json_t *result = NULL;
+        if (brig_client_call(c, "POST", path, body, timeout_ms, &result, &err) < 0)
+            code = cli_fail(&err);
+        else
+            code = show_result(a, result);
+        json_decref(result);
+    } else {
+        cli_catch_signals();
+        code = exec_streamed(a, c, id, body, timeout_ms);
+        if (code < 0) {
+            fprintf(stderr, "brig: interrupted (%s)\n", strsignal(cli_interrupted));
+            code = 128 + cli_interrupted;
+        }
+    }
+    json_decref(body);
     return code;
 }
 
@@ -201,7 +425,7 @@ int brig_cmd_run(const cli_args *a)
         return CLI_EXIT_USAGE;
     brig_error *err = NULL;
     brig_client *c = cli_client(true, &err);
-    if (c == NULL) {
+    if (c == NULL || (cli_opt_has(a, OPT_STDIN) && add_stdin(body, &err) < 0)) {
         json_decref(body);
         return cli_fail(&err);
     }
@@ -230,21 +454,10 @@ int brig_cmd_run(const cli_args *a)
     _cleanup_free_ char *id = brig_xstrdup(sid);
     json_decref(sbx);
 
-    /* 2. exec: a signal aborts the transfer (curl's progress callback). */
+    /* 2. exec, streamed: a signal aborts the transfer. */
     int code = CLI_EXIT_FAIL;
-    json_t *result = NULL;
-    if (!cli_interrupted) {
-        _cleanup_free_ char *path = cli_sandbox_path(id, "/exec");
-        brig_client_set_interrupt(c, &cli_interrupted);
-        rc = brig_client_call(c, "POST", path, body, timeout_ms, &result, &err);
-        brig_client_set_interrupt(c, NULL);
-        if (rc >= 0)
-            code = show_result(a, result);
-        else if (!cli_interrupted)
-            code = cli_fail(&err);
-        brig_error_clear(&err);
-    }
-    json_decref(result);
+    if (!cli_interrupted)
+        code = exec_streamed(a, c, id, body, timeout_ms);
     json_decref(body);
 
     /* 3. delete, whatever happened above */

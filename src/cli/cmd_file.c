@@ -1,6 +1,7 @@
 /*
  * cmd_file.c - moving files: upload (local → sandbox) and download (sandbox →
- * local).  Both stream: memory stays flat whatever the file size.
+ * local).  Both stream: memory stays flat whatever the file size.  Whole
+ * directories (--recursive) go through tar: see cmd_tar.c.
  *
  * A download never leaves a partial or wrong file behind: it is written to
  * LOCAL.tmp-PID, renamed over LOCAL only when the whole body arrived with a 2xx
@@ -120,26 +121,10 @@ fail:
     return -1;
 }
 
-/* Checks --mode: octal permission bits, at most 07777.  Returns the normalized
- * form ("0755") in buf, or NULL when invalid. */
-static const char *check_mode(const char *mode, char *buf, size_t size)
-{
-    if (*mode == '\0' || strlen(mode) > 5)
-        return NULL;
-    unsigned long v = 0;
-    for (const char *p = mode; *p; p++) {
-        if (*p < '0' || *p > '7')
-            return NULL;
-        v = v * 8 + (unsigned long)(*p - '0');
-    }
-    if (v > 07777)
-        return NULL;
-    snprintf(buf, size, "%04lo", v);
-    return buf;
-}
-
 int brig_cmd_upload(const cli_args *a)
 {
+    if (cli_opt_has(a, OPT_RECURSIVE))
+        return cli_upload_tree(a);
     const char *id = a->pos[0], *local = a->pos[1], *remote = a->pos[2];
     if (cli_check_id(a, id) != 0)
         return CLI_EXIT_USAGE;
@@ -147,7 +132,7 @@ int brig_cmd_upload(const cli_args *a)
         return cli_usage_error(a->cmd, "REMOTE must be an absolute path, not '%s'", remote);
     char modebuf[8];
     const char *mode = cli_opt_get(a, OPT_MODE);
-    if (mode != NULL && check_mode(mode, modebuf, sizeof(modebuf)) == NULL)
+    if (mode != NULL && cli_check_mode(mode, modebuf, sizeof(modebuf)) == NULL)
         return cli_usage_error(a->cmd, "--mode '%s': not octal permission bits (e.g. 0755)", mode);
     _cleanup_free_ char *target = NULL;
     if (remote[strlen(remote) - 1] == '/') {
@@ -182,6 +167,8 @@ int brig_cmd_upload(const cli_args *a)
 
 int brig_cmd_download(const cli_args *a)
 {
+    if (cli_opt_has(a, OPT_RECURSIVE))
+        return cli_download_tree(a);
     const char *id = a->pos[0], *remote = a->pos[1], *local = a->pos[2];
     if (cli_check_id(a, id) != 0)
         return CLI_EXIT_USAGE;

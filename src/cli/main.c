@@ -13,6 +13,7 @@
  * at the edge (cli_fail), and nowhere else.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -34,7 +35,17 @@ static const cli_opt options[] = {
     {OPT_ENV, "env", "K=V", "set a variable for the command (repeatable; K alone: its value here)"},
     {OPT_TIMEOUT, "timeout", "SECONDS", "stop the command after this long (brigd's default: 55)"},
     {OPT_SHELL, "shell", NULL, "join CMD and ARGs with spaces and run them with bash -lc"},
-    {OPT_MODE, "mode", "MODE", "octal permission bits of the remote file (e.g. 0755)"},
+    {OPT_MODE, "mode", "MODE", "octal permission bits of what is created (e.g. 0755)"},
+    {OPT_BACKGROUND, "background", NULL, "start the command, print its pid and return at once"},
+    {OPT_STDIN, "stdin", NULL, "pass brig's stdin to the command (see below)"},
+    {OPT_USER, "user", "NAME", "run as this user of the sandbox (default root)"},
+    {OPT_PTY, "pty", NULL, "run on a pseudo-terminal (stdout and stderr become one stream)"},
+    {OPT_FOLLOW, "follow", NULL, "keep printing new output until the process exits"},
+    {OPT_SIGNAL, "signal", "SIG", "signal: a name (TERM, SIGKILL) or a number (default TERM)"},
+    {OPT_CLOSE, "close", NULL, "close the process's stdin once brig's stdin ended"},
+    {OPT_RECURSIVE, "recursive", NULL, "a whole directory tree"},
+    {OPT_PARENTS, "parents", NULL, "create missing parents; no error if the directory exists"},
+    {OPT_WAIT_TIMEOUT, "timeout", "SECONDS", "stop waiting after this long (exit 124)"},
     {OPT_HELP, "help", NULL, "show this help"},
 };
 
@@ -51,9 +62,19 @@ static const cli_opt *option_row(int key)
 static const int opts_none[] = {0};
 static const int opts_create[] = {OPT_TEMPLATE, OPT_JSON, 0};
 static const int opts_json[] = {OPT_JSON, 0};
-static const int opts_exec[] = {OPT_CWD, OPT_ENV, OPT_TIMEOUT, OPT_SHELL, OPT_JSON, 0};
-static const int opts_run[] = {OPT_TEMPLATE, OPT_CWD, OPT_ENV, OPT_TIMEOUT, OPT_SHELL, 0};
-static const int opts_upload[] = {OPT_MODE, 0};
+static const int opts_exec[] = {OPT_CWD,   OPT_ENV,        OPT_TIMEOUT, OPT_SHELL, OPT_USER,
+                                OPT_STDIN, OPT_BACKGROUND, OPT_PTY,     OPT_JSON,  0};
+static const int opts_run[] = {OPT_TEMPLATE, OPT_CWD,  OPT_ENV,   OPT_TIMEOUT,
+                               OPT_SHELL,    OPT_USER, OPT_STDIN, 0};
+static const int opts_upload[] = {OPT_MODE, OPT_RECURSIVE, 0};
+static const int opts_download[] = {OPT_RECURSIVE, 0};
+static const int opts_logs[] = {OPT_FOLLOW, 0};
+static const int opts_kill[] = {OPT_SIGNAL, 0};
+static const int opts_wait[] = {OPT_WAIT_TIMEOUT, OPT_JSON, 0};
+static const int opts_stdin[] = {OPT_CLOSE, 0};
+static const int opts_shell[] = {OPT_USER, 0};
+static const int opts_rm_file[] = {OPT_RECURSIVE, 0};
+static const int opts_mkdir[] = {OPT_PARENTS, OPT_MODE, 0};
 
 static int cmd_version(const cli_args *a);
 static int cmd_help(const cli_args *a);
@@ -61,44 +82,101 @@ static int cmd_help(const cli_args *a);
 /* Longer help, printed after the summary. */
 #define EXEC_DETAILS                                                                               \
     "The command runs as an argv vector (no shell) unless --shell is given.  Its stdout\n"         \
-    "and stderr are written here byte for byte, and brig exits with its exit code;\n"              \
-    "124 (and \"brig: command timed out\") when it ran past its timeout.\n"
+    "and stderr are written here byte for byte as they come, and brig exits with its\n"            \
+    "exit code; 124 (and \"brig: command timed out\") when it ran past its timeout, 130\n"         \
+    "after Ctrl-C (brigd then kills the command).\n"                                               \
+    "--stdin sends brig's stdin along (read to its end first; at most 1 MiB once encoded\n"        \
+    "in the request).  With --background the command keeps running on its own: brig\n"             \
+    "prints its pid (see ps, logs, wait, kill, stdin), and --stdin streams brig's stdin\n"         \
+    "to it, then closes its stdin.\n"
+#define PS_DETAILS                                                                                 \
+    "STATE is running, exited(CODE) or killed(SIGNAL).  brigd keeps finished processes\n"          \
+    "for a while (the last 64).\n"
+#define LOGS_DETAILS                                                                               \
+    "Prints the output brigd still holds (its last 4 MiB by default): stdout here to\n"            \
+    "stdout, stderr to stderr; with --follow also new output until the process exits.\n"           \
+    "Exits with the process's exit code once it ended, 0 for a running one.\n"
+#define WAIT_DETAILS                                                                               \
+    "Exits with the process's exit code (128+N when killed by signal N), or 124 when\n"            \
+    "it is still running after --timeout.\n"
+#define STDIN_DETAILS                                                                              \
+    "Sends what brig reads from its stdin to the process as it comes (each read is one\n"          \
+    "request), until EOF.\n"
+#define SHELL_DETAILS                                                                              \
+    "Runs CMD (default: bash -l, or sh -l where the template has no bash) on a\n"                  \
+    "pseudo-terminal of this terminal's size, with this terminal in raw mode until\n"              \
+    "it exits; brig then exits with its exit code.  Needs a terminal on stdin.\n"
+#define RM_FILE_DETAILS "A directory needs --recursive unless it is empty.\n"
 #define RUN_DETAILS                                                                                \
     "The sandbox is deleted whatever happens: when the command fails, when brigd\n"                \
     "cannot run it, and on SIGINT, SIGTERM or SIGHUP.  Exits with the command's exit code.\n"
 #define UPLOAD_DETAILS                                                                             \
     "The file is streamed; REMOTE is an absolute path in the sandbox (a REMOTE\n"                  \
-    "ending in '/' gets LOCAL's file name appended).\n"
+    "ending in '/' gets LOCAL's file name appended).  With --recursive, LOCAL is a\n"              \
+    "directory whose contents are copied into the directory REMOTE (made if missing)\n"            \
+    "as a tar stream made by this host's tar.\n"
 #define DOWNLOAD_DETAILS                                                                           \
     "LOCAL is written as LOCAL.tmp-PID and renamed when complete, so a failed\n"                   \
     "download leaves nothing behind.  An existing directory LOCAL receives the\n"                  \
-    "file under REMOTE's name.\n"
+    "file under REMOTE's name.  With --recursive, REMOTE is a directory whose\n"                   \
+    "contents are extracted into the directory LOCAL (made if missing) by tar.\n"
 
 static const cli_cmd commands[] = {
     {"create", brig_cmd_create, "[--template NAME] [--json]", "create a sandbox and print its id",
-     NULL, opts_create, 0, 0, false},
-    {"ls", brig_cmd_ls, "[--json]", "list sandboxes", NULL, opts_json, 0, 0, false},
-    {"inspect", brig_cmd_inspect, "ID", "print a sandbox as JSON", NULL, opts_none, 1, 1, false},
+     NULL, opts_create, 0, 0, CLI_REST_NONE},
+    {"ls", brig_cmd_ls, "[--json]", "list sandboxes", NULL, opts_json, 0, 0, CLI_REST_NONE},
+    {"inspect", brig_cmd_inspect, "ID", "print a sandbox as JSON", NULL, opts_none, 1, 1,
+     CLI_REST_NONE},
     {"exec", brig_cmd_exec,
-     "[--cwd DIR] [--env K=V]... [--timeout SECONDS] [--shell] [--json] ID -- CMD [ARG...]",
-     "run a command in a sandbox; exits with its exit code", EXEC_DETAILS, opts_exec, 1, 1, true},
-    {"upload", brig_cmd_upload, "[--mode MODE] ID LOCAL REMOTE",
-     "copy a local file (- for stdin) into a sandbox", UPLOAD_DETAILS, opts_upload, 3, 3, false},
-    {"download", brig_cmd_download, "ID REMOTE LOCAL",
-     "copy a file out of a sandbox (LOCAL - for stdout)", DOWNLOAD_DETAILS, opts_none, 3, 3, false},
-    {"rm", brig_cmd_rm, "ID [ID...]", "delete sandboxes", NULL, opts_none, 1, -1, false},
+     "[--cwd DIR] [--env K=V]... [--timeout SECONDS] [--shell] [--user NAME] [--stdin] "
+     "[--background] [--pty] [--json] ID -- CMD [ARG...]",
+     "run a command in a sandbox; exits with its exit code", EXEC_DETAILS, opts_exec, 1, 1,
+     CLI_REST_REQUIRED},
+    {"shell", brig_cmd_shell, "[--user NAME] ID [-- CMD [ARG...]]",
+     "an interactive terminal session in a sandbox", SHELL_DETAILS, opts_shell, 1, 1,
+     CLI_REST_OPTIONAL},
+    {"ps", brig_cmd_ps, "[--json] ID", "list a sandbox's processes", PS_DETAILS, opts_json, 1, 1,
+     CLI_REST_NONE},
+    {"logs", brig_cmd_logs, "[--follow] ID PID", "print a process's output", LOGS_DETAILS,
+     opts_logs, 2, 2, CLI_REST_NONE},
+    {"wait", brig_cmd_wait, "[--timeout SECONDS] [--json] ID PID",
+     "wait for a process to exit; exits with its exit code", WAIT_DETAILS, opts_wait, 2, 2,
+     CLI_REST_NONE},
+    {"kill", brig_cmd_kill, "[--signal SIG] ID PID", "send a signal to a process", NULL, opts_kill,
+     2, 2, CLI_REST_NONE},
+    {"stdin", brig_cmd_stdin, "[--close] ID PID", "pipe brig's stdin to a process", STDIN_DETAILS,
+     opts_stdin, 2, 2, CLI_REST_NONE},
+    {"upload", brig_cmd_upload, "[--mode MODE] [--recursive] ID LOCAL REMOTE",
+     "copy a local file (- for stdin) or directory into a sandbox", UPLOAD_DETAILS, opts_upload, 3,
+     3, CLI_REST_NONE},
+    {"download", brig_cmd_download, "[--recursive] ID REMOTE LOCAL",
+     "copy a file (LOCAL - for stdout) or directory out of a sandbox", DOWNLOAD_DETAILS,
+     opts_download, 3, 3, CLI_REST_NONE},
+    {"ls-files", brig_cmd_ls_files, "[--json] ID PATH", "list a directory in a sandbox", NULL,
+     opts_json, 2, 2, CLI_REST_NONE},
+    {"stat", brig_cmd_stat, "ID PATH", "print a file's entry as JSON (a symlink itself)", NULL,
+     opts_none, 2, 2, CLI_REST_NONE},
+    {"rm-file", brig_cmd_rm_file, "[--recursive] ID PATH", "remove a file or directory",
+     RM_FILE_DETAILS, opts_rm_file, 2, 2, CLI_REST_NONE},
+    {"mkdir", brig_cmd_mkdir, "[--parents] [--mode MODE] ID PATH", "make a directory", NULL,
+     opts_mkdir, 2, 2, CLI_REST_NONE},
+    {"mv", brig_cmd_mv, "ID FROM TO", "rename a file or directory (atomically)", NULL, opts_none, 3,
+     3, CLI_REST_NONE},
+    {"rm", brig_cmd_rm, "ID [ID...]", "delete sandboxes", NULL, opts_none, 1, -1, CLI_REST_NONE},
     {"run", brig_cmd_run,
-     "[--template NAME] [--cwd DIR] [--env K=V]... [--timeout SECONDS] [--shell] -- CMD [ARG...]",
-     "create a sandbox, run one command in it, delete it", RUN_DETAILS, opts_run, 0, 0, true},
+     "[--template NAME] [--cwd DIR] [--env K=V]... [--timeout SECONDS] [--shell] [--user NAME] "
+     "[--stdin] -- CMD [ARG...]",
+     "create a sandbox, run one command in it, delete it", RUN_DETAILS, opts_run, 0, 0,
+     CLI_REST_REQUIRED},
     {"template ls", brig_cmd_template_ls, "[--json]", "list templates", NULL, opts_json, 0, 0,
-     false},
+     CLI_REST_NONE},
     {"template build", brig_cmd_template_build, "[--json] NAME",
-     "build a template (may take minutes)", NULL, opts_json, 1, 1, false},
+     "build a template (may take minutes)", NULL, opts_json, 1, 1, CLI_REST_NONE},
     {"health", brig_cmd_health, "", "check that brigd answers (no key needed)", NULL, opts_none, 0,
-     0, false},
-    {"version", cmd_version, "", "print brig's version", NULL, opts_none, 0, 0, false},
+     0, CLI_REST_NONE},
+    {"version", cmd_version, "", "print brig's version", NULL, opts_none, 0, 0, CLI_REST_NONE},
     {"help", cmd_help, "[COMMAND]", "show help for brig or a command", NULL, opts_none, 0, 2,
-     false},
+     CLI_REST_NONE},
 };
 
 /* shared helpers (cli.h) */
@@ -120,22 +198,47 @@ brig_client *cli_client(bool need_key, brig_error **err)
 
 volatile sig_atomic_t cli_interrupted;
 
+/* The self-pipe: on_signal writes each signal's number into it. */
+static int signal_pipe[2] = {-1, -1};
+
 static void on_signal(int sig)
 {
-    cli_interrupted = sig;
+    int saved = errno;
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+        cli_interrupted = sig;
+    if (signal_pipe[1] >= 0) {
+        unsigned char b = (unsigned char)sig;
+        ssize_t n = write(signal_pipe[1], &b, 1); /* full pipe: the reader is behind anyway */
+        (void)n;
+    }
+    errno = saved;
 }
 
-void cli_catch_signals(void)
+void cli_catch_signal(int sig)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal; /* no SA_RESTART: blocking calls see EINTR */
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    sigaction(sig, &sa, NULL);
+}
+
+void cli_catch_signals(void)
+{
+    cli_catch_signal(SIGINT);
+    cli_catch_signal(SIGTERM);
+    cli_catch_signal(SIGHUP);
     /* a reader that goes away must not kill us before we cleaned up */
     signal(SIGPIPE, SIG_IGN);
+}
+
+int cli_signal_fd(void)
+{
+    if (signal_pipe[0] < 0 && pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        fprintf(stderr, "brig: cannot create a pipe: %s\n", strerror(errno));
+        abort();
+    }
+    return signal_pipe[0];
 }
 
 int cli_fail(brig_error **err)
@@ -306,7 +409,7 @@ static int parse_args(const cli_cmd *cmd, int argc, char **argv, cli_args *a)
 
     /* Commands that take a remote command: split at the first "--". */
     int end = argc, dashdash = -1;
-    if (cmd->rest) {
+    if (cmd->rest != CLI_REST_NONE) {
         for (int i = 1; i < argc; i++) {
             if (strcmp(argv[i], "--") == 0) {
                 dashdash = i;
@@ -357,7 +460,7 @@ static int parse_args(const cli_cmd *cmd, int argc, char **argv, cli_args *a)
     }
 
     a->pos = argv + optind;
-    if (cmd->rest && dashdash < 0) {
+    if (cmd->rest != CLI_REST_NONE && dashdash < 0) {
         /* operands, then the command */
         int avail = end - optind;
         a->npos = avail < cmd->max_pos ? avail : cmd->max_pos;
@@ -374,7 +477,7 @@ static int parse_args(const cli_cmd *cmd, int argc, char **argv, cli_args *a)
         return cli_usage_error(cmd, "missing operand");
     if (cmd->max_pos >= 0 && a->npos > cmd->max_pos)
         return cli_usage_error(cmd, "unexpected operand '%s'", a->pos[cmd->max_pos]);
-    if (cmd->rest && a->nrest == 0)
+    if (cmd->rest == CLI_REST_REQUIRED && a->nrest == 0)
         return cli_usage_error(cmd, "missing the command to run (after --)");
     return -1;
 }
