@@ -33,6 +33,8 @@
 #define JSON_BODY_MAX ((size_t)1 << 30)
 /* One NDJSON line (an event: one chunk of output, base64 at worst) above this is refused. */
 #define NDJSON_LINE_MAX ((size_t)64 << 20)
+/* brig_async_post's requests are small (keystrokes, a size): they fail after this. */
+#define ASYNC_POST_TIMEOUT_MS 60000L
 
 struct brig_client {
     CURL *curl;                       /* the handle of blocking calls; owned */
@@ -696,8 +698,12 @@ void brig_async_post(brig_async *a, const char *path, const char *content_type, 
     void *copy = brig_xmalloc(n > 0 ? n : 1);
     if (n > 0)
         memcpy(copy, data, n);
-    request rq = {
-        .method = "POST", .path = path, .content_type = content_type, .body = copy, .body_len = n};
+    request rq = {.method = "POST",
+                  .path = path,
+                  .content_type = content_type,
+                  .body = copy,
+                  .body_len = n,
+                  .timeout_ms = ASYNC_POST_TIMEOUT_MS};
     xfer *x = async_xfer(a, &rq, done, ctx);
     x->body_copy = copy;
     async_start(a, x);

@@ -37,7 +37,7 @@ static const cli_opt options[] = {
     {OPT_SHELL, "shell", NULL, "join CMD and ARGs with spaces and run them with bash -lc"},
     {OPT_MODE, "mode", "MODE", "octal permission bits of what is created (e.g. 0755)"},
     {OPT_BACKGROUND, "background", NULL, "start the command, print its pid and return at once"},
-    {OPT_STDIN, "stdin", NULL, "pass brig's stdin to the command (see below)"},
+    {OPT_STDIN, "stdin", NULL, "pass brig's stdin to the command"},
     {OPT_USER, "user", "NAME", "run as this user of the sandbox (default root)"},
     {OPT_PTY, "pty", NULL, "run on a pseudo-terminal (stdout and stderr become one stream)"},
     {OPT_FOLLOW, "follow", NULL, "keep printing new output until the process exits"},
@@ -84,7 +84,7 @@ static int cmd_help(const cli_args *a);
     "The command runs as an argv vector (no shell) unless --shell is given.  Its stdout\n"         \
     "and stderr are written here byte for byte as they come, and brig exits with its\n"            \
     "exit code; 124 (and \"brig: command timed out\") when it ran past its timeout, 130\n"         \
-    "after Ctrl-C (brigd then kills the command).\n"                                               \
+    "after Ctrl-C (brigd then kills the command).\n\n"                                             \
     "--stdin sends brig's stdin along (read to its end first; at most 1 MiB once encoded\n"        \
     "in the request).  With --background the command keeps running on its own: brig\n"             \
     "prints its pid (see ps, logs, wait, kill, stdin), and --stdin streams brig's stdin\n"         \
