@@ -33,6 +33,7 @@ const char *brig_agent_errno_code(int errnum)
     case ENOENT:
         return "not_found";
     case EEXIST:
+    case ENOTEMPTY:
         return "exists";
     case EISDIR:
         return "is_directory";
@@ -40,6 +41,7 @@ const char *brig_agent_errno_code(int errnum)
         return "not_directory";
     case EACCES:
     case EPERM:
+    case EROFS:
         return "permission";
     case ENOSPC:
     case EDQUOT:
@@ -57,11 +59,13 @@ brig_err_kind brig_agent_errno_kind(int errnum)
     case ENOENT:
         return BRIG_E_NOT_FOUND;
     case EEXIST:
+    case ENOTEMPTY:
     case EISDIR:
     case ENOTDIR:
         return BRIG_E_CONFLICT;
     case EACCES:
     case EPERM:
+    case EROFS:
         return BRIG_E_FORBIDDEN;
     case ENOSPC:
     case EDQUOT:
@@ -95,20 +99,6 @@ const char *brig_agent_error_code(const brig_error *e)
     default:
         return "internal";
     }
-}
-
-json_t *brig_agent_field(json_t *o, const char *key)
-{
-    json_t *v = json_object_get(o, key);
-    return json_is_null(v) ? NULL : v;
-}
-
-const char *brig_agent_cstring(json_t *j)
-{
-    if (!json_is_string(j))
-        return NULL;
-    const char *s = json_string_value(j);
-    return strlen(s) == json_string_length(j) ? s : NULL;
 }
 
 int brig_agent_send(brig_agent_conn *c, uint8_t type, uint16_t chan, const void *p, size_t n,
@@ -160,18 +150,11 @@ static int handshake(brig_agent_conn *c, bool *quiet, brig_error **err)
     json_t *hello = NULL;
     if (brig_frame_parse_json(c->frame.payload, c->frame.hdr.len, &hello, err) < 0)
         return -1;
-    const char *proto = brig_agent_cstring(json_object_get(hello, "proto"));
-    json_t *jv = json_object_get(hello, "version");
-    json_t *jmin = brig_agent_field(hello, "min_version");
-    if (proto == NULL || strcmp(proto, BRIG_PROTO_NAME) != 0 || !json_is_integer(jv) ||
-        (jmin != NULL && !json_is_integer(jmin))) {
-        json_decref(hello);
-        return brig_error_set(err, BRIG_E_PROTOCOL, 0,
-                              "HELLO needs proto \"" BRIG_PROTO_NAME "\" and integer versions");
-    }
-    json_int_t v = json_integer_value(jv);
-    json_int_t vmin = jmin ? json_integer_value(jmin) : v;
+    int64_t v, vmin;
+    int r = brig_agent_parse_hello(hello, &v, &vmin, err);
     json_decref(hello);
+    if (r < 0)
+        return -1;
     /* We speak [1, BRIG_PROTO_VERSION]; the client speaks [vmin, v]. */
     if (vmin > v || vmin > BRIG_PROTO_VERSION || v < 1) {
         _cleanup_free_ char *m =
@@ -186,28 +169,42 @@ static int handshake(brig_agent_conn *c, bool *quiet, brig_error **err)
                   "agent", BRIG_VERSION, "pid", (json_int_t)c->agent_pid);
     if (ans == NULL)
         return brig_error_set(err, BRIG_E_INTERNAL, 0, "cannot build HELLO");
-    int r = brig_frame_write_json(c->fd, BRIG_FRAME_HELLO, ans, err);
+    r = brig_frame_write_json(c->fd, BRIG_FRAME_HELLO, ans, err);
     json_decref(ans);
     if (r < 0)
         c->gone = true;
     return r;
 }
 
-static int op_ping(brig_agent_conn *c, json_t *req, brig_error **err)
+static int op_ping(brig_agent_conn *c, json_t *req, const brig_agent_req *q, brig_error **err)
 {
     (void)req;
+    (void)q;
     c->replied = true;
     return brig_agent_send_json(c, json_pack("{s:s}", "type", "pong"), err);
 }
 
-static const struct {
-    const char *name;
-    int (*run)(brig_agent_conn *c, json_t *req, brig_error **err);
-} ops[] = {
-    {"ping", op_ping},
-    {"exec", brig_agent_exec},
-    {"write_file", brig_agent_write_file},
-    {"read_file", brig_agent_read_file},
+/* What runs each operation; request.c parsed and validated it already. */
+static brig_agent_op_fn *const ops[BRIG_OP__COUNT] = {
+    [BRIG_OP_PING] = op_ping,
+    [BRIG_OP_EXEC] = brig_agent_exec,
+    [BRIG_OP_WRITE_FILE] = brig_agent_write_file,
+    [BRIG_OP_READ_FILE] = brig_agent_read_file,
+    [BRIG_OP_PROC_LIST] = brig_agent_proc_list,
+    [BRIG_OP_PROC_GET] = brig_agent_proc_route,
+    [BRIG_OP_PROC_OUTPUT] = brig_agent_proc_route,
+    [BRIG_OP_PROC_STDIN] = brig_agent_proc_route,
+    [BRIG_OP_PROC_STDIN_CLOSE] = brig_agent_proc_route,
+    [BRIG_OP_PROC_SIGNAL] = brig_agent_proc_route,
+    [BRIG_OP_PROC_WAIT] = brig_agent_proc_route,
+    [BRIG_OP_PROC_RESIZE] = brig_agent_proc_route,
+    [BRIG_OP_STAT] = brig_agent_stat,
+    [BRIG_OP_LIST_DIR] = brig_agent_list_dir,
+    [BRIG_OP_REMOVE] = brig_agent_remove,
+    [BRIG_OP_MOVE] = brig_agent_move,
+    [BRIG_OP_MKDIR] = brig_agent_mkdir,
+    [BRIG_OP_TAR_EXTRACT] = brig_agent_tar_extract,
+    [BRIG_OP_TAR_CREATE] = brig_agent_tar_create,
 };
 
 /* Reads the request and runs its operation.  A close right after the handshake sets
@@ -225,41 +222,43 @@ static int serve_request(brig_agent_conn *c, bool *quiet, brig_error **err)
     json_t *req = NULL;
     if (brig_frame_parse_json(c->frame.payload, c->frame.hdr.len, &req, err) < 0)
         return -1;
-    const char *op = brig_agent_cstring(json_object_get(req, "op"));
-    int r = -1;
-    if (op == NULL) {
-        brig_agent_bad_request(err, "request needs a string \"op\"");
-    } else {
-        size_t i = 0;
-        while (i < BRIG_ARRAY_LEN(ops) && strcmp(ops[i].name, op) != 0)
-            i++;
-        if (i < BRIG_ARRAY_LEN(ops))
-            r = ops[i].run(c, req, err);
-        else
-            brig_agent_bad_request(err, "unknown op \"%.64s\"", op);
-    }
+    brig_agent_req q;
+    int r = brig_agent_parse_request(req, &q, err);
+    if (r == 0)
+        r = ops[q.op](c, req, &q, err);
     json_decref(req);
+    /* A client that streams DATA after its request learns of an early error at once, and
+     * the rest of its stream is read and dropped (so it sees the answer, not EPIPE). */
+    if (r < 0 && !c->replied && !c->gone &&
+        (q.op == BRIG_OP_WRITE_FILE || q.op == BRIG_OP_TAR_EXTRACT || q.op == BRIG_OP_PROC_STDIN) &&
+        (err == NULL || *err == NULL || (*err)->kind != BRIG_E_PROTOCOL)) {
+        brig_agent_reply_error(c, err ? *err : NULL);
+        brig_agent_discard_input(c);
+    }
     return r;
 }
 
-/* Ends the connection politely: our half is shut, then whatever the peer already sent is
- * read away.  Closing a unix socket with unread data makes the peer's next read fail with
- * ECONNRESET instead of a clean EOF (net/unix/af_unix.c, unix_release_sock). */
-static void conn_close(brig_agent_conn *c)
+void brig_agent_discard_input(brig_agent_conn *c)
 {
-    shutdown(c->fd, SHUT_WR);
+    while (brig_frame_read(c->fd, &c->frame, NULL, NULL) == 0)
+        if (c->frame.hdr.type != BRIG_FRAME_DATA || c->frame.hdr.len == 0)
+            return;
+}
+
+void brig_agent_close_polite(int fd)
+{
+    shutdown(fd, SHUT_WR);
     char sink[4096];
     for (int i = 0; i < 256; i++) {
-        ssize_t r = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+        ssize_t r = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
         if (r > 0 || (r < 0 && errno == EINTR))
             continue;
         break;
     }
-    close(c->fd);
-    c->fd = -1;
+    close(fd);
 }
 
-void brig_agent_conn_serve(int fd, pid_t agent_pid)
+void brig_agent_conn_serve(int fd, int ctl, pid_t agent_pid)
 {
     static const int defaults[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
     for (size_t i = 0; i < BRIG_ARRAY_LEN(defaults); i++)
@@ -276,7 +275,7 @@ void brig_agent_conn_serve(int fd, pid_t agent_pid)
         _exit(1);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    brig_agent_conn c = {.fd = fd, .agent_pid = agent_pid};
+    brig_agent_conn c = {.fd = fd, .ctl = ctl, .agent_pid = agent_pid};
     brig_error *err = NULL;
     bool quiet = false;
     int r = handshake(&c, &quiet, &err);
@@ -290,6 +289,11 @@ void brig_agent_conn_serve(int fd, pid_t agent_pid)
     }
     brig_error_clear(&err);
     brig_frame_dispose(&c.frame);
-    conn_close(&c);
+    /* A connection handed to a supervisor is shared with it: shutdown() would end it for
+     * both, so only our descriptor goes. */
+    if (c.handed_off)
+        close(c.fd);
+    else if (c.fd >= 0)
+        brig_agent_close_polite(c.fd);
     _exit(r < 0 && !quiet ? 1 : 0);
 }

@@ -38,21 +38,7 @@ static void on_term(int sig)
     _exit(1);
 }
 
-/* The `path` field: a non-empty absolute path without NUL, shorter than PATH_MAX. */
-static int path_field(json_t *req, const char **out, brig_error **err)
-{
-    const char *p = brig_agent_cstring(json_object_get(req, "path"));
-    if (p == NULL || p[0] != '/')
-        return brig_agent_bad_request(err, "\"path\" must be an absolute path without NUL");
-    if (strlen(p) >= PATH_MAX)
-        return brig_agent_bad_request(err, "\"path\" is too long");
-    *out = p;
-    return 0;
-}
-
-/* mkdir -p of dir with mode 0755.  A component that exists but is not a directory fails
- * with ENOTDIR. */
-static int mkdir_parents(const char *dir, brig_error **err)
+int brig_agent_mkdir_parents(const char *dir, brig_error **err)
 {
     struct stat st;
     if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
@@ -131,7 +117,7 @@ static int upload_prepare(upload *u, const char *path, brig_error **err)
     if (u->name[0] == '\0')
         return brig_agent_fail(err, EISDIR, "%s", path);
 
-    if (mkdir_parents(u->dir, err) < 0)
+    if (brig_agent_mkdir_parents(u->dir, err) < 0)
         return -1;
     if (stat(u->target, &st) == 0 && S_ISDIR(st.st_mode))
         return brig_agent_fail(err, EISDIR, "%s", path);
@@ -175,28 +161,13 @@ static int upload_commit(upload *u, mode_t mode, brig_error **err)
     return 0;
 }
 
-/* Reads and drops the client's remaining DATA until the empty frame, EOF or a frame that
- * is not DATA (after an early error the client is still sending). */
-static void discard_input(brig_agent_conn *c)
-{
-    while (brig_frame_read(c->fd, &c->frame, NULL, NULL) == 0)
-        if (c->frame.hdr.type != BRIG_FRAME_DATA || c->frame.hdr.len == 0)
-            return;
-}
-
 /* Everything up to the answer.  *in_sync stays true while the client's DATA stream is
  * still framed correctly (so the remaining frames can be discarded after an error). */
-static int upload_run(brig_agent_conn *c, json_t *req, upload *u, bool *in_sync, brig_error **err)
+static int upload_run(brig_agent_conn *c, const brig_fs_req *q, upload *u, bool *in_sync,
+                      brig_error **err)
 {
-    const char *path;
-    if (path_field(req, &path, err) < 0)
-        return -1;
-    json_t *jmode = brig_agent_field(req, "mode");
-    if (jmode != NULL && (!json_is_integer(jmode) || json_integer_value(jmode) < 0))
-        return brig_agent_bad_request(err, "\"mode\" must be a non-negative integer");
-    mode_t mode = jmode ? (mode_t)(json_integer_value(jmode) & 07777) : 0644;
-
-    if (upload_prepare(u, path, err) < 0)
+    mode_t mode = (mode_t)q->mode;
+    if (upload_prepare(u, q->path, err) < 0)
         return -1;
     for (;;) {
         if (brig_frame_read(c->fd, &c->frame, NULL, err) < 0) {
@@ -224,8 +195,10 @@ static int upload_run(brig_agent_conn *c, json_t *req, upload *u, bool *in_sync,
         c, json_pack("{s:s, s:I}", "type", "ok", "size", (json_int_t)u->size), err);
 }
 
-int brig_agent_write_file(brig_agent_conn *c, json_t *req, brig_error **err)
+int brig_agent_write_file(brig_agent_conn *c, json_t *req, const brig_agent_req *q,
+                          brig_error **err)
 {
+    (void)req;
     struct sigaction sa = {.sa_handler = on_term};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
@@ -233,21 +206,20 @@ int brig_agent_write_file(brig_agent_conn *c, json_t *req, brig_error **err)
 
     upload u = {.dirfd = -1, .fd = -1};
     bool in_sync = true;
-    int r = upload_run(c, req, &u, &in_sync, err);
+    int r = upload_run(c, &q->u.fs, &u, &in_sync, err);
     upload_dispose(&u);
     if (r < 0 && !c->replied) {
         brig_agent_reply_error(c, *err);
         if (in_sync)
-            discard_input(c);
+            brig_agent_discard_input(c);
     }
     return r;
 }
 
-int brig_agent_read_file(brig_agent_conn *c, json_t *req, brig_error **err)
+int brig_agent_read_file(brig_agent_conn *c, json_t *req, const brig_agent_req *q, brig_error **err)
 {
-    const char *path;
-    if (path_field(req, &path, err) < 0)
-        return -1;
+    (void)req;
+    const char *path = q->u.fs.path;
     /* O_NONBLOCK: opening a FIFO must not hang; it is refused below anyway. */
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)

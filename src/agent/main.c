@@ -44,6 +44,7 @@ typedef struct agent {
     const char *listen_path; /* the socket we created (--listen), unlinked at exit; or NULL */
     int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT; non-blocking */
     bool accept_paused;      /* accept hit a resource limit: retry after a child exits */
+    brig_registry reg;       /* the handlers' control channels and the processes (registry.c) */
 } agent;
 
 static void usage(FILE *f)
@@ -130,25 +131,44 @@ static int setup_signals(agent *a, brig_error **err)
     return 0;
 }
 
-/* Accepts one connection and forks its handler. */
+static bool resource_errno(int e)
+{
+    return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+}
+
+/* Accepts one connection and forks its handler, with a control channel to us (ctl.c). */
 static void accept_one(agent *a)
 {
     int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) {
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        if (resource_errno(errno)) {
             brig_warn("accept: %s", strerror(errno));
             a->accept_paused = true;
         }
         return; /* EINTR, EAGAIN, ECONNABORTED: nothing to do */
     }
+    int ctl[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
+        brig_warn("socketpair for a connection: %s", strerror(errno));
+        a->accept_paused = resource_errno(errno);
+        close(fd);
+        return;
+    }
     pid_t pid = fork();
     if (pid == 0) {
         close(a->lfd);
         close(a->sfd);
-        brig_agent_conn_serve(fd, a->pid);
+        close(ctl[0]);
+        brig_registry_close_all(&a->reg); /* other handlers' channels are not ours */
+        brig_agent_conn_serve(fd, ctl[1], a->pid);
     }
-    if (pid < 0)
+    close(ctl[1]);
+    if (pid < 0) {
         brig_warn("fork for a connection: %s", strerror(errno));
+        close(ctl[0]);
+    } else {
+        brig_registry_add(&a->reg, ctl[0]);
+    }
     close(fd);
 }
 
@@ -180,6 +200,8 @@ static void agent_shutdown(agent *a)
 {
     close(a->lfd);
     a->lfd = -1;
+    /* Every supervisor learns that it is forgotten: it exits once its process is gone. */
+    brig_registry_close_all(&a->reg);
     if (a->listen_path != NULL)
         unlink(a->listen_path);
 
@@ -214,10 +236,19 @@ static void agent_shutdown(agent *a)
 /* The accept loop; returns the exit status once shut down. */
 static int agent_run(agent *a)
 {
+    _cleanup_free_ struct pollfd *p = NULL;
+    size_t pcap = 0;
     for (;;) {
-        struct pollfd p[2] = {{.fd = a->sfd, .events = POLLIN},
-                              {.fd = a->accept_paused ? -1 : a->lfd, .events = POLLIN}};
-        int n = poll(p, 2, a->accept_paused ? 1000 : -1);
+        size_t np = 2 + a->reg.n;
+        if (np > pcap) {
+            pcap = np * 2;
+            p = brig_xrealloc(p, pcap * sizeof(*p));
+        }
+        p[0] = (struct pollfd){.fd = a->sfd, .events = POLLIN};
+        p[1] = (struct pollfd){.fd = a->accept_paused ? -1 : a->lfd, .events = POLLIN};
+        for (size_t i = 0; i < a->reg.n; i++)
+            p[2 + i] = (struct pollfd){.fd = a->reg.v[i].ctl, .events = POLLIN};
+        int n = poll(p, (nfds_t)np, a->accept_paused ? 1000 : -1);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -236,6 +267,14 @@ static int agent_run(agent *a)
                 return 0;
             }
         }
+        /* Control messages first: a registration must be in the table before a route
+         * that depends on it (handlers wait for the answer, so there is no race within
+         * one channel; this keeps the table current before new handlers are forked). */
+        size_t nreg = a->reg.n;
+        for (size_t i = 0; i < nreg; i++)
+            if (p[2 + i].revents)
+                brig_registry_serve(&a->reg, i);
+        brig_registry_sweep(&a->reg);
         if (p[1].revents & POLLIN) {
             accept_one(a);
         } else if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {

@@ -165,8 +165,9 @@ uint64_t brig_agent_signalfd_drain(int sfd)
     return seen;
 }
 
-void brig_agent_proc_kill_all(int sfd, brig_agent_watch *w)
+uint64_t brig_agent_proc_kill_all(int sfd, brig_agent_watch *w)
 {
+    uint64_t seen = 0;
     /* The command's group goes first and in one call: the kernel delivers a group kill
      * atomically with respect to fork(), so a fork bomb inside the group cannot outrun it.
      * Only while the leader is unreaped is its pid guaranteed to still name that group. */
@@ -183,9 +184,9 @@ void brig_agent_proc_kill_all(int sfd, brig_agent_watch *w)
                 brig_agent_proc_signal(kids[i], SIGKILL);
         }
         if (brig_agent_proc_reap(w) == 0)
-            return;
+            return seen;
         struct pollfd p = {.fd = sfd, .events = POLLIN};
         if (poll(&p, 1, KILL_ROUND_MS) > 0)
-            brig_agent_signalfd_drain(sfd);
+            seen |= brig_agent_signalfd_drain(sfd);
     }
 }
