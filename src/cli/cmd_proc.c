@@ -56,9 +56,9 @@ static void format_time(json_t *v, char *buf, size_t size)
         json_int_t ms = json_integer_value(v);
         time_t t = (time_t)(ms / 1000);
         struct tm tm;
-        if (gmtime_r(&t, &tm) != NULL)
-            snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+        char secs[32];
+        if (gmtime_r(&t, &tm) != NULL && strftime(secs, sizeof(secs), "%Y-%m-%dT%H:%M:%S", &tm))
+            snprintf(buf, size, "%s.%03dZ", secs, (int)((ms % 1000 + 1000) % 1000));
         else
             snprintf(buf, size, "-");
     } else {
@@ -134,7 +134,7 @@ int brig_cmd_ps(const cli_args *a)
     printf("%-8s %-14s %-24s %s\n", "PID", "STATE", "STARTED", "COMMAND");
     for (size_t i = 0; i < json_array_size(rows); i++) {
         json_t *p = json_array_get(rows, i);
-        char pid[24], state[32], started[40];
+        char pid[24], state[32], started[64];
         json_t *jpid = json_object_get(p, "pid");
         if (json_is_integer(jpid))
             snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(jpid));
