@@ -200,6 +200,24 @@ def test_background_stdin(api):
         remove(api, sid)
 
 
+def test_logs_of_a_large_output(api):
+    """More output than one chunk: the snapshot and --follow both deliver all of it, in
+    order, and end with the exit code."""
+    sid = create(api)
+    try:
+        script = "i=0; while [ $i -lt 5000 ]; do echo line-$i-................................; " \
+                 "i=$((i+1)); done; exit 6"
+        expected = b"".join(b"line-%d-................................\n" % i for i in range(5000))
+        pid = brig(api, "exec", "--background", sid, "--", "sh", "-c", script).stdout.strip()
+        assert brig(api, "wait", sid, pid, check=False).returncode == 6
+        r = brig(api, "logs", sid, pid, check=False, timeout=20)
+        assert (r.returncode, len(r.stdout)) == (6, len(expected)) and r.stdout == expected
+        r = brig(api, "logs", "--follow", sid, pid, check=False, timeout=20)
+        assert (r.returncode, r.stdout == expected) == (6, True)
+    finally:
+        remove(api, sid)
+
+
 # ---- files ---------------------------------------------------------------------
 
 
