@@ -168,7 +168,8 @@ const char *cli_check_mode(const char *mode, char *buf, size_t size);
 int cli_exit_code(json_t *v);
 
 /* Writes the "data" of a stdout/stderr event to fd, decoded when its
- * "encoding" is "base64".  0, or -1 with *err set. */
+ * "encoding" is "base64".  0, or -1 with *err set; its errnum is EPIPE when the
+ * reader went away (the caller then stops, as a process in a pipe would). */
 int cli_write_event(json_t *event, int fd, brig_error **err);
 
 /* The exec request's "pty" object: this terminal's size (stdout's, else

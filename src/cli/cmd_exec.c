@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,20 @@ int cli_exit_code(json_t *v)
     return -1;
 }
 
+/* Writes n bytes to fd; a reader that went away (EPIPE) is ignored unless
+ * epipe_fails. */
+static int write_out(int fd, const void *p, size_t n, bool epipe_fails)
+{
+    if (epipe_fails)
+        return brig_write_full(fd, p, n);
+    return cli_write(fd, p, n);
+}
+
 /* Writes the string s (n bytes) to fd, decoding it when encoding is "base64"
- * (NULL, JSON null and "utf-8" mean text).  what names it in errors. */
-static int write_text(json_t *s, json_t *encoding, int fd, const char *what, brig_error **err)
+ * (NULL, JSON null and "utf-8" mean text).  what names it in errors.  With
+ * epipe_fails, a closed reader is an error whose errnum is EPIPE. */
+static int write_text(json_t *s, json_t *encoding, int fd, const char *what, bool epipe_fails,
+                      brig_error **err)
 {
     if (s == NULL || json_is_null(s))
         return 0;
@@ -61,7 +73,7 @@ static int write_text(json_t *s, json_t *encoding, int fd, const char *what, bri
     const char *enc = json_string_value(encoding);
     int rc;
     if (encoding == NULL || json_is_null(encoding) || (enc != NULL && strcmp(enc, "utf-8") == 0)) {
-        rc = cli_write(fd, json_string_value(s), json_string_length(s));
+        rc = write_out(fd, json_string_value(s), json_string_length(s), epipe_fails);
     } else if (enc != NULL && strcmp(enc, "base64") == 0) {
         brig_buf raw = {0};
         if (brig_base64_decode(json_string_value(s), json_string_length(s), &raw, err) < 0) {
@@ -69,7 +81,7 @@ static int write_text(json_t *s, json_t *encoding, int fd, const char *what, bri
             brig_error_prefix(err, "malformed %s from brigd", what);
             return -1;
         }
-        rc = cli_write(fd, raw.data, raw.len);
+        rc = write_out(fd, raw.data, raw.len, epipe_fails);
         brig_buf_dispose(&raw);
     } else {
         return brig_error_set(err, BRIG_E_PROTOCOL, 0, "%s: unknown encoding from brigd", what);
@@ -82,7 +94,7 @@ static int write_text(json_t *s, json_t *encoding, int fd, const char *what, bri
 int cli_write_event(json_t *event, int fd, brig_error **err)
 {
     return write_text(json_object_get(event, "data"), json_object_get(event, "encoding"), fd,
-                      fd == 2 ? "stderr" : "stdout", err);
+                      fd == 2 ? "stderr" : "stdout", true, err);
 }
 
 json_t *cli_pty_size(void)
@@ -250,9 +262,9 @@ static int show_result(const cli_args *a, json_t *result)
         return code;
     }
     if (write_text(json_object_get(result, "stdout"), json_object_get(result, "stdout_encoding"), 1,
-                   "stdout", &err) < 0 ||
+                   "stdout", false, &err) < 0 ||
         write_text(json_object_get(result, "stderr"), json_object_get(result, "stderr_encoding"), 2,
-                   "stderr", &err) < 0)
+                   "stderr", false, &err) < 0)
         return cli_fail(&err);
     if (json_is_true(json_object_get(result, "stdout_truncated")))
         fputs("brig: the command's stdout was truncated by brigd\n", stderr);
@@ -314,6 +326,10 @@ static int exec_streamed(const cli_args *a, brig_client *c, const char *id, json
     if (cli_interrupted) {
         brig_error_clear(&err);
         code = -1;
+    } else if (rc < 0 && err->errnum == EPIPE) {
+        /* our reader went away (| head): so did we, and brigd kills the command */
+        brig_error_clear(&err);
+        code = 128 + SIGPIPE;
     } else if (rc < 0) {
         code = cli_fail(&err);
     } else if (st.whole != NULL) {

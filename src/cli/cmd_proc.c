@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,9 @@ int brig_cmd_logs(const cli_args *a)
     if (cli_interrupted) {
         brig_error_clear(&err);
         code = 128 + cli_interrupted; /* Ctrl-C is how one stops following */
+    } else if (rc < 0 && err->errnum == EPIPE) {
+        brig_error_clear(&err); /* our reader went away (| head) */
+        code = 128 + SIGPIPE;
     } else if (rc < 0) {
         code = cli_fail(&err);
     } else if (st.exit != NULL) {

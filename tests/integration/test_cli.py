@@ -113,6 +113,11 @@ def test_exec_exit_codes_streams_and_stdin(api):
         # too much stdin for one request is refused before anything runs
         r = brig(api, "exec", "--stdin", sid, "--", "cat", input=b"x" * (2 << 20), check=False)
         assert r.returncode == 1 and b"--background" in r.stderr
+        # the reader of our stdout goes away: brig stops (141) and brigd kills the command
+        p = spawn(api, "exec", sid, "--", "yes")
+        read_until(p.stdout.fileno(), b"y\ny\n")
+        p.stdout.close()
+        assert p.wait(timeout=DEADLINE) == 128 + signal.SIGPIPE
         # usage errors exit 2
         assert brig(api, "exec", sid, check=False).returncode == 2
     finally:
