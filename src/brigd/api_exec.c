@@ -76,8 +76,8 @@ static void start_stream(brig_req *r, brig_stream *s)
     }
     const char *t = json_string_value(json_object_get(msg, "type"));
     if (t && strcmp(t, "started") == 0)
-        brig_ndjson_line(&s->line,
-                         json_pack("{s:s, s:O}", "type", "start", "pid", json_object_get(msg, "pid")));
+        brig_ndjson_line(
+            &s->line, json_pack("{s:s, s:O}", "type", "start", "pid", json_object_get(msg, "pid")));
     else if (t && strcmp(t, "output") == 0)
         brig_ndjson_line(&s->line, json_deep_copy(msg));
     json_decref(msg);
@@ -122,9 +122,8 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
     /* Answer with the whole process object; it exists from "started" on. */
     json_t *reply = NULL;
     int fd2 = brig_sandbox_connect(r->d, sb, &err);
-    if (fd2 >= 0 &&
-        brig_agentc_call(fd2, json_pack("{s:s, s:i}", "op", "proc_get", "pid", res.pid), &reply,
-                         &err) == 0) {
+    if (fd2 >= 0 && brig_agentc_call(fd2, json_pack("{s:s, s:i}", "op", "proc_get", "pid", res.pid),
+                                     &reply, &err) == 0) {
         brig_http_json(r, 202, proc_json(reply));
     } else {
         brig_error_clear(&err);
@@ -258,8 +257,8 @@ void api_proc_stdin_close(brig_req *r)
 {
     int pid = path_pid(r);
     if (pid > 0)
-        api_simple_call(r, json_pack("{s:s, s:i}", "op", "proc_stdin_close", "pid", pid), NULL,
-                        204, 30000);
+        api_simple_call(r, json_pack("{s:s, s:i}", "op", "proc_stdin_close", "pid", pid), NULL, 204,
+                        30000);
 }
 
 /* "SIGTERM", "TERM", "term" or "15". */
@@ -269,14 +268,14 @@ static int parse_signal(json_t *v)
         const char *name;
         int sig;
     } sigs[] = {
-        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},
-        {"TRAP", SIGTRAP}, {"ABRT", SIGABRT}, {"BUS", SIGBUS},   {"FPE", SIGFPE},
-        {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"SEGV", SIGSEGV}, {"USR2", SIGUSR2},
-        {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD},
-        {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
-        {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
+        {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"ILL", SIGILL},
+        {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"BUS", SIGBUS},     {"FPE", SIGFPE},
+        {"KILL", SIGKILL},     {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},   {"USR2", SIGUSR2},
+        {"PIPE", SIGPIPE},     {"ALRM", SIGALRM}, {"TERM", SIGTERM},   {"CHLD", SIGCHLD},
+        {"CONT", SIGCONT},     {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
+        {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
         {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
-        {"PWR", SIGPWR},   {"SYS", SIGSYS},
+        {"PWR", SIGPWR},       {"SYS", SIGSYS},
     };
     if (json_is_integer(v)) {
         json_int_t n = json_integer_value(v);
@@ -333,9 +332,10 @@ void api_proc_wait(brig_req *r)
         return;
     }
     int64_t ms = (int64_t)(secs * 1000);
-    api_simple_call(r, json_pack("{s:s, s:i, s:I}", "op", "proc_wait", "pid", pid, "timeout_ms",
-                                 (json_int_t)ms),
-                    proc_json, 200, ms ? ms + 30000 : 0);
+    api_simple_call(
+        r,
+        json_pack("{s:s, s:i, s:I}", "op", "proc_wait", "pid", pid, "timeout_ms", (json_int_t)ms),
+        proc_json, 200, ms ? ms + 30000 : 0);
 }
 
 void api_proc_resize(brig_req *r)
@@ -357,8 +357,7 @@ void api_proc_resize(brig_req *r)
         return;
     }
     api_simple_call(r,
-                    json_pack("{s:s, s:i, s:I, s:I}", "op", "proc_resize", "pid", pid, "cols",
-                              cols, "rows", rows),
+                    json_pack("{s:s, s:i, s:I, s:I}", "op", "proc_resize", "pid", pid, "cols", cols,
+                              "rows", rows),
                     NULL, 204, 30000);
 }
-

@@ -4,7 +4,8 @@
  * The INI file has one [brigd] section whose keys are the long flag names with
  * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
- * (seconds), output_limit_bytes, max_file_bytes, memory_limit_mib, pids_limit, cpus, log_level.
+ * (seconds), output_limit_bytes, max_file_bytes, memory_limit_mib, pids_limit, cpus,
+ * disk_mib, uid_base, uid_ranges, log_level.
  */
 #include "config.h"
 
@@ -63,6 +64,9 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"max_file_bytes", &cfg->max_file_bytes, 1, INT64_C(1) << 50, 1},
         {"memory_limit_mib", &cfg->memory_limit_mib, 16, 1 << 20, 1},
         {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
+        {"disk_mib", &cfg->disk_mib, 64, 1 << 24, 1},
+        {"uid_base", &cfg->uid_base, 65536, INT64_C(1) << 31, 1},
+        {"uid_ranges", &cfg->uid_ranges, 1, 1 << 14, 1},
     };
     for (size_t i = 0; i < BRIG_ARRAY_LEN(strs); i++) {
         if (strcmp(key, strs[i].name) == 0) {
@@ -149,6 +153,9 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->memory_limit_mib = 512;
     cfg->pids_limit = 512;
     cfg->cpus = 1.0;
+    cfg->disk_mib = 2048;
+    cfg->uid_base = 10000000;
+    cfg->uid_ranges = 4096;
     cfg->ready_fd = -1;
 
     static const struct option opts[] = {
@@ -236,6 +243,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
         if (apply(cfg, key, optarg, err) < 0)
             return -1;
     }
+    if (cfg->uid_base + cfg->uid_ranges * 65536 > (INT64_C(1) << 32) - 2)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "uid_base + uid_ranges * 65536 exceeds 2^32");
     if (cfg->exec_timeout_default_ms > cfg->exec_timeout_max_ms)
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "exec_timeout_default exceeds exec_timeout_max");

@@ -24,6 +24,9 @@ typedef struct brig_config {
     int64_t memory_limit_mib;        /* per sandbox; default 512 */
     int64_t pids_limit;              /* per sandbox; default 512 */
     double cpus;                     /* CPU quota in CPUs; default 1 */
+    int64_t disk_mib;                /* writable layer per sandbox; default 2048 */
+    int64_t uid_base;                /* first host uid of sandbox ranges; 10000000 */
+    int64_t uid_ranges;              /* how many 65536-id ranges (max live sandboxes) */
     int ready_fd;                    /* write "ready ADDR\n" here when listening; -1 */
     char *log_level;                 /* debug | info | warn | error */
 } brig_config;

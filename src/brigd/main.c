@@ -18,6 +18,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "cgroup.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
@@ -49,14 +50,21 @@ static void raise_nofile(void)
 
 static int run(brigd *d, int sigfd, brig_error **err)
 {
-    if (mkdir(d->cfg.state_dir, 0700) < 0 && errno != EEXIST)
+    /* 0711: sandbox roots live below it and a sandbox's root is an unprivileged
+     * host uid that must be able to traverse to them (but not list them). */
+    if ((mkdir(d->cfg.state_dir, 0711) < 0 && errno != EEXIST) || chmod(d->cfg.state_dir, 0711) < 0)
         return brig_error_sys(err, "create state dir %s", d->cfg.state_dir);
+    d->cgroup = brig_cgroup_detect("/sys/fs/cgroup");
+    brig_info("cgroups: %s (swap limit: %s, I/O weight: %s)", d->cgroup->name,
+              d->cgroup->swap_limit ? "yes" : "no", d->cgroup->io_weight ? "yes" : "no");
+    d->uid_used = brig_xcalloc((size_t)d->cfg.uid_ranges, 1);
     _cleanup_free_ char *db = brig_asprintf("%s/brig.db", d->cfg.state_dir);
     if (brig_store_open(&d->store, db, err) < 0)
         return -1;
     brig_runtime_config rc = {.state_dir = d->cfg.state_dir,
                               .agent_path = d->cfg.agent_path,
-                              .oci_runtime = d->cfg.oci_runtime};
+                              .oci_runtime = d->cfg.oci_runtime,
+                              .cgroup = d->cgroup};
     if (brig_runtime_oci_new(&rc, &d->rt, err) < 0)
         return -1;
     brig_sandbox_reconcile(d);
@@ -128,6 +136,7 @@ int main(int argc, char **argv)
     brig_store_close(d.store);
     brig_proc_shutdown();
     free(d.base_url);
+    free(d.uid_used);
     brig_config_dispose(&d.cfg);
     pthread_mutex_destroy(&d.lock);
     close(sigfd);

@@ -15,6 +15,7 @@
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <poll.h>
+#include <sched.h>
 
 #include "log.h"
 
@@ -228,6 +229,74 @@ int brig_proc_run(const char *const *argv, brig_buf *out, size_t cap, int *statu
     close(p[0]);
     *status = brig_proc_wait(pid);
     return 0;
+}
+
+int brig_proc_userns(unsigned base, unsigned size, int *out, brig_error **err)
+{
+    int up[2], down[2];
+    if (pipe2(up, O_CLOEXEC) < 0)
+        return brig_error_sys(err, "pipe");
+    if (pipe2(down, O_CLOEXEC) < 0) {
+        close(up[0]);
+        close(up[1]);
+        return brig_error_sys(err, "pipe");
+    }
+    /* Registered under the lock, like a spawn, so the reaper hands us its status. */
+    pthread_mutex_lock(&lock);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Child: async-signal-safe calls only (we forked a threaded process). */
+        char c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+        (void)!write(up[1], &c, 1);
+        (void)!read(down[0], &c, 1);
+        _exit(0);
+    }
+    if (pid > 0) {
+        waiter *w = brig_xcalloc(1, sizeof(*w));
+        w->pid = pid;
+        w->next = waiters;
+        waiters = w;
+    }
+    pthread_mutex_unlock(&lock);
+    close(up[1]);
+    close(down[0]);
+    int r = -1;
+    if (pid < 0) {
+        brig_error_sys(err, "fork");
+        goto out;
+    }
+    char c = 0;
+    if (read(up[0], &c, 1) != 1 || c != 'y') {
+        brig_error_set(err, BRIG_E_INTERNAL, 0, "cannot create a user namespace");
+        goto reap;
+    }
+    char path[64], map[64];
+    int n = snprintf(map, sizeof(map), "0 %u %u\n", base, size);
+    const char *files[] = {"uid_map", "gid_map"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[i]);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, map, (size_t)n) != n) {
+            brig_error_sys(err, "write %s", path);
+            if (fd >= 0)
+                close(fd);
+            goto reap;
+        }
+        close(fd);
+    }
+    snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+    *out = open(path, O_RDONLY | O_CLOEXEC);
+    if (*out < 0)
+        brig_error_sys(err, "open %s", path);
+    else
+        r = 0;
+reap:
+    (void)!write(down[1], "x", 1);
+    brig_proc_wait(pid);
+out:
+    close(up[0]);
+    close(down[1]);
+    return r;
 }
 
 void brig_proc_describe(int status, char *buf, size_t len)

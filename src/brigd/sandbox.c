@@ -56,6 +56,28 @@ static brig_sandbox *unref_locked(brig_sandbox *sb)
     return --sb->refs == 0 ? sb : NULL;
 }
 
+#define UID_RANGE 65536
+
+/* Takes the lowest free uid range; 0 when all are taken. Needs d->lock. */
+static int64_t uid_take_locked(brigd *d)
+{
+    for (int64_t i = 0; i < d->cfg.uid_ranges; i++) {
+        if (!d->uid_used[i]) {
+            d->uid_used[i] = 1;
+            return d->cfg.uid_base + i * UID_RANGE;
+        }
+    }
+    return 0;
+}
+
+/* Marks a range (from the store) taken or free. Needs d->lock. */
+static void uid_mark_locked(brigd *d, int64_t base, uint8_t used)
+{
+    int64_t i = (base - d->cfg.uid_base) / UID_RANGE;
+    if (base >= d->cfg.uid_base && i < d->cfg.uid_ranges && base == d->cfg.uid_base + i * UID_RANGE)
+        d->uid_used[i] = used;
+}
+
 static void sandbox_free(brigd *d, brig_sandbox *sb)
 {
     if (sb->rt)
@@ -98,6 +120,16 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
     sb->created_at = brig_now_real_ms();
     sb->state = "creating";
     sb->refs = 2; /* the list's and ours */
+    pthread_mutex_lock(&d->lock);
+    sb->uid_base = uid_take_locked(d);
+    pthread_mutex_unlock(&d->lock);
+    if (sb->uid_base == 0) {
+        brig_template_dispose(&t);
+        free(sb);
+        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                              "all %lld user-id ranges are in use: too many live sandboxes",
+                              (long long)d->cfg.uid_ranges);
+    }
 
     brig_sandbox_row row = {0};
     memcpy(row.id, sb->id, sizeof(row.id));
@@ -106,8 +138,12 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
     memcpy(row.template_key, sb->template_key, sizeof(row.template_key));
     snprintf(row.state, sizeof(row.state), "creating");
     row.created_at = sb->created_at;
+    row.uid_base = sb->uid_base;
     if (brig_store_sandbox_insert(d->store, &row, err) < 0) {
         brig_template_dispose(&t);
+        pthread_mutex_lock(&d->lock);
+        uid_mark_locked(d, sb->uid_base, 0);
+        pthread_mutex_unlock(&d->lock);
         free(sb);
         return -1;
     }
@@ -123,6 +159,9 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
         .memory_mib = d->cfg.memory_limit_mib,
         .pids_limit = d->cfg.pids_limit,
         .cpus = d->cfg.cpus,
+        .disk_mib = d->cfg.disk_mib,
+        .uid_base = (unsigned)sb->uid_base,
+        .uid_size = UID_RANGE,
     };
     int64_t t0 = brig_now_mono_ms();
     brig_rt_sandbox *h = NULL;
@@ -136,6 +175,7 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
     } else {
         unlink_locked(d, sb);
         sb->refs = 0;
+        uid_mark_locked(d, sb->uid_base, 0); /* create cleaned up after itself */
     }
     pthread_mutex_unlock(&d->lock);
 
@@ -213,6 +253,8 @@ int brig_sandbox_delete(brigd *d, const char *account_id, const char *id, const 
     }
     pthread_mutex_lock(&d->lock);
     sb->state = "deleted";
+    if (r == 0) /* a range whose processes may live on stays taken */
+        uid_mark_locked(d, sb->uid_base, 0);
     brig_sandbox *dead = unref_locked(sb);
     pthread_mutex_unlock(&d->lock);
     if (dead)
@@ -258,10 +300,12 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         memcpy(sb->template, row->template, sizeof(sb->template));
         memcpy(sb->template_key, row->template_key, sizeof(sb->template_key));
         sb->created_at = row->created_at;
+        sb->uid_base = row->uid_base;
         sb->state = "running";
         sb->refs = 1;
         sb->rt = h;
         pthread_mutex_lock(&d->lock);
+        uid_mark_locked(d, row->uid_base, 1);
         sb->next = d->sandboxes;
         d->sandboxes = sb;
         d->n_sandboxes++;
@@ -277,6 +321,9 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
     if (d->rt->ops->destroy(d->rt, row->id, NULL, &err) < 0) {
         brig_err("sandbox %s: cleanup: %s", row->id, err->msg);
         brig_error_clear(&err);
+        pthread_mutex_lock(&d->lock);
+        uid_mark_locked(d, row->uid_base, 1); /* not clean: keep its ids out of use */
+        pthread_mutex_unlock(&d->lock);
         return; /* stays "deleting"/"creating" so the next start retries */
     }
     brig_store_sandbox_set_state(d->store, row->id, "deleted", "lost_on_restart",

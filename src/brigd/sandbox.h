@@ -26,6 +26,7 @@ struct brig_sandbox {
     const char *state;   /* static string; guarded by brigd.lock */
     int refs;            /* list membership + borrowers; guarded by brigd.lock */
     brig_rt_sandbox *rt; /* runtime handle once running */
+    int64_t uid_base;    /* its user namespace range (0: none held) */
     struct brig_sandbox *next;
 };
 

@@ -22,8 +22,10 @@ typedef struct brigd {
     pthread_mutex_t lock;    /* guards `sandboxes` and every sandbox's state/refs */
     brig_sandbox *sandboxes; /* live sandboxes (creating/running), newest first */
     int n_sandboxes;         /* length of that list */
-    struct MHD_Daemon *http; /* the REST API server */
-    char *base_url;          /* "http://host:port" actually listened on */
+    uint8_t *uid_used;       /* uid_ranges flags: range i (uid_base + i * 65536) taken; lock */
+    const struct brig_cgroup_ops *cgroup; /* the host cgroup flavour */
+    struct MHD_Daemon *http;              /* the REST API server */
+    char *base_url;                       /* "http://host:port" actually listened on */
 } brigd;
 
 #endif

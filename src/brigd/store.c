@@ -7,7 +7,10 @@
  */
 #include "store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +35,8 @@ static const char *const migrations[] = {
     "  template TEXT NOT NULL, template_key TEXT NOT NULL, state TEXT NOT NULL,"
     "  reason TEXT, created_at INTEGER NOT NULL, deleted_at INTEGER);"
     "CREATE INDEX sandboxes_live ON sandboxes(state) WHERE state NOT IN ('deleted','failed');",
+    /* 2: per-sandbox user namespace ranges */
+    "ALTER TABLE sandboxes ADD COLUMN uid_base INTEGER NOT NULL DEFAULT 0;",
 };
 
 static int db_error(sqlite3 *db, brig_error **err, const char *what)
@@ -53,6 +58,12 @@ static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
 int brig_store_open(brig_store **out, const char *path, brig_error **err)
 {
     sqlite3 *db = NULL;
+    /* Created 0600 by us: SQLite would use the umask, and its -wal and -shm
+     * files copy the database's mode. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return brig_error_sys(err, "store: create %s", path);
+    close(fd);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
         brig_error_set(err, BRIG_E_INTERNAL, 0, "store: open %s: %s", path,
                        db ? sqlite3_errmsg(db) : "out of memory");
@@ -222,9 +233,9 @@ int brig_store_sandbox_insert(brig_store *st, const brig_sandbox_row *row, brig_
     int r = run(st,
                 prepare(st,
                         "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
-                        " created_at) VALUES (?,?,?,?,?,?)",
-                        "sssssi", row->id, row->account_id, row->template, row->template_key,
-                        row->state, row->created_at),
+                        " created_at, uid_base) VALUES (?,?,?,?,?,?,?)",
+                        "sssssii", row->id, row->account_id, row->template, row->template_key,
+                        row->state, row->created_at, row->uid_base),
                 "insert sandbox", err);
     pthread_mutex_unlock(&st->lock);
     return r;
@@ -250,11 +261,12 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
 {
     int r = 0;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *stmt = prepare(st,
-                                 "SELECT id, account_id, template, template_key, state, created_at"
-                                 " FROM sandboxes WHERE state NOT IN ('deleted','failed')"
-                                 " ORDER BY created_at",
-                                 "");
+    sqlite3_stmt *stmt =
+        prepare(st,
+                "SELECT id, account_id, template, template_key, state, created_at, uid_base"
+                " FROM sandboxes WHERE state NOT IN ('deleted','failed')"
+                " ORDER BY created_at",
+                "");
     if (stmt == NULL) {
         pthread_mutex_unlock(&st->lock);
         return db_error(st->db, err, "list sandboxes");
@@ -272,6 +284,7 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
         copy_col(row->template_key, sizeof(row->template_key), stmt, 3);
         copy_col(row->state, sizeof(row->state), stmt, 4);
         row->created_at = sqlite3_column_int64(stmt, 5);
+        row->uid_base = sqlite3_column_int64(stmt, 6);
     }
     if (rc != SQLITE_DONE)
         r = db_error(st->db, err, "list sandboxes");

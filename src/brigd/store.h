@@ -27,6 +27,7 @@ typedef struct brig_sandbox_row {
     char template_key[17];
     char state[16];     /* creating | running | deleting | deleted | failed */
     int64_t created_at; /* ms since the epoch */
+    int64_t uid_base;   /* first host uid of its user namespace range */
 } brig_sandbox_row;
 
 /* Opens (creating and migrating) the database at path. */

@@ -90,16 +90,15 @@ static void translate(brig_stream *s, json_t *msg)
     const char *t = json_string_value(json_object_get(msg, "type"));
     t = t ? t : "";
     if (strcmp(t, "started") == 0) {
-        brig_ndjson_line(&s->line, json_pack("{s:s, s:O}", "type", "start", "pid",
-                                             json_object_get(msg, "pid")));
+        brig_ndjson_line(
+            &s->line, json_pack("{s:s, s:O}", "type", "start", "pid", json_object_get(msg, "pid")));
     } else if (strcmp(t, "exit") == 0) {
         json_t *sig = json_object_get(msg, "signal");
-        brig_ndjson_line(&s->line,
-                         json_pack("{s:s, s:O, s:O, s:b, s:O}", "type", "exit", "exit_code",
-                                   json_object_get(msg, "exit_code"), "signal",
-                                   sig ? sig : json_null(), "timed_out",
-                                   json_is_true(json_object_get(msg, "timed_out")),
-                                   "duration_ms", json_object_get(msg, "duration_ms")));
+        brig_ndjson_line(&s->line, json_pack("{s:s, s:O, s:O, s:b, s:O}", "type", "exit",
+                                             "exit_code", json_object_get(msg, "exit_code"),
+                                             "signal", sig ? sig : json_null(), "timed_out",
+                                             json_is_true(json_object_get(msg, "timed_out")),
+                                             "duration_ms", json_object_get(msg, "duration_ms")));
         s->done = true;
     } else if (strcmp(t, "output") == 0 || strcmp(t, "dropped") == 0) {
         brig_ndjson_line(&s->line, json_deep_copy(msg));

@@ -116,6 +116,18 @@ class Sandbox:
         return self.api.exec(self.id, cmd, **kw)
 
 
+def searchable(path):
+    """Sandboxes run as unprivileged host uids that must reach their root file
+    systems below the state dir: make every ancestor o+x (pytest and mkdtemp
+    create 0700 directories)."""
+    p = os.path.realpath(path)
+    while p != "/":
+        st = os.stat(p)
+        if not st.st_mode & 0o001:
+            os.chmod(p, st.st_mode | 0o111)
+        p = os.path.dirname(p)
+
+
 class Brigd:
     """A real brigd on a loopback port with its own state directory."""
 
@@ -128,6 +140,7 @@ class Brigd:
 
     def start(self, timeout=60):
         os.makedirs(self.state_dir, exist_ok=True)
+        searchable(self.state_dir)
         rfd, wfd = os.pipe()
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=23")

@@ -15,10 +15,10 @@
 static void test_cut(void **state)
 {
     (void)state;
-    const uint8_t e_acute[] = {'a', 0xC3, 0xA9};     /* "aé" */
-    assert_int_equal(brig_utf8_cut(e_acute, 3), 3);   /* complete */
-    assert_int_equal(brig_utf8_cut(e_acute, 2), 1);   /* lead byte only */
-    const uint8_t euro[] = {'x', 0xE2, 0x82, 0xAC};  /* "x€" */
+    const uint8_t e_acute[] = {'a', 0xC3, 0xA9};    /* "aé" */
+    assert_int_equal(brig_utf8_cut(e_acute, 3), 3); /* complete */
+    assert_int_equal(brig_utf8_cut(e_acute, 2), 1); /* lead byte only */
+    const uint8_t euro[] = {'x', 0xE2, 0x82, 0xAC}; /* "x€" */
     assert_int_equal(brig_utf8_cut(euro, 4), 4);
     assert_int_equal(brig_utf8_cut(euro, 3), 1);
     assert_int_equal(brig_utf8_cut(euro, 2), 1);

@@ -44,7 +44,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
+#include "disk.h"
 #include "frame.h"
+#include "idmap.h"
+#include "seccomp.h"
 #include "id.h"
 #include "log.h"
 #include "proc.h"
@@ -60,10 +64,12 @@
 #define KILL_TIMEOUT_MS  10000 /* init gone after SIGKILL */
 
 typedef struct oci {
-    char *runtime;     /* runtime binary (absolute path) */
-    char *root;        /* runtime state dir (--root), ours alone */
-    char *sb_dir;      /* <state>/sandboxes */
-    char *agent_layer; /* <state>/agent/<hash> */
+    const brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
+    char *runtime;                 /* runtime binary (absolute path) */
+    char *root;                    /* runtime state dir (--root), ours alone */
+    char *sb_dir;                  /* <state>/sandboxes */
+    char *agent_layer;             /* <state>/agent/<hash> */
+    char *disk_dir;                /* <state>/disk: golden images of the writable layer */
 } oci;
 
 struct brig_rt_sandbox {
@@ -260,7 +266,7 @@ static json_t *mount_entry(const char *dest, const char *type, const char *src,
 }
 
 /* Builds config.json for spec.  Isolation choices and why are in docs/security.md. */
-static json_t *oci_spec_new(const brig_rt_spec *spec)
+static json_t *oci_spec_new(const oci *o, const brig_rt_spec *spec)
 {
     static const char *const caps[] = {
         "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FOWNER",           "CAP_FSETID",
@@ -320,16 +326,26 @@ static json_t *oci_spec_new(const brig_rt_spec *spec)
     json_array_append_new(mounts, mount_entry("/sys/fs/cgroup", "cgroup", "cgroup", o_cg));
 
     _cleanup_free_ char *cgpath = brig_asprintf("/brig/%s", spec->id);
+    json_int_t mem = (json_int_t)(spec->memory_mib << 20);
+    json_t *memory = json_pack("{s:I}", "limit", mem);
+    /* OCI "swap" is memory + swap: equal to the limit means no swap at all. */
+    if (o->cgroup->swap_limit)
+        json_object_set_new(memory, "swap", json_integer(mem));
     json_t *resources =
-        json_pack("{s:[{s:b, s:s}], s:{s:I}, s:{s:I}, s:{s:I, s:I}}", "devices", "allow", 0,
-                  "access", "rwm", "memory", "limit", (json_int_t)(spec->memory_mib << 20), "pids",
-                  "limit", (json_int_t)spec->pids_limit, "cpu", "quota",
-                  (json_int_t)(spec->cpus * 100000), "period", (json_int_t)100000);
-    json_t *linux_ =
-        json_pack("{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}], s:s, s:o, s:o, s:o}",
-                  "namespaces", "type", "pid", "type", "network", "type", "ipc", "type", "uts",
-                  "type", "mount", "type", "cgroup", "cgroupsPath", cgpath, "resources", resources,
-                  "maskedPaths", str_array(masked), "readonlyPaths", str_array(readonly));
+        json_pack("{s:[{s:b, s:s}], s:o, s:{s:I}, s:{s:I, s:I}}", "devices", "allow", 0, "access",
+                  "rwm", "memory", memory, "pids", "limit", (json_int_t)spec->pids_limit, "cpu",
+                  "quota", (json_int_t)(spec->cpus * 100000), "period", (json_int_t)100000);
+    if (o->cgroup->io_weight)
+        json_object_set_new(resources, "blockIO", json_pack("{s:i}", "weight", 100));
+    json_t *idmap = json_pack("[{s:i, s:I, s:I}]", "containerID", 0, "hostID",
+                              (json_int_t)spec->uid_base, "size", (json_int_t)spec->uid_size);
+    json_t *linux_ = json_pack(
+        "{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}], s:O, s:O, s:s, s:o, s:o, s:o, s:o}",
+        "namespaces", "type", "user", "type", "pid", "type", "network", "type", "ipc", "type",
+        "uts", "type", "mount", "type", "cgroup", "uidMappings", idmap, "gidMappings", idmap,
+        "cgroupsPath", cgpath, "resources", resources, "maskedPaths", str_array(masked),
+        "readonlyPaths", str_array(readonly), "seccomp", brig_seccomp_profile());
+    json_decref(idmap);
 
     return json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o}", "ociVersion", "1.0.2", "process",
                      process, "root", "path", "rootfs", "readonly", 0, "hostname", "sandbox",
@@ -418,14 +434,20 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
     }
     brig_buf_dispose(&out);
 
+    /* Unmount in the reverse order of create: the overlay, then what it was
+     * built from (the id-mapped template, the disk, whose loop device then
+     * detaches itself). */
     _cleanup_free_ char *dir = brig_asprintf("%s/%s", o->sb_dir, id);
-    _cleanup_free_ char *rootfs = brig_asprintf("%s/rootfs", dir);
-    if (umount2(rootfs, 0) < 0 && errno != EINVAL && errno != ENOENT) {
-        if (errno == EBUSY && umount2(rootfs, MNT_DETACH) == 0) {
-            brig_warn("%s: rootfs busy, detached", id);
-        } else {
-            brig_error_sys(err, "unmount %s", rootfs);
-            failed = 1;
+    static const char *const layers[] = {"rootfs", "lower", "disk"};
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(layers); i++) {
+        _cleanup_free_ char *m = brig_asprintf("%s/%s", dir, layers[i]);
+        if (umount2(m, 0) < 0 && errno != EINVAL && errno != ENOENT) {
+            if (errno == EBUSY && umount2(m, MNT_DETACH) == 0) {
+                brig_warn("%s: %s busy, detached", id, layers[i]);
+            } else {
+                brig_error_sys(err, "unmount %s", m);
+                failed = 1;
+            }
         }
     }
     if (!failed)
@@ -446,6 +468,9 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     char *cfg_path = brig_asprintf("%s/config.json", dir);
     char *log_path = brig_asprintf("%s/agent.log", dir);
     char *pid_path = brig_asprintf("%s/init.pid", dir);
+    char *lower = brig_asprintf("%s/lower", dir);
+    char *disk = brig_asprintf("%s/disk", dir);
+    char *disk_img = brig_asprintf("%s/disk.img", dir);
     char *opts = NULL, *json = NULL;
     int r = -1;
 
@@ -460,15 +485,31 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         brig_error_sys(err, "open %s", dir);
         goto out;
     }
-    /* The overlay's root directory takes its mode from upper/: 0755 like "/". */
-    if (mkdirat(sb->dirfd, "upper", 0755) < 0 || mkdirat(sb->dirfd, "work", 0700) < 0 ||
-        mkdirat(sb->dirfd, "rootfs", 0755) < 0) {
+    if (o->cgroup->check(err) < 0)
+        goto out;
+    if (mkdirat(sb->dirfd, "rootfs", 0755) < 0 || mkdirat(sb->dirfd, "lower", 0755) < 0 ||
+        mkdirat(sb->dirfd, "disk", 0755) < 0) {
         brig_error_sys(err, "create sandbox directories in %s", dir);
         goto out;
     }
-    /* volatile: no syncs for a layer that is thrown away with the sandbox. */
+    /* 1. The writable layer: its own bounded file system.  The overlay's root
+     *    directory takes its owner and mode from upper/: root of the sandbox, 0755. */
+    char *golden = NULL;
+    if (brig_disk_golden(o->disk_dir, spec->disk_mib, &golden, err) < 0 ||
+        brig_disk_attach(golden, disk_img, disk, spec->uid_base, err) < 0) {
+        free(golden);
+        goto out;
+    }
+    free(golden);
+    /* 2. The template, read-only, its owners mapped into the sandbox's id range. */
+    int userns = -1;
+    if (brig_idmap_userns(spec->uid_base, spec->uid_size, &userns, err) < 0 ||
+        brig_idmap_mount(spec->rootfs, lower, userns, err) < 0)
+        goto out;
+    /* 3. The root: agent layer + template + writable layer.  volatile: no syncs
+     *    for a layer that is thrown away with the sandbox. */
     opts = brig_asprintf("lowerdir=%s:%s,upperdir=%s/upper,workdir=%s/work,volatile",
-                         o->agent_layer, spec->rootfs, dir, dir);
+                         o->agent_layer, lower, disk, disk);
     if (mount("overlay", rootfs, "overlay", MS_NODEV, opts) < 0) {
         brig_error_sys(err, "mount the sandbox root filesystem");
         goto out;
@@ -482,7 +523,7 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         goto out;
     }
 
-    json_t *cfg = oci_spec_new(spec);
+    json_t *cfg = oci_spec_new(o, spec);
     json = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     int cfd = open(cfg_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -575,6 +616,9 @@ out:
     free(cfg_path);
     free(log_path);
     free(pid_path);
+    free(lower);
+    free(disk);
+    free(disk_img);
     return r;
 }
 
@@ -672,8 +716,10 @@ static void oci_free(brig_runtime *rt)
     free(o->root);
     free(o->sb_dir);
     free(o->agent_layer);
+    free(o->disk_dir);
     free(o);
     free(rt);
+    brig_idmap_cleanup();
 }
 
 static const brig_runtime_ops oci_ops = {
@@ -687,14 +733,43 @@ static const brig_runtime_ops oci_ops = {
     .free = oci_free,
 };
 
+/* A sandbox's root is an unprivileged host uid that must reach its root file
+ * system below the state dir: every directory on the way needs o+x. */
+static int check_searchable(const char *dir, brig_error **err)
+{
+    char real[PATH_MAX];
+    if (realpath(dir, real) == NULL)
+        return brig_error_sys(err, "resolve %s", dir);
+    for (;;) {
+        struct stat st;
+        if (stat(real, &st) < 0)
+            return brig_error_sys(err, "stat %s", real);
+        if (!(st.st_mode & S_IXOTH))
+            return brig_error_set(
+                err, BRIG_E_INTERNAL, 0,
+                "%s (mode %04o) is not searchable by other users; sandboxes run as "
+                "unprivileged host uids and must reach their files below the state dir %s: "
+                "chmod o+x %s, or choose another state dir",
+                real, (unsigned)(st.st_mode & 07777), dir, real);
+        char *slash = strrchr(real, '/');
+        if (slash == NULL || slash == real)
+            return 0;
+        *slash = '\0';
+    }
+}
+
 int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err)
 {
+    if (check_searchable(cfg->state_dir, err) < 0)
+        return -1;
     oci *o = brig_xcalloc(1, sizeof(*o));
     o->runtime = resolve_runtime(cfg->oci_runtime, err);
     if (o->runtime == NULL)
         goto fail;
+    o->cgroup = cfg->cgroup;
     o->root = brig_asprintf("%s/runc", cfg->state_dir);
     o->sb_dir = brig_asprintf("%s/sandboxes", cfg->state_dir);
+    o->disk_dir = brig_asprintf("%s/disk", cfg->state_dir);
     if (mkdir_p(o->root, 0700, err) < 0 || mkdir_p(o->sb_dir, 0711, err) < 0)
         goto fail;
     if (prepare_agent_layer(cfg->state_dir, cfg->agent_path, &o->agent_layer, err) < 0)
@@ -710,6 +785,7 @@ fail:
     free(o->root);
     free(o->sb_dir);
     free(o->agent_layer);
+    free(o->disk_dir);
     free(o);
     return -1;
 }

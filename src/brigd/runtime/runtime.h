@@ -23,6 +23,9 @@ typedef struct brig_rt_spec {
     int64_t memory_mib; /* memory limit */
     int64_t pids_limit; /* max tasks */
     double cpus;        /* CPU quota, in CPUs */
+    int64_t disk_mib;   /* size of the writable layer */
+    unsigned uid_base;  /* first host uid/gid of the sandbox's range */
+    unsigned uid_size;  /* ids in the range (root inside = uid_base) */
 } brig_rt_spec;
 
 typedef struct brig_runtime_ops {
@@ -55,9 +58,10 @@ struct brig_runtime {
 
 /* Settings every driver receives. */
 typedef struct brig_runtime_config {
-    const char *state_dir;   /* brigd's state dir; drivers keep their files below it */
-    const char *agent_path;  /* the brig-agent binary to run as PID 1 */
-    const char *oci_runtime; /* auto | runc | crun | runsc | PATH */
+    const char *state_dir;                /* brigd's state dir; drivers keep their files below it */
+    const char *agent_path;               /* the brig-agent binary to run as PID 1 */
+    const char *oci_runtime;              /* auto | runc | crun | runsc | PATH */
+    const struct brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
 } brig_runtime_config;
 
 int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err);

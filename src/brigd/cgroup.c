@@ -1,0 +1,66 @@
+/*
+ * cgroup.c - detecting the cgroup flavour (see cgroup.h).
+ */
+#include "cgroup.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+static int ok(brig_error **err)
+{
+    (void)err;
+    return 0;
+}
+
+static int refuse(brig_error **err)
+{
+    return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                          "this host has no usable memory, cpu and pids cgroup controllers: "
+                          "refusing to run sandboxes without limits");
+}
+
+static brig_cgroup_ops v1 = {.name = "v1", .check = ok};
+static brig_cgroup_ops v2 = {.name = "v2", .check = ok};
+static const brig_cgroup_ops none = {.name = "none", .check = refuse};
+
+static bool exists(const char *root, const char *rel)
+{
+    _cleanup_free_ char *p = brig_asprintf("%s/%s", root, rel);
+    return access(p, F_OK) == 0;
+}
+
+const brig_cgroup_ops *brig_cgroup_detect(const char *root)
+{
+    struct statfs fs;
+    if (statfs(root, &fs) < 0)
+        return &none;
+    if (fs.f_type == CGROUP2_SUPER_MAGIC) {
+        _cleanup_free_ char *p = brig_asprintf("%s/cgroup.controllers", root);
+        FILE *f = fopen(p, "re");
+        char line[512] = "";
+        if (f) {
+            if (fgets(line, sizeof(line), f) == NULL)
+                line[0] = '\0';
+            fclose(f);
+        }
+        if (!strstr(line, "memory") || !strstr(line, "pids") || !strstr(line, "cpu"))
+            return &none;
+        v2.swap_limit = true; /* memory.swap.max exists wherever memory does */
+        v2.io_weight = strstr(line, "io") != NULL;
+        return &v2;
+    }
+    if (!exists(root, "memory/memory.limit_in_bytes") || !exists(root, "pids") ||
+        !exists(root, "cpu/cpu.cfs_quota_us"))
+        return &none;
+    v1.swap_limit = exists(root, "memory/memory.memsw.limit_in_bytes");
+    v1.io_weight = exists(root, "blkio/blkio.weight");
+    return &v1;
+}

@@ -1,0 +1,28 @@
+/*
+ * cgroup.h - which cgroup hierarchy this host has, chosen once at start-up.
+ *
+ * The OCI runtime creates and removes each sandbox's cgroup from the resources
+ * brigd writes into config.json; this module only decides what can be asked
+ * for: v1 (runc's cgroupfs driver; this development host), v2 (unified), or
+ * "none" - no usable memory/cpu/pids controllers - which refuses to start
+ * sandboxes rather than run them without limits.
+ */
+#ifndef BRIG_CGROUP_H
+#define BRIG_CGROUP_H
+
+#include <stdbool.h>
+
+#include "error.h"
+
+typedef struct brig_cgroup_ops {
+    const char *name; /* "v1" | "v2" | "none" */
+    bool swap_limit;  /* swap can be limited (memsw on v1, memory.swap.max on v2) */
+    bool io_weight;   /* a proportional I/O weight is available */
+    /* 0 when sandboxes may start, -1 with the reason otherwise. */
+    int (*check)(brig_error **err);
+} brig_cgroup_ops;
+
+/* Detects the host's hierarchy (under root, normally /sys/fs/cgroup). */
+const brig_cgroup_ops *brig_cgroup_detect(const char *root);
+
+#endif

@@ -1,0 +1,193 @@
+/*
+ * disk.c - per-sandbox ext4 images on loop devices (see disk.h).
+ */
+#include "disk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proc.h"
+#include "util.h"
+
+int brig_disk_golden(const char *dir, int64_t size_mib, char **path, brig_error **err)
+{
+    char *p = brig_asprintf("%s/golden-%lldm.img", dir, (long long)size_mib);
+    if (access(p, R_OK) == 0) {
+        *path = p;
+        return 0;
+    }
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        free(p);
+        return brig_error_sys(err, "mkdir %s", dir);
+    }
+    _cleanup_free_ char *tmp = brig_asprintf("%s.tmp-%d", p, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)size_mib << 20) < 0) {
+        brig_error_sys(err, "create %s", tmp);
+        if (fd >= 0)
+            close(fd);
+        goto fail;
+    }
+    close(fd);
+    const char *argv[] = {"mkfs.ext4",
+                          "-q",
+                          "-F",
+                          "-O",
+                          "^has_journal",
+                          "-E",
+                          "lazy_itable_init=1,nodiscard",
+                          "-m",
+                          "0",
+                          "-L",
+                          "brig-sandbox",
+                          tmp,
+                          NULL};
+    brig_buf out = {0};
+    int st = 0;
+    if (brig_proc_run(argv, &out, 4096, &st, err) < 0 || st != 0) {
+        if (st != 0)
+            brig_error_set(err, BRIG_E_INTERNAL, 0, "mkfs.ext4 failed: %s",
+                           out.data ? out.data : "no output");
+        brig_buf_dispose(&out);
+        goto fail;
+    }
+    brig_buf_dispose(&out);
+    if (rename(tmp, p) < 0) {
+        brig_error_sys(err, "rename %s", tmp);
+        goto fail;
+    }
+    brig_info("disk: formatted %s", p);
+    *path = p;
+    return 0;
+fail:
+    unlink(tmp);
+    free(p);
+    return -1;
+}
+
+/* Copies only the allocated extents of a sparse file. */
+static int copy_sparse(int in, int out, brig_error **err)
+{
+    struct stat st;
+    if (fstat(in, &st) < 0 || ftruncate(out, st.st_size) < 0)
+        return brig_error_sys(err, "size the disk image");
+    char *buf = brig_xmalloc(1 << 20);
+    off_t off = 0;
+    int r = 0;
+    for (;;) {
+        off_t data = lseek(in, off, SEEK_DATA);
+        if (data < 0)
+            break; /* ENXIO: no data after off */
+        off_t hole = lseek(in, data, SEEK_HOLE);
+        if (hole < 0) {
+            r = brig_error_sys(err, "seek the golden image");
+            break;
+        }
+        for (off_t pos = data; pos < hole;) {
+            size_t want = (size_t)(hole - pos) < (1u << 20) ? (size_t)(hole - pos) : (1u << 20);
+            ssize_t n = pread(in, buf, want, pos);
+            if (n <= 0 || pwrite(out, buf, (size_t)n, pos) != n) {
+                r = brig_error_sys(err, "copy the golden image");
+                goto done;
+            }
+            pos += n;
+        }
+        off = hole;
+    }
+done:
+    free(buf);
+    return r;
+}
+
+/* Binds img to a free loop device and returns an open fd of it.  Auto-clear:
+ * the device detaches itself when its last user goes, so the caller must keep
+ * this fd open until the file system is mounted. */
+static int loop_attach(int img, bool direct, char dev[32], brig_error **err)
+{
+    int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    if (ctl < 0)
+        return brig_error_sys(err, "open /dev/loop-control");
+    int r = -1;
+    for (int attempt = 0; attempt < 16; attempt++) {
+        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+        if (n < 0) {
+            brig_error_sys(err, "find a free loop device");
+            break;
+        }
+        snprintf(dev, 32, "/dev/loop%d", n);
+        int fd = open(dev, O_RDWR | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT && mknod(dev, S_IFBLK | 0600, makedev(7, (unsigned)n)) == 0)
+            fd = open(dev, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            brig_error_sys(err, "open %s", dev);
+            break;
+        }
+        struct loop_config cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.fd = (__u32)img;
+        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (direct ? LO_FLAGS_DIRECT_IO : 0);
+        int ok = ioctl(fd, LOOP_CONFIGURE, &cfg);
+        if (ok < 0 && errno == EINVAL && direct) {
+            cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR; /* no direct I/O on this file system */
+            ok = ioctl(fd, LOOP_CONFIGURE, &cfg);
+        }
+        int e = errno;
+        if (ok == 0) {
+            r = fd;
+            break;
+        }
+        close(fd);
+        if (e != EBUSY) { /* EBUSY: another thread took it first; try the next one */
+            brig_error_set(err, BRIG_E_INTERNAL, e, "configure %s", dev);
+            break;
+        }
+    }
+    close(ctl);
+    return r;
+}
+
+int brig_disk_attach(const char *golden, const char *img, const char *mnt, unsigned owner,
+                     brig_error **err)
+{
+    int in = open(golden, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return brig_error_sys(err, "open %s", golden);
+    int out = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0) {
+        close(in);
+        return brig_error_sys(err, "create %s", img);
+    }
+    int r = copy_sparse(in, out, err);
+    close(in);
+    /* Direct I/O (no second copy of the sandbox's data in the host's page cache)
+     * needs the backing file opened with O_DIRECT. */
+    int dio = r == 0 ? open(img, O_RDWR | O_DIRECT | O_CLOEXEC) : -1;
+    char dev[32];
+    int loop = r == 0 ? loop_attach(dio >= 0 ? dio : out, dio >= 0, dev, err) : -1;
+    if (dio >= 0)
+        close(dio);
+    close(out);
+    if (loop < 0)
+        return -1;
+    r = mount(dev, mnt, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "errors=remount-ro");
+    if (r < 0)
+        brig_error_sys(err, "mount %s", dev);
+    close(loop); /* unmounted or never mounted: the device detaches itself */
+    if (r < 0)
+        return -1;
+    _cleanup_free_ char *upper = brig_asprintf("%s/upper", mnt);
+    _cleanup_free_ char *work = brig_asprintf("%s/work", mnt);
+    if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || chown(upper, owner, owner) < 0)
+        return brig_error_sys(err, "prepare %s", mnt); /* the caller unmounts mnt */
+    return 0;
+}

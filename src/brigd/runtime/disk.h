@@ -1,0 +1,27 @@
+/*
+ * disk.h - the bounded writable layer: each sandbox writes into its own ext4
+ * file system on a loop device, so filling it (bytes or inodes) stops at the
+ * sandbox's disk size and the host's disk does not notice.
+ *
+ * One "golden" image per size is formatted once (mkfs.ext4, no journal: the
+ * layer is thrown away with the sandbox); a sandbox gets a sparse copy of it
+ * (about a megabyte of metadata), attached with LOOP_CONFIGURE and auto-clear,
+ * so unmounting it also frees the loop device.
+ */
+#ifndef BRIG_DISK_H
+#define BRIG_DISK_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+/* Path of the golden image for size_mib under dir, formatting it if needed
+ * (caller frees *path). */
+int brig_disk_golden(const char *dir, int64_t size_mib, char **path, brig_error **err);
+
+/* Copies golden to img, attaches it to a free loop device and mounts it at mnt
+ * (nosuid, nodev), then creates mnt/upper (owned by owner:owner) and mnt/work. */
+int brig_disk_attach(const char *golden, const char *img, const char *mnt, unsigned owner,
+                     brig_error **err);
+
+#endif
