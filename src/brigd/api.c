@@ -33,22 +33,24 @@ static void h_healthz(brig_req *r)
 
 static void h_sandbox_create(brig_req *r)
 {
-    static const char *const fields[] = {"template", NULL};
-    json_t *body = NULL;
+    static const char *const fields[] = {"template", "tariff", "env", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *tmpl = json_object_get(body, "template"), *tariff = json_object_get(body, "tariff");
+    json_t *env = json_object_get(body, "env");
     brig_error *err = NULL;
-    if (brig_http_body_json(r, &body, &err) < 0 ||
-        brig_request_only_fields(body, fields, &err) < 0) {
+    if ((tmpl && !json_is_string(tmpl) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'template' must be a string") < 0) ||
+        (tariff && !json_is_string(tariff) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'tariff' must be a string") < 0) ||
+        (env && brig_request_env(env, &err) < 0)) {
         json_decref(body);
         brig_http_error(r, err);
         return;
     }
-    json_t *tmpl = json_object_get(body, "template");
-    if (tmpl && !json_is_string(tmpl)) {
-        json_decref(body);
-        brig_http_fail(r, BRIG_E_INVALID, "'template' must be a string");
-        return;
-    }
-    brig_sandbox_opts opts = {.template = json_string_value(tmpl)};
+    brig_sandbox_opts opts = {
+        .template = json_string_value(tmpl), .tariff = json_string_value(tariff), .env = env};
     json_t *out = NULL;
     int rc = brig_sandbox_create(r->d, r->key.account_id, &opts, &out, &err);
     json_decref(body);
@@ -56,6 +58,21 @@ static void h_sandbox_create(brig_req *r)
         brig_http_error(r, err);
     else
         brig_http_json(r, 201, out);
+}
+
+static void h_tariffs(brig_req *r)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < r->d->cfg.n_tariffs; i++) {
+        const brig_tariff *t = &r->d->cfg.tariffs[i];
+        json_array_append_new(arr, json_pack("{s:s, s:f, s:I, s:I, s:I}", "name", t->name, "vcpus",
+                                             t->vcpus, "memory_mib", (json_int_t)t->memory_mib,
+                                             "disk_mib", (json_int_t)t->disk_mib,
+                                             "price_micro_usd_per_second",
+                                             (json_int_t)t->price_micro_usd));
+    }
+    brig_http_json(r, 200,
+                   json_pack("{s:o, s:s}", "tariffs", arr, "default", r->d->cfg.default_tariff));
 }
 
 static void h_sandbox_list(brig_req *r)
@@ -196,6 +213,7 @@ const brig_route brig_api_routes[] = {
      api_upload_body},
     {"GET", "/v1/sandboxes/{id}/files/tar", api_tar_get, 0, NULL, NULL},
     {"GET", "/v1/templates", h_template_list, 0, NULL, NULL},
+    {"GET", "/v1/tariffs", h_tariffs, 0, NULL, NULL},
     {"POST", "/v1/templates/{name}/build", h_template_build, ROUTE_ADMIN, NULL, NULL},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };

@@ -19,7 +19,9 @@
  * bytes are not valid UTF-8 (JSON strings can only carry text). */
 static void set_output(json_t *obj, const char *key, const brig_buf *b)
 {
-    json_t *s = json_stringn(b->data ? b->data : "", b->len);
+    /* NUL bytes would cost six bytes each as \u0000: send such output as base64. */
+    json_t *s =
+        b->len && memchr(b->data, 0, b->len) ? NULL : json_stringn(b->data ? b->data : "", b->len);
     if (s) {
         json_object_set_new(obj, key, s);
         return;
@@ -120,10 +122,11 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
     }
     brig_exec_result_dispose(&res);
     /* Answer with the whole process object; it exists from "started" on. */
-    json_t *reply = NULL;
+    json_t *reply = NULL, *get = json_pack("{s:s, s:i}", "op", "proc_get", "pid", res.pid);
     int fd2 = brig_sandbox_connect(r->d, sb, &err);
-    if (fd2 >= 0 && brig_agentc_call(fd2, json_pack("{s:s, s:i}", "op", "proc_get", "pid", res.pid),
-                                     &reply, &err) == 0) {
+    int ok = fd2 >= 0 && brig_agentc_call(fd2, get, &reply, &err) == 0;
+    json_decref(get);
+    if (ok) {
         brig_http_json(r, 202, proc_json(reply));
     } else {
         brig_error_clear(&err);
@@ -137,7 +140,7 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
 
 void api_exec(brig_req *r)
 {
-    json_t *body = NULL;
+    json_t *body = NULL, *env = NULL;
     brig_error *err = NULL;
     brig_exec_req req;
     memset(&req, 0, sizeof(req));
@@ -152,6 +155,9 @@ void api_exec(brig_req *r)
     int fd = api_open_agent(r, &sb);
     if (fd < 0)
         goto out;
+    env = brig_sandbox_command_env(sb, req.env);
+    if (env)
+        req.env = env;
     if (req.background) {
         exec_background(r, &req, sb, fd);
         goto out;
@@ -183,6 +189,7 @@ void api_exec(brig_req *r)
     brig_http_json(r, 200, out);
 out:
     brig_exec_req_dispose(&req);
+    json_decref(env);
     json_decref(body);
 }
 

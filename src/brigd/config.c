@@ -4,8 +4,10 @@
  * The INI file has one [brigd] section whose keys are the long flag names with
  * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
- * (seconds), output_limit_bytes, max_file_bytes, memory_limit_mib, pids_limit, cpus,
- * disk_mib, uid_base, uid_ranges, log_level.
+ * (seconds), output_limit_bytes, max_file_bytes, pids_limit,
+ * uid_base, uid_ranges, default_tariff, log_level.
+ * Tariffs are sections [tariff.NAME] with vcpus, memory_mib, disk_mib and
+ * price_micro_usd_per_second; small, medium and large exist by default.
  */
 #include "config.h"
 
@@ -52,6 +54,7 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"oci_runtime", &cfg->oci_runtime},
         {"default_template", &cfg->default_template},
         {"log_level", &cfg->log_level},
+        {"default_tariff", &cfg->default_tariff},
     };
     struct {
         const char *name;
@@ -62,9 +65,7 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"exec_timeout_max", &cfg->exec_timeout_max_ms, 1, 7 * 86400, 1000},
         {"output_limit_bytes", &cfg->output_limit_bytes, 1024, INT64_C(1) << 32, 1},
         {"max_file_bytes", &cfg->max_file_bytes, 1, INT64_C(1) << 50, 1},
-        {"memory_limit_mib", &cfg->memory_limit_mib, 16, 1 << 20, 1},
         {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
-        {"disk_mib", &cfg->disk_mib, 64, 1 << 24, 1},
         {"uid_base", &cfg->uid_base, 65536, INT64_C(1) << 31, 1},
         {"uid_ranges", &cfg->uid_ranges, 1, 1 << 14, 1},
     };
@@ -87,14 +88,6 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
             return 0;
         }
     }
-    if (strcmp(key, "cpus") == 0) {
-        char *end = NULL;
-        double d = strtod(v, &end);
-        if (end == v || *end != '\0' || !(d >= 0.01 && d <= 1024))
-            return brig_error_set(err, BRIG_E_INVALID, 0, "cpus: '%s' is not in [0.01, 1024]", v);
-        cfg->cpus = d;
-        return 0;
-    }
     return brig_error_set(err, BRIG_E_INVALID, 0, "unknown setting '%s'", key);
 }
 
@@ -103,9 +96,64 @@ struct ini_ctx {
     brig_error **err;
 };
 
+const brig_tariff *brig_config_tariff(const brig_config *cfg, const char *name)
+{
+    for (int i = 0; name && i < cfg->n_tariffs; i++)
+        if (strcmp(cfg->tariffs[i].name, name) == 0)
+            return &cfg->tariffs[i];
+    return NULL;
+}
+
+/* [tariff.NAME]: vcpus, memory_mib, disk_mib, price_micro_usd_per_second.  A
+ * section for an existing name changes it; a new name adds a tariff. */
+static int apply_tariff(brig_config *cfg, const char *tname, const char *key, const char *v,
+                        brig_error **err)
+{
+    size_t n = strlen(tname);
+    if (n == 0 || n >= sizeof(cfg->tariffs[0].name) ||
+        strspn(tname, "abcdefghijklmnopqrstuvwxyz"
+                      "0123456789-_") != n)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "bad tariff name '%s'", tname);
+    brig_tariff *t = (brig_tariff *)brig_config_tariff(cfg, tname);
+    if (t == NULL) {
+        if (cfg->n_tariffs == BRIG_MAX_TARIFFS)
+            return brig_error_set(err, BRIG_E_INVALID, 0, "at most %d tariffs", BRIG_MAX_TARIFFS);
+        t = &cfg->tariffs[cfg->n_tariffs++];
+        *t = (brig_tariff){.vcpus = 1, .memory_mib = 512, .disk_mib = 2048};
+        snprintf(t->name, sizeof(t->name), "%s", tname);
+    }
+    if (strcmp(key, "vcpus") == 0) {
+        char *end = NULL;
+        double d = strtod(v, &end);
+        if (end == v || *end != '\0' || !(d >= 0.01 && d <= 1024))
+            return brig_error_set(err, BRIG_E_INVALID, 0, "vcpus: '%s' is not in [0.01, 1024]", v);
+        t->vcpus = d;
+        return 0;
+    }
+    struct {
+        const char *name;
+        int64_t *slot, min, max;
+    } ints[] = {
+        {"memory_mib", &t->memory_mib, 16, 1 << 22},
+        {"disk_mib", &t->disk_mib, 64, 1 << 24},
+        {"price_micro_usd_per_second", &t->price_micro_usd, 0, INT64_C(1) << 40},
+    };
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(ints); i++) {
+        if (strcmp(key, ints[i].name) == 0) {
+            if (parse_int(v, ints[i].min, ints[i].max, ints[i].slot) < 0)
+                return brig_error_set(err, BRIG_E_INVALID, 0, "%s: '%s' is not in [%lld, %lld]",
+                                      key, v, (long long)ints[i].min, (long long)ints[i].max);
+            return 0;
+        }
+    }
+    return brig_error_set(err, BRIG_E_INVALID, 0, "unknown tariff setting '%s'", key);
+}
+
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
 {
     struct ini_ctx *c = user;
+    if (strncmp(section, "tariff.", 7) == 0)
+        return apply_tariff(c->cfg, section + 7, name, value, c->err) == 0;
     if (strcmp(section, "brigd") != 0)
         return brig_error_set(c->err, BRIG_E_INVALID, 0, "unknown section [%s]", section), 0;
     return apply(c->cfg, name, value, c->err) == 0;
@@ -150,10 +198,15 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->exec_timeout_max_ms = 3600 * 1000;
     cfg->output_limit_bytes = 10 << 20;
     cfg->max_file_bytes = INT64_C(8) << 30;
-    cfg->memory_limit_mib = 512;
     cfg->pids_limit = 512;
-    cfg->cpus = 1.0;
-    cfg->disk_mib = 2048;
+    static const brig_tariff defaults[] = {
+        {"small", 1, 512, 2048, 10},
+        {"medium", 2, 2048, 8192, 40},
+        {"large", 4, 8192, 32768, 160},
+    };
+    memcpy(cfg->tariffs, defaults, sizeof(defaults));
+    cfg->n_tariffs = (int)BRIG_ARRAY_LEN(defaults);
+    cfg->default_tariff = brig_xstrdup("small");
     cfg->uid_base = 10000000;
     cfg->uid_ranges = 4096;
     cfg->ready_fd = -1;
@@ -243,6 +296,9 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
         if (apply(cfg, key, optarg, err) < 0)
             return -1;
     }
+    if (brig_config_tariff(cfg, cfg->default_tariff) == NULL)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "default_tariff '%s' is not a tariff",
+                              cfg->default_tariff);
     if (cfg->uid_base + cfg->uid_ranges * 65536 > (INT64_C(1) << 32) - 2)
         return brig_error_set(err, BRIG_E_INVALID, 0, "uid_base + uid_ranges * 65536 exceeds 2^32");
     if (cfg->exec_timeout_default_ms > cfg->exec_timeout_max_ms)
@@ -261,5 +317,6 @@ void brig_config_dispose(brig_config *cfg)
     free(cfg->oci_runtime);
     free(cfg->default_template);
     free(cfg->log_level);
+    free(cfg->default_tariff);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -9,6 +9,17 @@
 
 #include "error.h"
 
+/* What a sandbox may use, and what a second of it costs. */
+typedef struct brig_tariff {
+    char name[32];
+    double vcpus;            /* CPU quota in CPUs */
+    int64_t memory_mib;      /* memory limit (no swap) */
+    int64_t disk_mib;        /* writable layer */
+    int64_t price_micro_usd; /* per second of life */
+} brig_tariff;
+
+#define BRIG_MAX_TARIFFS 16
+
 typedef struct brig_config {
     char *listen;         /* "HOST:PORT"; default 127.0.0.1:7070 */
     char *state_dir;      /* default /var/lib/brig */
@@ -17,19 +28,22 @@ typedef struct brig_config {
     char *agent_path;     /* the brig-agent binary; default <exe dir>/brig-agent */
     char *oci_runtime;    /* "auto" | "runc" | "crun" | "runsc" | a path */
     char *default_template;
-    int64_t exec_timeout_default_ms; /* 55 s */
-    int64_t exec_timeout_max_ms;     /* per-call ceiling; default 1 h */
-    int64_t output_limit_bytes;      /* per stream of a buffered exec result; 10 MiB */
-    int64_t max_file_bytes;          /* largest upload (file or tar); 8 GiB */
-    int64_t memory_limit_mib;        /* per sandbox; default 512 */
-    int64_t pids_limit;              /* per sandbox; default 512 */
-    double cpus;                     /* CPU quota in CPUs; default 1 */
-    int64_t disk_mib;                /* writable layer per sandbox; default 2048 */
-    int64_t uid_base;                /* first host uid of sandbox ranges; 10000000 */
-    int64_t uid_ranges;              /* how many 65536-id ranges (max live sandboxes) */
-    int ready_fd;                    /* write "ready ADDR\n" here when listening; -1 */
-    char *log_level;                 /* debug | info | warn | error */
+    int64_t exec_timeout_default_ms;       /* 55 s */
+    int64_t exec_timeout_max_ms;           /* per-call ceiling; default 1 h */
+    int64_t output_limit_bytes;            /* per stream of a buffered exec result; 10 MiB */
+    int64_t max_file_bytes;                /* largest upload (file or tar); 8 GiB */
+    int64_t pids_limit;                    /* per sandbox; default 512 */
+    int64_t uid_base;                      /* first host uid of sandbox ranges; 10000000 */
+    int64_t uid_ranges;                    /* how many 65536-id ranges (max live sandboxes) */
+    brig_tariff tariffs[BRIG_MAX_TARIFFS]; /* [tariff.NAME] sections; small/medium/large */
+    int n_tariffs;
+    char *default_tariff; /* "small" */
+    int ready_fd;         /* write "ready ADDR\n" here when listening; -1 */
+    char *log_level;      /* debug | info | warn | error */
 } brig_config;
+
+/* The tariff called name, or NULL. */
+const brig_tariff *brig_config_tariff(const brig_config *cfg, const char *name);
 
 /* Fills defaults, then applies the INI file named by `--config` (if any), then the
  * other command-line flags.  Returns 1 when the caller should exit 0 (--help,

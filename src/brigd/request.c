@@ -107,6 +107,22 @@ bad_bb:
                           "'buffer_bytes' must be an integer in [4096, 67108864]");
 }
 
+int brig_request_env(json_t *env, brig_error **err)
+{
+    if (!json_is_object(env))
+        return brig_error_set(err, BRIG_E_INVALID, 0, "'env' must be an object of strings");
+    const char *k;
+    json_t *v;
+    json_object_foreach(env, k, v)
+    {
+        if (!json_is_string(v))
+            return brig_error_set(err, BRIG_E_INVALID, 0, "env '%.64s' must be a string", k);
+        if (!valid_env_name(k))
+            return brig_error_set(err, BRIG_E_INVALID, 0, "invalid env name '%.64s'", k);
+    }
+    return 0;
+}
+
 int brig_request_exec(json_t *body, int64_t default_ms, int64_t max_ms, brig_exec_req *req,
                       brig_error **err)
 {
@@ -143,17 +159,8 @@ int brig_request_exec(json_t *body, int64_t default_ms, int64_t max_ms, brig_exe
     }
     json_t *env = json_object_get(body, "env");
     if (env) {
-        if (!json_is_object(env))
-            return brig_error_set(err, BRIG_E_INVALID, 0, "'env' must be an object of strings");
-        const char *k;
-        json_t *v;
-        json_object_foreach(env, k, v)
-        {
-            if (!json_is_string(v))
-                return brig_error_set(err, BRIG_E_INVALID, 0, "env '%.64s' must be a string", k);
-            if (!valid_env_name(k))
-                return brig_error_set(err, BRIG_E_INVALID, 0, "invalid env name '%.64s'", k);
-        }
+        if (brig_request_env(env, err) < 0)
+            return -1;
         req->env = env;
     }
     req->timeout_ms = default_ms;

@@ -15,6 +15,9 @@
  * silently ("timout": 5 would otherwise run with the default timeout). */
 int brig_request_only_fields(json_t *obj, const char *const *allowed, brig_error **err);
 
+/* An env object: names non-empty without '=', values strings. */
+int brig_request_env(json_t *env, brig_error **err);
+
 /* Validates an exec body ({"cmd"|"argv", "cwd", "env", "timeout", "stdin",
  * "stdin_encoding", "user", "pty", "background", "buffer_bytes"}) into req, which
  * borrows from body (except the decoded stdin: brig_exec_req_dispose).  timeout

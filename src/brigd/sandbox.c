@@ -27,15 +27,36 @@ void brig_format_time(int64_t ms, char out[32])
     snprintf(out, 32, "%.31s", tmp);
 }
 
-json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb)
+/* The API's view of a sandbox; needs d->lock (for state). */
+static json_t *sandbox_json_locked(const brig_sandbox *sb)
 {
     char created[32];
     brig_format_time(sb->created_at, created);
+    json_t *env_names = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach(sb->env, k, v) json_array_append_new(env_names, json_string(k));
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", sb->id, "template", sb->template,
+                     "tariff", sb->tariff, "state", sb->state, "created_at", created, "env",
+                     env_names);
+}
+
+json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb)
+{
     pthread_mutex_lock(&d->lock);
-    const char *state = sb->state;
+    json_t *j = sandbox_json_locked(sb);
     pthread_mutex_unlock(&d->lock);
-    return json_pack("{s:s, s:s, s:s, s:s}", "id", sb->id, "template", sb->template, "state", state,
-                     "created_at", created);
+    return j;
+}
+
+json_t *brig_sandbox_command_env(const brig_sandbox *sb, json_t *request_env)
+{
+    if (json_object_size(sb->env) == 0 && json_object_size(request_env) == 0)
+        return NULL;
+    json_t *env = sb->env ? json_copy(sb->env) : json_object();
+    if (request_env)
+        json_object_update(env, request_env);
+    return env;
 }
 
 static void unlink_locked(brigd *d, brig_sandbox *sb)
@@ -82,6 +103,7 @@ static void sandbox_free(brigd *d, brig_sandbox *sb)
 {
     if (sb->rt)
         d->rt->ops->release(d->rt, sb->rt);
+    json_decref(sb->env);
     free(sb);
 }
 
@@ -112,8 +134,17 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
                               "template '%s' is not built yet: run `brig template build %s`", tname,
                               tname);
     }
+    const char *tariff_name = opts->tariff ? opts->tariff : d->cfg.default_tariff;
+    const brig_tariff *tariff = brig_config_tariff(&d->cfg, tariff_name);
+    if (tariff == NULL) {
+        brig_template_dispose(&t);
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "no tariff named '%.32s' (see GET /v1/tariffs)", tariff_name);
+    }
     brig_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
     brig_id_new("sbx", sb->id);
+    snprintf(sb->tariff, sizeof(sb->tariff), "%s", tariff->name);
+    sb->env = opts->env && json_object_size(opts->env) ? json_deep_copy(opts->env) : NULL;
     snprintf(sb->account_id, sizeof(sb->account_id), "%s", account_id);
     snprintf(sb->template, sizeof(sb->template), "%s", t.name);
     memcpy(sb->template_key, t.key, sizeof(sb->template_key));
@@ -125,6 +156,7 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
     pthread_mutex_unlock(&d->lock);
     if (sb->uid_base == 0) {
         brig_template_dispose(&t);
+        json_decref(sb->env);
         free(sb);
         return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
                               "all %lld user-id ranges are in use: too many live sandboxes",
@@ -139,11 +171,16 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
     snprintf(row.state, sizeof(row.state), "creating");
     row.created_at = sb->created_at;
     row.uid_base = sb->uid_base;
-    if (brig_store_sandbox_insert(d->store, &row, err) < 0) {
+    memcpy(row.tariff, sb->tariff, sizeof(row.tariff));
+    row.env_json = sb->env ? json_dumps(sb->env, JSON_COMPACT) : NULL;
+    int ins = brig_store_sandbox_insert(d->store, &row, err);
+    free(row.env_json);
+    if (ins < 0) {
         brig_template_dispose(&t);
         pthread_mutex_lock(&d->lock);
         uid_mark_locked(d, sb->uid_base, 0);
         pthread_mutex_unlock(&d->lock);
+        json_decref(sb->env);
         free(sb);
         return -1;
     }
@@ -156,10 +193,10 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
     brig_rt_spec spec = {
         .id = sb->id,
         .rootfs = t.rootfs,
-        .memory_mib = d->cfg.memory_limit_mib,
+        .memory_mib = tariff->memory_mib,
         .pids_limit = d->cfg.pids_limit,
-        .cpus = d->cfg.cpus,
-        .disk_mib = d->cfg.disk_mib,
+        .cpus = tariff->vcpus,
+        .disk_mib = tariff->disk_mib,
         .uid_base = (unsigned)sb->uid_base,
         .uid_size = UID_RANGE,
     };
@@ -184,6 +221,7 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
                                      err && *err ? (*err)->msg : "create failed",
                                      brig_now_real_ms(), NULL);
         brig_warn("sandbox %s: create failed: %s", sb->id, err && *err ? (*err)->msg : "?");
+        json_decref(sb->env);
         free(sb);
         return -1;
     }
@@ -266,15 +304,9 @@ json_t *brig_sandbox_list(brigd *d, const char *account_id)
 {
     json_t *arr = json_array();
     pthread_mutex_lock(&d->lock);
-    for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
-        if (strcmp(sb->account_id, account_id) != 0)
-            continue;
-        char created[32];
-        brig_format_time(sb->created_at, created);
-        json_array_append_new(arr,
-                              json_pack("{s:s, s:s, s:s, s:s}", "id", sb->id, "template",
-                                        sb->template, "state", sb->state, "created_at", created));
-    }
+    for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        if (strcmp(sb->account_id, account_id) == 0)
+            json_array_append_new(arr, sandbox_json_locked(sb));
     pthread_mutex_unlock(&d->lock);
     return arr;
 }
@@ -301,6 +333,8 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         memcpy(sb->template_key, row->template_key, sizeof(sb->template_key));
         sb->created_at = row->created_at;
         sb->uid_base = row->uid_base;
+        memcpy(sb->tariff, row->tariff, sizeof(sb->tariff));
+        sb->env = row->env_json ? json_loads(row->env_json, 0, NULL) : NULL;
         sb->state = "running";
         sb->refs = 1;
         sb->rt = h;

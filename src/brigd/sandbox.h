@@ -27,11 +27,15 @@ struct brig_sandbox {
     int refs;            /* list membership + borrowers; guarded by brigd.lock */
     brig_rt_sandbox *rt; /* runtime handle once running */
     int64_t uid_base;    /* its user namespace range (0: none held) */
+    char tariff[32];
+    json_t *env; /* plain environment of every command (owned; immutable) */
     struct brig_sandbox *next;
 };
 
 typedef struct brig_sandbox_opts {
     const char *template; /* NULL: the configured default */
+    const char *tariff;   /* NULL: the configured default */
+    json_t *env;          /* object of strings or NULL (borrowed) */
 } brig_sandbox_opts;
 
 /* Creates a sandbox and waits until it is ready; returns its JSON. */
@@ -42,6 +46,10 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
 int brig_sandbox_get(brigd *d, const char *account_id, const char *id, brig_sandbox **out,
                      brig_error **err);
 void brig_sandbox_put(brigd *d, brig_sandbox *sb);
+
+/* The environment of a command: the sandbox's env overlaid with the request's
+ * (either may be NULL); a new object, or NULL when both are empty. */
+json_t *brig_sandbox_command_env(const brig_sandbox *sb, json_t *request_env);
 
 /* Opens an agent connection to a borrowed sandbox (the caller closes it). */
 int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err);

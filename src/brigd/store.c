@@ -37,6 +37,9 @@ static const char *const migrations[] = {
     "CREATE INDEX sandboxes_live ON sandboxes(state) WHERE state NOT IN ('deleted','failed');",
     /* 2: per-sandbox user namespace ranges */
     "ALTER TABLE sandboxes ADD COLUMN uid_base INTEGER NOT NULL DEFAULT 0;",
+    /* 3: tariffs and the plain environment */
+    "ALTER TABLE sandboxes ADD COLUMN tariff TEXT NOT NULL DEFAULT 'small';"
+    "ALTER TABLE sandboxes ADD COLUMN env TEXT;",
 };
 
 static int db_error(sqlite3 *db, brig_error **err, const char *what)
@@ -233,9 +236,9 @@ int brig_store_sandbox_insert(brig_store *st, const brig_sandbox_row *row, brig_
     int r = run(st,
                 prepare(st,
                         "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
-                        " created_at, uid_base) VALUES (?,?,?,?,?,?,?)",
-                        "sssssii", row->id, row->account_id, row->template, row->template_key,
-                        row->state, row->created_at, row->uid_base),
+                        " created_at, uid_base, tariff, env) VALUES (?,?,?,?,?,?,?,?,?)",
+                        "sssssiiss", row->id, row->account_id, row->template, row->template_key,
+                        row->state, row->created_at, row->uid_base, row->tariff, row->env_json),
                 "insert sandbox", err);
     pthread_mutex_unlock(&st->lock);
     return r;
@@ -263,7 +266,8 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
     pthread_mutex_lock(&st->lock);
     sqlite3_stmt *stmt =
         prepare(st,
-                "SELECT id, account_id, template, template_key, state, created_at, uid_base"
+                "SELECT id, account_id, template, template_key, state, created_at, uid_base,"
+                " tariff, env"
                 " FROM sandboxes WHERE state NOT IN ('deleted','failed')"
                 " ORDER BY created_at",
                 "");
@@ -285,13 +289,19 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
         copy_col(row->state, sizeof(row->state), stmt, 4);
         row->created_at = sqlite3_column_int64(stmt, 5);
         row->uid_base = sqlite3_column_int64(stmt, 6);
+        copy_col(row->tariff, sizeof(row->tariff), stmt, 7);
+        const unsigned char *env = sqlite3_column_text(stmt, 8);
+        row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
     }
     if (rc != SQLITE_DONE)
         r = db_error(st->db, err, "list sandboxes");
     sqlite3_finalize(stmt);
     pthread_mutex_unlock(&st->lock);
-    for (size_t i = 0; r == 0 && i < n; i++)
-        fn(&rows[i], ctx);
+    for (size_t i = 0; i < n; i++) {
+        if (r == 0)
+            fn(&rows[i], ctx);
+        free(rows[i].env_json);
+    }
     free(rows);
     return r;
 }

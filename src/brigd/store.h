@@ -28,6 +28,8 @@ typedef struct brig_sandbox_row {
     char state[16];     /* creating | running | deleting | deleted | failed */
     int64_t created_at; /* ms since the epoch */
     int64_t uid_base;   /* first host uid of its user namespace range */
+    char tariff[32];
+    char *env_json; /* the sandbox's plain env as JSON, or NULL (owned by the row) */
 } brig_sandbox_row;
 
 /* Opens (creating and migrating) the database at path. */

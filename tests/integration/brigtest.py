@@ -99,13 +99,14 @@ class Api:
 class Sandbox:
     """Context manager: a sandbox that is deleted on exit, whatever happened."""
 
-    def __init__(self, api, template="minimal"):
+    def __init__(self, api, template="minimal", **create):
         self.api = api
         self.template = template
+        self.create = create
         self.id = None
 
     def __enter__(self):
-        self.id = self.api.create(self.template)["id"]
+        self.id = self.api.create(self.template, **self.create)["id"]
         return self
 
     def __exit__(self, *exc):
@@ -143,7 +144,9 @@ class Brigd:
         searchable(self.state_dir)
         rfd, wfd = os.pipe()
         env = dict(os.environ)
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=23")
+        # A small quarantine: memory-growth tests measure brigd, not ASan's freed-chunk cache.
+        env.setdefault("ASAN_OPTIONS",
+                       "detect_leaks=1:abort_on_error=0:exitcode=23:quarantine_size_mb=16")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

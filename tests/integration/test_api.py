@@ -364,3 +364,35 @@ def test_cli_reports_auth_errors(api):
     r = subprocess.run([os.path.join(BUILD, "brig"), "ls"], env=env, capture_output=True)
     assert r.returncode == 1
     assert b"401" in r.stderr and b"invalid API key" in r.stderr
+
+
+# ---- tariffs and the sandbox environment ---------------------------------------
+
+def test_tariffs_are_listed_and_applied(api):
+    t = api.ok("GET", "/v1/tariffs").json()
+    names = {x["name"]: x for x in t["tariffs"]}
+    assert {"small", "medium", "large"} <= set(names) and t["default"] == "small"
+    small = names["small"]
+    assert (small["vcpus"], small["memory_mib"], small["disk_mib"]) == (1, 512, 2048)
+    assert small["price_micro_usd_per_second"] == 10
+    with Sandbox(api, tariff="medium") as sb:
+        info = api.ok("GET", f"/v1/sandboxes/{sb.id}").json()
+        assert info["tariff"] == "medium"
+        # The limits of the tariff are in force: memory (cgroup) and disk size.
+        r = sb.exec("cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || "
+                    "cat /sys/fs/cgroup/memory.max; df -k / | tail -1")
+        mem, df = r["stdout"].splitlines()
+        assert int(mem) == 2048 << 20
+        assert 7_000_000 < int(df.split()[1]) <= 8 << 20
+    r = api.request("POST", "/v1/sandboxes", {"template": "minimal", "tariff": "huge"})
+    assert r.status == 400 and "huge" in r.json()["error"]["message"]
+
+
+def test_sandbox_env_applies_to_every_command(api):
+    with Sandbox(api, env={"GREETING": "hi", "MODE": "sandbox"}) as sb:
+        assert api.ok("GET", f"/v1/sandboxes/{sb.id}").json()["env"] == ["GREETING", "MODE"]
+        assert sb.exec("echo $GREETING $MODE")["stdout"] == "hi sandbox\n"
+        # A command's own env wins over the sandbox's.
+        assert sb.exec("echo $MODE", env={"MODE": "cmd"})["stdout"] == "cmd\n"
+    r = api.request("POST", "/v1/sandboxes", {"template": "minimal", "env": {"A=B": "x"}})
+    assert r.status == 400

@@ -160,7 +160,7 @@ def test_2gib_upload_and_download_stream(tmp_path):
     from test_exec import rss_kib
     size = 2 << 30
     cfg = tmp_path / "brigd.conf"
-    cfg.write_text("[brigd]\ndisk_mib = 2600\n")  # room for 2 GiB plus ext4's own
+    cfg.write_text("[tariff.big]\ndisk_mib = 2600\n")  # room for 2 GiB plus ext4's own
     daemon = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
     try:
         big_transfer(daemon, size)
@@ -171,7 +171,7 @@ def test_2gib_upload_and_download_stream(tmp_path):
 def big_transfer(daemon, size):
     from test_exec import rss_kib
     api = daemon.api()
-    with Sandbox(api) as sb:
+    with Sandbox(api, tariff="big") as sb:
         base = rss_kib(daemon.proc.pid, "VmHWM")
         conn = http.client.HTTPConnection(api.host, api.port, timeout=600)
         conn.request("PUT", files(sb, path="/tmp/big"), body=gen(size),

@@ -347,8 +347,11 @@ json_t *brig_seccomp_profile(void)
     json_t *rules = json_array();
     json_array_append_new(
         rules, json_pack("{s:o, s:s}", "names", names(allowed), "action", "SCMP_ACT_ALLOW"));
-    /* clone: only without namespace flags (MASKED_EQ: flags & mask == 0). */
-    json_array_append_new(rules, allow_if("clone", 0, 0, CLONE_NS_FLAGS, "SCMP_CMP_MASKED_EQ"));
+    /* clone: only without namespace flags.  For SCMP_CMP_MASKED_EQ the OCI
+     * "value" is the mask and "valueTwo" the result: (flags & CLONE_NS_FLAGS) == 0.
+     * (The other way round, mask 0, every clone matched: clone(CLONE_NEWUSER)
+     * was allowed; tests/security/test_syscalls.py checks it is not.) */
+    json_array_append_new(rules, allow_if("clone", 0, CLONE_NS_FLAGS, 0, "SCMP_CMP_MASKED_EQ"));
     json_array_append_new(rules, json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action",
                                            "SCMP_ACT_ERRNO", "errnoRet", ENOSYS));
     json_array_append_new(rules, allow_if("socket", 0, AF_VSOCK_, 0, "SCMP_CMP_NE"));
