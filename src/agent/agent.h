@@ -157,8 +157,9 @@ int brig_ctl_send(int ctl, const void *msg, size_t n, int pass_fd, bool nonblock
 
 /* Receives one message into buf (cap bytes).  Returns its size (> 0), 0 at EOF, or -1 with
  * errno (EAGAIN when nonblock and nothing is there; EMSGSIZE when it did not fit).  A
- * descriptor that came with it is stored in *fd (O_CLOEXEC), else *fd = -1; fd may be NULL
- * when none is expected (one that comes anyway is closed). */
+ * descriptor that came with it is stored in *fd (O_CLOEXEC), else *fd = -1 (also when one
+ * was sent but could not be received, e.g. at the descriptor limit); fd may be NULL when
+ * none is expected (one that comes anyway is closed). */
 ssize_t brig_ctl_recv(int ctl, void *buf, size_t cap, int *fd, bool nonblock);
 
 /* Sends msg and waits for the answer (blocking), which is stored in *ans (ans_cap bytes).

@@ -3,9 +3,12 @@
  * request of protocol version 1, dispatch to the operation, and the reply helpers.
  *
  * The handler runs in its own process (forked by main.c), so a hostile frame or a crash
- * costs only this connection.  It is a child subreaper: whatever its command leaves behind
- * is reparented to it, so a timeout can kill every descendant (proc.c).  Its parent-death
- * signal is SIGTERM, so a handler does not outlive a dead agent unnoticed.
+ * costs only this connection.  It holds one control channel to PID 1 (ctl.c), through which
+ * it hands proc_* connections to their process's supervisor (procops.c); a handler that runs
+ * `exec` becomes that process's supervisor (super.c) and lives as long as its record.  It is
+ * a child subreaper: whatever its command leaves behind is reparented to it, so a timeout
+ * can kill every descendant (proc.c).  Its parent-death signal is SIGTERM, so a handler does
+ * not outlive a dead agent unnoticed.
  *
  * Signals in the handler: SIGPIPE and SIGXFSZ are ignored (a vanished peer or a file size
  * limit then surface as EPIPE / EFBIG instead of killing us); everything else has its

@@ -73,7 +73,7 @@ ssize_t brig_ctl_recv(int ctl, void *buf, size_t cap, int *fd, bool nonblock)
                 close(got);
         }
     }
-    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    if (mh.msg_flags & MSG_TRUNC) {
         if (fd != NULL && *fd >= 0) {
             close(*fd);
             *fd = -1;
@@ -81,6 +81,8 @@ ssize_t brig_ctl_recv(int ctl, void *buf, size_t cap, int *fd, bool nonblock)
         errno = EMSGSIZE;
         return -1;
     }
+    /* MSG_CTRUNC: a descriptor did not fit (or we are out of descriptors, EMFILE): the
+     * message is still good, *fd stays -1. */
     return r;
 }
 

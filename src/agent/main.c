@@ -7,8 +7,10 @@
  *   brig-agent --listen PATH   create, bind and listen on a unix socket (tests, debugging)
  *   brig-agent --version
  *
- * The main process does nothing slow: it polls the listening socket and a signalfd, forks,
- * and reaps.  Everything a peer can influence happens in the handler processes.
+ * The main process does nothing slow: it polls the listening socket, a signalfd and the
+ * handlers' control channels, forks, reaps, and keeps the table of processes that routes
+ * proc_* connections to their supervisors (registry.c).  Everything a peer can influence
+ * happens in the handler processes.
  *
  * It also works when it is not PID 1 (tests on a host): it then makes itself a child
  * subreaper so orphans of its commands still come back to it, and on shutdown it signals

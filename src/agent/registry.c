@@ -112,8 +112,8 @@ static void on_exited(brig_registry *reg, size_t i, const brig_ctl_msg *m)
 
 static void on_route(brig_registry *reg, size_t i, const brig_ctl_msg *m, int fd)
 {
-    if (fd < 0) {
-        slot_close(reg, i);
+    if (fd < 0) { /* it did not reach us (descriptor limit) */
+        answer(reg, i, BRIG_CTL_BUSY);
         return;
     }
     ssize_t to = find_pid(reg, m->pid);

@@ -533,12 +533,17 @@ static void ctl_read(super *S)
         ssize_t r = brig_ctl_recv(S->ctl, &m, sizeof(m), &fd, true);
         if (r < 0 && errno == EAGAIN)
             return;
-        if (r == (ssize_t)sizeof(m) && m.type == BRIG_CTL_ATTACH && fd >= 0) {
-            attach(S, fd, &m.req);
+        if (r == (ssize_t)sizeof(m) && m.type == BRIG_CTL_ATTACH) {
+            if (fd >= 0) /* else it was lost at our descriptor limit: the client sees EOF */
+                attach(S, fd, &m.req);
             continue;
         }
         if (fd >= 0)
             close(fd);
+        if (r < 0 && errno == EMSGSIZE) /* consumed; not ours to judge */
+            continue;
+        if (r < 0 && (errno == ENOMEM || errno == ENOBUFS)) /* try again next round */
+            return;
         if (r <= 0 || r != (ssize_t)sizeof(m)) {
             close(S->ctl);
             S->ctl = -1;

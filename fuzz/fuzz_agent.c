@@ -1,0 +1,104 @@
+/*
+ * fuzz_agent.c - libFuzzer target for what brig-agent does with a peer's bytes before it
+ * acts on them: the incremental frame decoder (framedec.c), the JSON of HELLO and CONTROL
+ * frames, every request parser (request.c), and the output ring (ring.c) fed with the DATA
+ * frames.  Nothing is executed: the parsers have no side effects.
+ *
+ * Input: byte 0 picks how the rest is cut into reads (1, 2, 3, 7 or 64 bytes, or all at
+ * once) and the ring's size; the rest is the byte stream a client would send.
+ */
+#include <assert.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "agent.h"
+#include "framedec.h"
+#include "frame.h"
+#include "request.h"
+
+static void check_ring(brig_ring *r, uint64_t *cursor, uint64_t appended)
+{
+    assert(r->head == appended);
+    assert(r->head - r->tail <= r->limit);
+    uint8_t buf[4096];
+    for (;;) {
+        uint64_t skipped = 0;
+        int chan = 0;
+        uint64_t before = *cursor;
+        size_t n = brig_ring_read(r, cursor, &chan, buf, sizeof(buf), &skipped);
+        assert(*cursor <= r->head && *cursor >= r->tail);
+        assert(before + skipped + n == *cursor);
+        if (n == 0)
+            break;
+        assert(chan == 1 || chan == 2);
+    }
+}
+
+static void on_frame(const brig_framedec *d, brig_ring *ring, uint64_t *cursor, uint64_t *appended)
+{
+    json_t *j = NULL;
+    if (d->hdr.type == BRIG_FRAME_DATA) {
+        int chan = (d->hdr.chan & 1) ? 1 : 2;
+        brig_ring_append(ring, chan, d->payload, d->hdr.len);
+        *appended += d->hdr.len;
+        check_ring(ring, cursor, *appended);
+        return;
+    }
+    if (brig_frame_parse_json(d->payload, d->hdr.len, &j, NULL) < 0)
+        return;
+    if (d->hdr.type == BRIG_FRAME_HELLO) {
+        int64_t v, vmin;
+        brig_agent_parse_hello(j, &v, &vmin, NULL);
+    } else {
+        brig_agent_req q;
+        brig_error *err = NULL;
+        if (brig_agent_parse_request(j, &q, &err) == 0) {
+            assert(q.op < BRIG_OP__COUNT);
+            if (q.op == BRIG_OP_EXEC) {
+                const brig_exec_spec *s = &q.u.exec;
+                assert((s->argv == NULL) != (s->cmd == NULL));
+                assert(s->buffer_bytes >= 1 && s->buffer_bytes <= BRIG_BUFFER_MAX);
+                assert(!s->pty || (s->cols >= 1 && s->rows >= 1));
+                assert(s->cwd == NULL || s->cwd[0] == '/');
+            }
+        } else {
+            assert(err != NULL && err->msg != NULL);
+        }
+        brig_error_clear(&err);
+    }
+    json_decref(j);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const size_t cuts[] = {1, 2, 3, 7, 64, SIZE_MAX};
+    if (size < 1)
+        return 0;
+    size_t cut = cuts[data[0] % (sizeof(cuts) / sizeof(cuts[0]))];
+    brig_ring ring;
+    brig_ring_init(&ring, 1 + (size_t)(data[0] >> 3) * 97);
+    uint64_t cursor = 0, appended = 0;
+    brig_framedec d = {0};
+    const uint8_t *p = data + 1;
+    size_t left = size - 1;
+    while (left > 0) {
+        size_t n = left < cut ? left : cut;
+        size_t used = 0;
+        int r = brig_framedec_feed(&d, p, n, &used, NULL);
+        assert(used <= n);
+        p += used;
+        left -= used;
+        if (r < 0)
+            break;
+        if (r == 1)
+            on_frame(&d, &ring, &cursor, &appended);
+        else
+            assert(used == n);
+    }
+    brig_ring_seal(&ring);
+    check_ring(&ring, &cursor, appended);
+    brig_framedec_dispose(&d);
+    brig_ring_dispose(&ring);
+    return 0;
+}
