@@ -60,6 +60,17 @@ static void h_sandbox_create(brig_req *r)
         brig_http_json(r, 201, out);
 }
 
+extern const char brig_openapi_json[];
+extern const unsigned long brig_openapi_json_len;
+
+static void h_openapi(brig_req *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        brig_openapi_json_len, (void *)brig_openapi_json, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    brig_http_response(r, 200, resp);
+}
+
 static void h_tariffs(brig_req *r)
 {
     json_t *arr = json_array();
@@ -189,6 +200,7 @@ json_t *api_time(json_t *ms)
 
 const brig_route brig_api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC, NULL, NULL},
+    {"GET", "/openapi.json", h_openapi, ROUTE_PUBLIC, NULL, NULL},
     {"POST", "/v1/sandboxes", h_sandbox_create, 0, NULL, NULL},
     {"GET", "/v1/sandboxes", h_sandbox_list, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}", h_sandbox_get, 0, NULL, NULL},

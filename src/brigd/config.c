@@ -223,6 +223,7 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
         {"ready-fd", required_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
+        {"print-routes", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     /* Pass 1: --config, --help, --version; the file goes under the flags. */
@@ -238,6 +239,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
             printf("brigd %s\n", BRIG_VERSION);
             return 1;
         }
+        if (c == 'P')
+            cfg->print_routes = 1;
         if (c == '?')
             return brig_error_set(err, BRIG_E_INVALID, 0, "unknown or incomplete option '%s'",
                                   argv[optind - 1]);

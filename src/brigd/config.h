@@ -38,6 +38,7 @@ typedef struct brig_config {
     brig_tariff tariffs[BRIG_MAX_TARIFFS]; /* [tariff.NAME] sections; small/medium/large */
     int n_tariffs;
     char *default_tariff; /* "small" */
+    int print_routes;     /* --print-routes: print the route table and exit */
     int ready_fd;         /* write "ready ADDR\n" here when listening; -1 */
     char *log_level;      /* debug | info | warn | error */
 } brig_config;

@@ -113,6 +113,14 @@ int main(int argc, char **argv)
         close(sigfd);
         return r < 0 ? 2 : 0;
     }
+    if (d.cfg.print_routes) {
+        /* The route table is the truth the OpenAPI document is checked against. */
+        for (const brig_route *rt = brig_api_routes; rt->method; rt++)
+            printf("%s %s\n", rt->method, rt->pattern);
+        brig_config_dispose(&d.cfg);
+        close(sigfd);
+        return 0;
+    }
     brig_log_init("brigd", parse_level(d.cfg.log_level));
     if (geteuid() != 0)
         brig_warn("not running as root: creating sandboxes will fail");
