@@ -294,9 +294,10 @@ void brig_agent_conn_serve(int fd, int ctl, pid_t agent_pid)
     brig_frame_dispose(&c.frame);
     /* A connection handed to a supervisor is shared with it: shutdown() would end it for
      * both, so only our descriptor goes. */
-    if (c.handed_off)
-        close(c.fd);
-    else if (c.fd >= 0)
+    if (c.handed_off) {
+        if (c.fd >= 0)
+            close(c.fd);
+    } else if (c.fd >= 0)
         brig_agent_close_polite(c.fd);
     _exit(r < 0 && !quiet ? 1 : 0);
 }

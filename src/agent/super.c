@@ -721,7 +721,10 @@ static void conns_service(super *S, int64_t now)
             if (k->dead || !added || outq_pending(k) > 0)
                 break;
         }
-        if (!k->dead && k->closing && outq_pending(k) == 0 && (!k->reads_stdin || k->in_ended))
+        /* A stdin stream is read to its end first (the client is still sending), except
+         * the foreground client's: its `exit` is the end, whatever it still sends. */
+        if (!k->dead && k->closing && outq_pending(k) == 0 &&
+            (!k->reads_stdin || k->in_ended || k->kind == K_PRIMARY))
             conn_drop(S, k, true);
     }
 }

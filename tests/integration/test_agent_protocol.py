@@ -919,7 +919,8 @@ def test_sigterm_kills_stubborn_processes_after_grace(agent, tmp_path):
     r = agent.exec(cmd=f"(trap '' TERM; exec sleep 600) & echo $! > {pidfile}")
     assert r["exit_code"] == 0
     pid = int(pidfile.read_text())
-    wait_for(lambda: alive(pid), 5)
+    # Once it runs sleep, the subshell has set the trap (an ignored signal survives exec).
+    wait_for(lambda: comm(pid) == "sleep", 5, "the stubborn sleep")
     t0 = time.monotonic()
     agent.terminate()
     assert agent.proc.wait(timeout=15) == 0
