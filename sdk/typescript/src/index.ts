@@ -1,0 +1,44 @@
+/**
+ * @brig/sdk - TypeScript SDK for brig, a self-hosted sandbox service for AI agents.
+ *
+ *   import { Sandbox } from "@brig/sdk";
+ *   await using sb = await Sandbox.create({ template: "base" });
+ *   const r = await sb.exec("python3 -c 'print(6*7)'");
+ *   console.log(r.exitCode, r.stdout);
+ */
+export { Sandbox } from "./sandbox.js";
+export type { ConnectOptions } from "./sandbox.js";
+export { Process } from "./process.js";
+export type { OutputOptions } from "./process.js";
+export { BrigClient } from "./client.js";
+export type { BodyInit, ClientOptions } from "./client.js";
+export {
+  AgentProtocolError,
+  AuthError,
+  BrigError,
+  ConflictError,
+  ConnectionError,
+  ForbiddenError,
+  InvalidRequestError,
+  LimitExceededError,
+  MethodNotAllowedError,
+  NoSpaceError,
+  NotFoundError,
+  PaymentRequiredError,
+  ServerError,
+  TimeoutError,
+  TooLargeError,
+  UnavailableError,
+} from "./errors.js";
+export type { BrigErrorOptions } from "./errors.js";
+export type {
+  CreateOptions,
+  ExecOptions,
+  ExecResult,
+  FileEntry,
+  FileMode,
+  ProcessEvent,
+  ProcessInfo,
+  PtySize,
+  SandboxInfo,
+} from "./types.js";

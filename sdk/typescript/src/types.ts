@@ -1,0 +1,122 @@
+/**
+ * types.ts - the shapes the SDK hands out and takes in.  Times in the API are
+ * seconds; in this SDK every duration is in milliseconds (`…Ms`).
+ */
+
+/** A sandbox as brigd describes it (`GET /v1/sandboxes/{id}`), keys in camelCase. */
+export interface SandboxInfo {
+  id: string;
+  template: string;
+  /** `running`, … */
+  state: string;
+  /** ISO 8601. */
+  createdAt: string;
+  /** Fields brigd adds later (tariff, timeouts, …) appear here in camelCase too. */
+  [key: string]: unknown;
+}
+
+export interface CreateOptions {
+  /** The template to start from (`base`: Python 3 + Node.js 22; `minimal`: busybox). brigd's default: `base`. */
+  template?: string;
+  /** The tariff (`small`, `medium`, `large`, as configured). */
+  tariff?: string;
+  /** Environment variables for every command in the sandbox. */
+  env?: Record<string, string>;
+  /** Secret environment variables: stored encrypted, redacted from output, never returned. */
+  secrets?: Record<string, string>;
+  /** Names of secrets stored in brigd to pass in (sent as `secret_refs`). */
+  secretRefs?: string[];
+  /** Delete the sandbox after this long without API activity. */
+  idleTimeoutMs?: number;
+  /** Delete the sandbox this long after creation, whatever it does. */
+  maxLifetimeMs?: number;
+  signal?: AbortSignal;
+}
+
+/** The outcome of a foreground command. A non-zero `exitCode` is a result, not an error. */
+export interface ExecResult {
+  /** The exit status; `128 + n` when killed by signal `n`; 137 after a timeout; 127: no such program. */
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  /** The command ran out of time and was killed. */
+  timedOut: boolean;
+  durationMs: number;
+  /** The signal that killed it, or null. */
+  signal: number | null;
+  /** Output beyond the kept limit (10 MiB per stream by default) was dropped. */
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+}
+
+export interface PtySize {
+  cols: number;
+  rows: number;
+}
+
+export interface ExecOptions {
+  /** Kill the command after this long; 0: no limit. brigd's default is 55 s (background: none). */
+  timeoutMs?: number;
+  /** Working directory (absolute); default `/root`. */
+  cwd?: string;
+  /** Added to the default environment. */
+  env?: Record<string, string>;
+  /** `root` (default) or another account of the template (`user`). */
+  user?: string;
+  /** Bytes for the command's stdin; without it stdin is empty. */
+  stdin?: string | Uint8Array;
+  /** Run on a pseudo-terminal; stdout and stderr are then one stream (stdout). */
+  pty?: PtySize;
+  /** Called with each piece of stdout as it is produced (streams the command). */
+  onStdout?: (data: string) => void;
+  /** Called with each piece of stderr as it is produced (streams the command). */
+  onStderr?: (data: string) => void;
+  /** Aborting kills the command (streams the command); exec() then rejects with an AbortError. */
+  signal?: AbortSignal;
+  /** Start in the background and return a Process handle at once. */
+  background?: boolean;
+  /** Background/streamed commands: how much recent output brigd keeps (default 4 MiB). */
+  bufferBytes?: number;
+}
+
+/** A process (background or not) as brigd describes it, keys in camelCase. */
+export interface ProcessInfo {
+  pid: number;
+  argv: string[] | null;
+  cmd: string | null;
+  pty: boolean;
+  background: boolean;
+  user: string;
+  startedAt: string | null;
+  running: boolean;
+  exitCode: number | null;
+  signal: number | null;
+  timedOut: boolean;
+  endedAt: string | null;
+  /** Output that fell out of the buffer before anyone read it. */
+  droppedBytes: number;
+  [key: string]: unknown;
+}
+
+/** One event of a process's output stream. */
+export type ProcessEvent =
+  | { type: "stdout" | "stderr"; data: string }
+  /** Output this reader missed (it fell out of brigd's buffer). */
+  | { type: "dropped"; bytes: number }
+  | { type: "exit"; exitCode: number; signal: number | null; timedOut: boolean; durationMs?: number };
+
+/** A directory entry or `stat` result. */
+export interface FileEntry {
+  name: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  /** Octal permission bits, e.g. `"0644"`. */
+  mode: string;
+  /** ISO 8601. */
+  mtime: string;
+  /** Symlinks: where they point. */
+  target?: string;
+}
+
+/** Octal permission bits: `0o755` or `"0755"`. */
+export type FileMode = number | string;
