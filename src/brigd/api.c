@@ -31,28 +31,61 @@ static void h_healthz(brig_req *r)
 
 /* ---- sandboxes ------------------------------------------------------------- */
 
+/* Seconds in a JSON number -> ms, within (0, max_ms]. */
+static int seconds_field(json_t *body, const char *name, int64_t max_ms, int64_t *out,
+                         brig_error **err)
+{
+    json_t *v = json_object_get(body, name);
+    *out = 0;
+    if (v == NULL)
+        return 0;
+    double s = json_number_value(v);
+    if (!json_is_number(v) || !(s > 0) || s * 1000 > (double)max_ms)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "'%s' must be seconds in (0, %lld]", name,
+                              (long long)(max_ms / 1000));
+    *out = (int64_t)(s * 1000);
+    return 0;
+}
+
 static void h_sandbox_create(brig_req *r)
 {
-    static const char *const fields[] = {"template", "tariff", "env", NULL};
+    static const char *const fields[] = {"template",     "tariff",      "env",
+                                         "secrets",      "secret_refs", "idle_timeout",
+                                         "max_lifetime", "project",     NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
     json_t *tmpl = json_object_get(body, "template"), *tariff = json_object_get(body, "tariff");
-    json_t *env = json_object_get(body, "env");
+    json_t *env = json_object_get(body, "env"), *secrets = json_object_get(body, "secrets");
+    json_t *refs = json_object_get(body, "secret_refs"), *prj = json_object_get(body, "project");
+    brig_sandbox_opts opts = {.template = json_string_value(tmpl),
+                              .tariff = json_string_value(tariff),
+                              .project_id = json_string_value(prj),
+                              .env = env,
+                              .secrets = secrets,
+                              .secret_refs = refs};
     brig_error *err = NULL;
     if ((tmpl && !json_is_string(tmpl) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'template' must be a string") < 0) ||
         (tariff && !json_is_string(tariff) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'tariff' must be a string") < 0) ||
-        (env && brig_request_env(env, &err) < 0)) {
+        (prj && !json_is_string(prj) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'project' must be a project id") < 0) ||
+        (env && brig_request_env(env, &err) < 0) ||
+        (secrets && !json_is_object(secrets) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'secrets' must be an object of strings") < 0) ||
+        (refs && !json_is_array(refs) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'secret_refs' must be an array of names") < 0) ||
+        seconds_field(body, "idle_timeout", r->d->cfg.idle_timeout_max_ms, &opts.idle_timeout_ms,
+                      &err) < 0 ||
+        seconds_field(body, "max_lifetime", r->d->cfg.lifetime_max_ms, &opts.max_lifetime_ms,
+                      &err) < 0) {
         json_decref(body);
         brig_http_error(r, err);
         return;
     }
-    brig_sandbox_opts opts = {
-        .template = json_string_value(tmpl), .tariff = json_string_value(tariff), .env = env};
     json_t *out = NULL;
-    int rc = brig_sandbox_create(r->d, r->key.account_id, &opts, &out, &err);
+    int rc = brig_sandbox_create(r->d, &r->caller, &opts, &out, &err);
     json_decref(body);
     if (rc < 0)
         brig_http_error(r, err);
@@ -88,32 +121,58 @@ static void h_tariffs(brig_req *r)
 
 static void h_sandbox_list(brig_req *r)
 {
-    brig_http_json(r, 200,
-                   json_pack("{s:o}", "sandboxes", brig_sandbox_list(r->d, r->key.account_id)));
+    brig_http_json(r, 200, json_pack("{s:o}", "sandboxes", brig_sandbox_list(r->d, &r->caller)));
 }
 
 static void h_sandbox_get(brig_req *r)
 {
-    brig_sandbox *sb = NULL;
+    json_t *out = NULL;
     brig_error *err = NULL;
-    if (brig_sandbox_get(r->d, r->key.account_id, r->params[0], &sb, &err) < 0) {
+    if (brig_sandbox_info(r->d, &r->caller, r->params[0], &out, &err) < 0)
         brig_http_error(r, err);
-        return;
-    }
-    brig_http_json(r, 200, brig_sandbox_json(r->d, sb));
-    brig_sandbox_put(r->d, sb);
+    else
+        brig_http_json(r, 200, out);
 }
 
 static void h_sandbox_delete(brig_req *r)
 {
     brig_error *err = NULL;
-    if (brig_sandbox_delete(r->d, r->key.account_id, r->params[0], "deleted_by_api", &err) < 0)
+    if (brig_sandbox_delete(r->d, &r->caller, r->params[0], "deleted_by_api", &err) < 0)
         brig_http_error(r, err);
     else
         brig_http_empty(r, 204);
 }
 
-/* ---- templates ------------------------------------------------------------- */
+static void h_sandbox_timeout(brig_req *r)
+{
+    static const char *const fields[] = {"timeout", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    int64_t ms = 0;
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (seconds_field(body, "timeout", r->d->cfg.lifetime_max_ms, &ms, &err) < 0 ||
+        (ms == 0 &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'timeout' (seconds) is required") < 0) ||
+        brig_sandbox_set_timeout(r->d, &r->caller, r->params[0], ms, &out, &err) < 0) {
+        json_decref(body);
+        brig_http_error(r, err);
+        return;
+    }
+    json_decref(body);
+    brig_http_json(r, 200, out);
+}
+
+static void h_network_log(brig_req *r)
+{
+    json_t *out = NULL;
+    brig_error *err = NULL;
+    if (brig_sandbox_network_log(r->d, &r->caller, r->params[0], &out, &err) < 0)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, json_pack("{s:o}", "entries", out));
+}
 
 static void h_template_list(brig_req *r)
 {
@@ -138,7 +197,7 @@ static void h_template_build(brig_req *r)
 int api_open_agent(brig_req *r, brig_sandbox **sb)
 {
     brig_error *err = NULL;
-    if (brig_sandbox_get(r->d, r->key.account_id, r->params[0], sb, &err) < 0) {
+    if (brig_sandbox_get(r->d, &r->caller, r->params[0], sb, &err) < 0) {
         brig_http_error(r, err);
         return -1;
     }
@@ -205,6 +264,8 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/sandboxes", h_sandbox_list, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}", h_sandbox_get, 0, NULL, NULL},
     {"DELETE", "/v1/sandboxes/{id}", h_sandbox_delete, 0, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/timeout", h_sandbox_timeout, 0, NULL, NULL},
+    {"GET", "/v1/sandboxes/{id}/network-log", h_network_log, 0, NULL, NULL},
     {"POST", "/v1/sandboxes/{id}/exec", api_exec, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/processes", api_proc_list, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/processes/{pid}", api_proc_get, 0, NULL, NULL},
@@ -226,6 +287,19 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/sandboxes/{id}/files/tar", api_tar_get, 0, NULL, NULL},
     {"GET", "/v1/templates", h_template_list, 0, NULL, NULL},
     {"GET", "/v1/tariffs", h_tariffs, 0, NULL, NULL},
-    {"POST", "/v1/templates/{name}/build", h_template_build, ROUTE_ADMIN, NULL, NULL},
+    {"POST", "/v1/templates/{name}/build", h_template_build, ROUTE_OPERATOR, NULL, NULL},
+    {"POST", "/v1/accounts", api_account_create, ROUTE_OPERATOR, NULL, NULL},
+    {"POST", "/v1/accounts/{id}/credits", api_account_credit, ROUTE_OPERATOR, NULL, NULL},
+    {"GET", "/v1/account", api_account_get, 0, NULL, NULL},
+    {"PATCH", "/v1/account", api_account_patch, ROUTE_ADMIN, NULL, NULL},
+    {"POST", "/v1/projects", api_project_create, ROUTE_ADMIN, NULL, NULL},
+    {"GET", "/v1/projects", api_project_list, 0, NULL, NULL},
+    {"GET", "/v1/projects/{id}", api_project_get, 0, NULL, NULL},
+    {"PATCH", "/v1/projects/{id}", api_project_patch, ROUTE_ADMIN, NULL, NULL},
+    {"POST", "/v1/projects/{id}/keys", api_key_create, ROUTE_ADMIN, NULL, NULL},
+    {"DELETE", "/v1/projects/{id}/keys/{key}", api_key_delete, ROUTE_ADMIN, NULL, NULL},
+    {"GET", "/v1/projects/{id}/secrets", api_secret_list, ROUTE_ADMIN, NULL, NULL},
+    {"PUT", "/v1/projects/{id}/secrets/{name}", api_secret_put, ROUTE_ADMIN, NULL, NULL},
+    {"DELETE", "/v1/projects/{id}/secrets/{name}", api_secret_delete, ROUTE_ADMIN, NULL, NULL},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };

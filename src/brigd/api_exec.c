@@ -13,8 +13,9 @@
 #include "api_internal.h"
 #include "log.h"
 #include "request.h"
+#include "redact.h"
 #include "stream.h"
-
+#include "vault.h"
 /* Sets key to the text, or to base64 with "<key>_encoding":"base64" when the
  * bytes are not valid UTF-8 (JSON strings can only carry text). */
 static void set_output(json_t *obj, const char *key, const brig_buf *b)
@@ -89,9 +90,12 @@ static void start_stream(brig_req *r, brig_stream *s)
     brig_http_response(r, 200, brig_stream_response(s));
 }
 
-static void exec_streamed(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int fd)
+/* Takes red. */
+static void exec_streamed(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int fd,
+                          brig_redactor *red)
 {
     brig_stream *s = brig_xcalloc(1, sizeof(*s));
+    brig_stream_redact(s, red);
     s->d = r->d;
     s->sb = sb;
     s->fd = fd;
@@ -140,7 +144,8 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
 
 void api_exec(brig_req *r)
 {
-    json_t *body = NULL, *env = NULL;
+    json_t *body = NULL, *env = NULL, *secrets = NULL;
+    brig_redactor *red = NULL;
     brig_error *err = NULL;
     brig_exec_req req;
     memset(&req, 0, sizeof(req));
@@ -155,7 +160,10 @@ void api_exec(brig_req *r)
     int fd = api_open_agent(r, &sb);
     if (fd < 0)
         goto out;
-    env = brig_sandbox_command_env(sb, req.env);
+    secrets = brig_sandbox_secrets(r->d, sb);
+    red = brig_redactor_new(secrets);
+    env = brig_sandbox_command_env(sb, secrets, req.env);
+    brig_vault_wipe(secrets);
     if (env)
         req.env = env;
     if (req.background) {
@@ -163,7 +171,8 @@ void api_exec(brig_req *r)
         goto out;
     }
     if (wants_ndjson(r)) {
-        exec_streamed(r, &req, sb, fd);
+        exec_streamed(r, &req, sb, fd, red);
+        red = NULL; /* the stream owns it */
         goto out;
     }
     brig_exec_result res;
@@ -176,6 +185,8 @@ void api_exec(brig_req *r)
         brig_http_error(r, err);
         goto out;
     }
+    brig_redact_buf(red, &res.out);
+    brig_redact_buf(red, &res.err);
     json_t *out = json_pack("{s:i, s:b, s:I}", "exit_code", res.exit_code, "timed_out",
                             res.timed_out, "duration_ms", (json_int_t)res.duration_ms);
     json_object_set_new(out, "signal", res.signal ? json_integer(res.signal) : json_null());
@@ -189,7 +200,8 @@ void api_exec(brig_req *r)
     brig_http_json(r, 200, out);
 out:
     brig_exec_req_dispose(&req);
-    json_decref(env);
+    brig_redactor_free(red);
+    brig_vault_wipe(env);
     json_decref(body);
 }
 
@@ -247,6 +259,9 @@ void api_proc_output(brig_req *r)
     s->sb = sb;
     s->fd = fd;
     s->client_fd = -1;
+    json_t *secrets = brig_sandbox_secrets(r->d, sb);
+    brig_stream_redact(s, brig_redactor_new(secrets));
+    brig_vault_wipe(secrets);
     brig_error *err = NULL;
     json_t *req = json_pack("{s:s, s:i, s:b}", "op", "proc_output", "pid", pid, "follow", follow);
     int rc = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, req, &err);

@@ -49,6 +49,20 @@ void api_files_mkdir(brig_req *r);
 void api_tar_put_begin(brig_req *r);
 void api_tar_get(brig_req *r);
 
+void api_account_create(brig_req *r);
+void api_account_credit(brig_req *r);
+void api_account_get(brig_req *r);
+void api_account_patch(brig_req *r);
+void api_project_create(brig_req *r);
+void api_project_list(brig_req *r);
+void api_project_get(brig_req *r);
+void api_project_patch(brig_req *r);
+void api_key_create(brig_req *r);
+void api_key_delete(brig_req *r);
+void api_secret_list(brig_req *r);
+void api_secret_put(brig_req *r);
+void api_secret_delete(brig_req *r);
+
 /* Shared by uploads (files, tar, process stdin): a body streamed to the agent. */
 void api_upload_body(brig_req *r, const char *data, size_t n);
 void api_upload_end(brig_req *r);

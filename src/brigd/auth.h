@@ -1,23 +1,50 @@
 /*
- * auth.h - API keys: bootstrap of the first admin key and request authentication.
+ * auth.h - API keys: who is calling, and what they may see.
  *
  * Keys are "brig_" + 256 random bits; the store keeps only their BLAKE2b hash, so
- * a leaked database file yields no usable key.  Scopes: "admin" (everything) and
- * "sandbox" (sandboxes only; what an agent gets).
+ * a leaked database file yields no usable key.  Scopes:
+ *   operator  the server's own key (operator.key): manages accounts and credits,
+ *             nothing inside an account
+ *   admin     an account's administrator: every project of the account, its
+ *             policies, secrets and keys
+ *   sandbox   what an agent gets: create, use and delete the sandboxes of one
+ *             project; never policies, secrets or keys
  */
 #ifndef BRIG_AUTH_H
 #define BRIG_AUTH_H
 
-#include "error.h"
-#include "server.h"
-#include "store.h"
+#include <stdbool.h>
 
-/* On first start (no keys): creates the first account and its admin key, writes
- * the key to <state-dir>/admin.key (0600) and prints it with a quick start. */
+#include "error.h"
+#include "id.h"
+#include "server.h"
+
+typedef struct brig_caller {
+    char key_id[BRIG_ID_MAX];
+    char account_id[BRIG_ID_MAX]; /* "" for the operator */
+    char project_id[BRIG_ID_MAX]; /* the key's project ("" for the operator) */
+    char scope[16];               /* "operator" | "admin" | "sandbox" */
+} brig_caller;
+
+/* On first start: the operator key (operator.key), the first account with its
+ * default project and admin key (admin.key, printed once with a quick start). */
 int brig_auth_bootstrap(brigd *d, brig_error **err);
 
 /* Checks an Authorization header value; BRIG_E_UNAUTHORIZED when it is missing,
  * malformed or unknown. */
-int brig_auth_check(brigd *d, const char *authorization, brig_key_row *out, brig_error **err);
+int brig_auth_check(brigd *d, const char *authorization, brig_caller *out, brig_error **err);
+
+/* Creates a key of scope for project_id of account_id; *key is the secret (shown
+ * once, caller frees). */
+int brig_auth_key_create(brigd *d, const char *account_id, const char *project_id,
+                         const char *scope, char key_id[BRIG_ID_MAX], char **key, brig_error **err);
+
+/* May this caller see a thing of account_id / project_id? */
+bool brig_caller_sees(const brig_caller *c, const char *account_id, const char *project_id);
+
+static inline bool brig_caller_is(const brig_caller *c, const char *scope)
+{
+    return __builtin_strcmp(c->scope, scope) == 0;
+}
 
 #endif

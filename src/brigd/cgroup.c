@@ -4,6 +4,7 @@
 #include "cgroup.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -27,9 +28,51 @@ static int refuse(brig_error **err)
                           "refusing to run sandboxes without limits");
 }
 
-static brig_cgroup_ops v1 = {.name = "v1", .check = ok};
-static brig_cgroup_ops v2 = {.name = "v2", .check = ok};
-static const brig_cgroup_ops none = {.name = "none", .check = refuse};
+static int64_t read_first_int(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    char line[256];
+    int64_t v = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (key == NULL) {
+            v = strtoll(line, NULL, 10);
+            break;
+        }
+        size_t kl = strlen(key);
+        if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
+            v = strtoll(line + kl + 1, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
+/* The sandbox cgroups live at /brig/<id> (the OCI cgroupsPath). */
+static int64_t v1_cpu_ns(const char *id)
+{
+    _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/cpuacct/brig/%s/cpuacct.usage", id);
+    return read_first_int(p, NULL);
+}
+
+static int64_t v2_cpu_ns(const char *id)
+{
+    _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/brig/%s/cpu.stat", id);
+    int64_t us = read_first_int(p, "usage_usec");
+    return us < 0 ? -1 : us * 1000;
+}
+
+static int64_t no_cpu(const char *id)
+{
+    (void)id;
+    return -1;
+}
+
+static brig_cgroup_ops v1 = {.name = "v1", .check = ok, .cpu_ns = v1_cpu_ns};
+static brig_cgroup_ops v2 = {.name = "v2", .check = ok, .cpu_ns = v2_cpu_ns};
+static const brig_cgroup_ops none = {.name = "none", .check = refuse, .cpu_ns = no_cpu};
 
 static bool exists(const char *root, const char *rel)
 {

@@ -11,15 +11,17 @@
 #define BRIG_CGROUP_H
 
 #include <stdbool.h>
-
+#include <stdint.h>
 #include "error.h"
 
 typedef struct brig_cgroup_ops {
     const char *name; /* "v1" | "v2" | "none" */
     bool swap_limit;  /* swap can be limited (memsw on v1, memory.swap.max on v2) */
-    bool io_weight;   /* a proportional I/O weight is available */
-    /* 0 when sandboxes may start, -1 with the reason otherwise. */
+    bool io_weight; /* a proportional I/O weight is available */ /* 0 when sandboxes may start, -1
+                                                                    with the reason otherwise. */
     int (*check)(brig_error **err);
+    /* CPU time used by a sandbox's cgroup so far, in ns (-1 when unknown). */
+    int64_t (*cpu_ns)(const char *id);
 } brig_cgroup_ops;
 
 /* Detects the host's hierarchy (under root, normally /sys/fs/cgroup). */

@@ -4,10 +4,12 @@
  * The INI file has one [brigd] section whose keys are the long flag names with
  * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
- * (seconds), output_limit_bytes, max_file_bytes, pids_limit,
- * uid_base, uid_ranges, default_tariff, log_level.
- * Tariffs are sections [tariff.NAME] with vcpus, memory_mib, disk_mib and
- * price_micro_usd_per_second; small, medium and large exist by default.
+ * (seconds), output_limit_bytes, max_file_bytes, pids_limit, * uid_base, uid_ranges,
+ * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes, and in
+ * seconds: create_queue_timeout, idle_timeout_default, idle_timeout_max, lifetime_default,
+ * lifetime_max, cpu_abuse_window, billing_interval, retention. Tariffs are sections [tariff.NAME]
+ * with vcpus, memory_mib, disk_mib and price_micro_usd_per_second; small, medium and large exist by
+ * default.
  */
 #include "config.h"
 
@@ -55,6 +57,7 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"default_template", &cfg->default_template},
         {"log_level", &cfg->log_level},
         {"default_tariff", &cfg->default_tariff},
+        {"net_pool", &cfg->net_pool},
     };
     struct {
         const char *name;
@@ -68,6 +71,17 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
         {"uid_base", &cfg->uid_base, 65536, INT64_C(1) << 31, 1},
         {"uid_ranges", &cfg->uid_ranges, 1, 1 << 14, 1},
+        {"initial_credit_micro_usd", &cfg->initial_credit_micro_usd, 0, INT64_C(1) << 50, 1},
+        {"max_live_per_account", &cfg->max_live_per_account, 1, 1 << 20, 1},
+        {"max_sandboxes", &cfg->max_sandboxes, 1, 1 << 20, 1},
+        {"create_queue_timeout", &cfg->create_queue_timeout_ms, 0, 3600, 1000},
+        {"idle_timeout_default", &cfg->idle_timeout_default_ms, 1, 7 * 86400, 1000},
+        {"idle_timeout_max", &cfg->idle_timeout_max_ms, 1, 30 * 86400, 1000},
+        {"lifetime_default", &cfg->lifetime_default_ms, 1, 30 * 86400, 1000},
+        {"lifetime_max", &cfg->lifetime_max_ms, 1, 365 * 86400, 1000},
+        {"cpu_abuse_window", &cfg->cpu_abuse_window_ms, 1, 7 * 86400, 1000},
+        {"billing_interval", &cfg->billing_interval_ms, 1, 3600, 1000},
+        {"retention", &cfg->retention_ms, 0, 365 * 86400, 1000},
     };
     for (size_t i = 0; i < BRIG_ARRAY_LEN(strs); i++) {
         if (strcmp(key, strs[i].name) == 0) {
@@ -207,6 +221,18 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     memcpy(cfg->tariffs, defaults, sizeof(defaults));
     cfg->n_tariffs = (int)BRIG_ARRAY_LEN(defaults);
     cfg->default_tariff = brig_xstrdup("small");
+    cfg->initial_credit_micro_usd = 1000000;
+    cfg->max_live_per_account = 20;
+    cfg->max_sandboxes = 500;
+    cfg->create_queue_timeout_ms = 30000;
+    cfg->idle_timeout_default_ms = 300000;
+    cfg->idle_timeout_max_ms = 86400000;
+    cfg->lifetime_default_ms = 3600000;
+    cfg->lifetime_max_ms = 86400000;
+    cfg->cpu_abuse_window_ms = 900000;
+    cfg->billing_interval_ms = 10000;
+    cfg->retention_ms = INT64_C(7) * 86400000;
+    cfg->net_pool = brig_xstrdup("10.201.0.0/16");
     cfg->uid_base = 10000000;
     cfg->uid_ranges = 4096;
     cfg->ready_fd = -1;
@@ -299,6 +325,9 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
         if (apply(cfg, key, optarg, err) < 0)
             return -1;
     }
+    if (cfg->idle_timeout_default_ms > cfg->idle_timeout_max_ms ||
+        cfg->lifetime_default_ms > cfg->lifetime_max_ms)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "a default exceeds its maximum");
     if (brig_config_tariff(cfg, cfg->default_tariff) == NULL)
         return brig_error_set(err, BRIG_E_INVALID, 0, "default_tariff '%s' is not a tariff",
                               cfg->default_tariff);
@@ -321,5 +350,6 @@ void brig_config_dispose(brig_config *cfg)
     free(cfg->default_template);
     free(cfg->log_level);
     free(cfg->default_tariff);
+    free(cfg->net_pool);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -37,10 +37,22 @@ typedef struct brig_config {
     int64_t uid_ranges;                    /* how many 65536-id ranges (max live sandboxes) */
     brig_tariff tariffs[BRIG_MAX_TARIFFS]; /* [tariff.NAME] sections; small/medium/large */
     int n_tariffs;
-    char *default_tariff; /* "small" */
-    int print_routes;     /* --print-routes: print the route table and exit */
-    int ready_fd;         /* write "ready ADDR\n" here when listening; -1 */
-    char *log_level;      /* debug | info | warn | error */
+    char *default_tariff;             /* "small" */
+    int64_t initial_credit_micro_usd; /* a new account's credit; $1 */
+    int64_t max_live_per_account;     /* live sandboxes per account; 20 */
+    int64_t max_sandboxes;            /* live sandboxes on this host; 500 */
+    int64_t create_queue_timeout_ms;  /* how long a create waits for host capacity; 30 s */
+    int64_t idle_timeout_default_ms;  /* 5 min */
+    int64_t idle_timeout_max_ms;      /* 24 h */
+    int64_t lifetime_default_ms;      /* 1 h */
+    int64_t lifetime_max_ms;          /* 24 h */
+    int64_t cpu_abuse_window_ms;      /* 15 min */
+    int64_t billing_interval_ms;      /* incremental charges; 10 s */
+    int64_t retention_ms;             /* ended sandboxes stay queryable; 7 days */
+    char *net_pool;                   /* sandbox link addresses; "10.201.0.0/16" */
+    int print_routes;                 /* --print-routes: print the route table and exit */
+    int ready_fd;                     /* write "ready ADDR\n" here when listening; -1 */
+    char *log_level;                  /* debug | info | warn | error */
 } brig_config;
 
 /* The tariff called name, or NULL. */

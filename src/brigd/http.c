@@ -157,11 +157,21 @@ static void begin(brig_req *r, const brig_route *routes, const char *url)
         brig_error *err = NULL;
         const char *auth =
             MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        if (brig_auth_check(r->d, auth, &r->key, &err) < 0) {
+        if (brig_auth_check(r->d, auth, &r->caller, &err) < 0) {
             brig_http_error(r, err);
             return;
         }
-        if ((r->route->flags & ROUTE_ADMIN) && strcmp(r->key.scope, "admin") != 0) {
+        bool op = brig_caller_is(&r->caller, "operator");
+        if ((r->route->flags & ROUTE_OPERATOR) && !op) {
+            brig_http_fail(r, BRIG_E_FORBIDDEN, "this operation needs the operator key");
+            return;
+        }
+        if (!(r->route->flags & ROUTE_OPERATOR) && op) {
+            brig_http_fail(r, BRIG_E_FORBIDDEN,
+                           "the operator key manages accounts; use an account's key for this");
+            return;
+        }
+        if ((r->route->flags & ROUTE_ADMIN) && !brig_caller_is(&r->caller, "admin")) {
             brig_http_fail(r, BRIG_E_FORBIDDEN, "this operation needs an admin-scoped API key");
             return;
         }

@@ -17,6 +17,7 @@
 
 #include "error.h"
 #include "server.h"
+#include "auth.h"
 #include "store.h"
 #include "util.h"
 
@@ -25,9 +26,11 @@
 typedef struct brig_req brig_req;
 
 enum {
-    ROUTE_PUBLIC = 1 << 0,      /* no API key needed */
-    ROUTE_STREAM_BODY = 1 << 1, /* body handed to on_body in chunks, not buffered */
-    ROUTE_ADMIN = 1 << 2,       /* admin-scoped keys only */
+    ROUTE_PUBLIC = 1 << 0, /* no API key needed */
+    ROUTE_STREAM_BODY = 1 << 1,
+    /* body handed to on_body in chunks, not buffered */ ROUTE_ADMIN =
+        1 << 2,              /* admin-scoped keys only (an account's administrator) */
+    ROUTE_OPERATOR = 1 << 3, /* the operator key only (accounts, credits) */
 };
 
 typedef struct brig_route {
@@ -47,7 +50,7 @@ struct brig_req {
     const brig_route *route;
     const char *method;
     char params[2][96]; /* values of the pattern's {…} segments, in order */
-    brig_key_row key;   /* the authenticated caller */
+    brig_caller caller; /* the authenticated caller */
     brig_buf body;      /* buffered body (JSON routes) */
     bool too_large;     /* body exceeded BRIG_HTTP_BODY_MAX */
     struct MHD_Response *resp;

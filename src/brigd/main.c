@@ -8,6 +8,7 @@
  * On shutdown, running sandboxes are left alone: the next start re-attaches them.
  */
 #include <errno.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,9 @@
 #include "cgroup.h"
 #include "config.h"
 #include "http.h"
+#include "lifecycle.h"
+#include "net/net.h"
+#include "vault.h"
 #include "log.h"
 #include "proc.h"
 #include "sandbox.h"
@@ -65,9 +69,23 @@ static int run(brigd *d, int sigfd, brig_error **err)
                               .agent_path = d->cfg.agent_path,
                               .oci_runtime = d->cfg.oci_runtime,
                               .cgroup = d->cgroup};
+    if (brig_vault_open(&d->vault, d->cfg.state_dir, err) < 0)
+        return -1;
     if (brig_runtime_oci_new(&rc, &d->rt, err) < 0)
         return -1;
+    /* Networking is optional: without it sandboxes keep an isolated namespace
+     * with loopback only (no egress at all), never an unfiltered one. */
+    brig_net_config nc = {.state_dir = d->cfg.state_dir, .pool = d->cfg.net_pool};
+    brig_error *nerr = NULL;
+    if (brig_net_new(&nc, &d->net, &nerr) < 0) {
+        brig_warn("networking off: %s", nerr->msg);
+        brig_error_clear(&nerr);
+        d->net = NULL;
+    }
+    brig_admission_init(&d->admission, d->cfg.max_sandboxes);
     brig_sandbox_reconcile(d);
+    if (brig_lifecycle_start(d, err) < 0)
+        return -1;
     if (brig_http_start(d, brig_api_routes, err) < 0)
         return -1;
     if (brig_auth_bootstrap(d, err) < 0)
@@ -93,7 +111,10 @@ int main(int argc, char **argv)
     pthread_mutex_init(&d.lock, NULL);
     brig_error *err = NULL;
     brig_log_init("brigd", BRIG_LOG_INFO);
-
+    if (sodium_init() < 0) {
+        fprintf(stderr, "brigd: libsodium cannot initialise\n");
+        return 1;
+    }
     /* Before any thread: SIGCHLD belongs to the reaper, SIGTERM/SIGINT to us. */
     signal(SIGPIPE, SIG_IGN);
     sigset_t stop;
@@ -136,11 +157,15 @@ int main(int argc, char **argv)
         brig_err("%s", err->msg);
         brig_error_clear(&err);
     }
-
     brig_http_stop(&d);
+    brig_lifecycle_stop(&d);
     if (d.rt)
         brig_sandbox_forget_all(&d);
+    brig_net_free(d.net);
     brig_runtime_free(d.rt);
+    brig_vault_close(d.vault);
+    if (d.store)
+        brig_admission_dispose(&d.admission);
     brig_store_close(d.store);
     brig_proc_shutdown();
     free(d.base_url);

@@ -1,20 +1,31 @@
 /*
  * sandbox.c - sandbox lifecycle (see sandbox.h).
  *
- * Order of a create, so that a crash at any point is cleaned up by reconcile:
- * store row (creating) -> list entry -> runtime create -> store row (running).
- * Order of a delete: unlist (no new borrowers) -> runtime destroy (kills every
- * process; in-flight requests see their agent connection close) -> store row
- * (deleted) -> the handle is freed by the last borrower.
+ * Order of a create, so that a failure or a crash at any point is cleaned up:
+ * limits (balance, spend, concurrency) -> host capacity slot -> secrets sealed
+ * under the sandbox id -> store row (creating) -> list entry -> runtime create
+ * -> network attach -> store row (running).
+ * Order of a delete: unlist (no new borrowers) -> network detach -> runtime
+ * destroy (kills every process; in-flight requests see their agent connection
+ * close) -> final charge -> store row (deleted, with its reason) -> secrets
+ * wiped -> uid range and capacity slot returned; the handle is freed by the
+ * last borrower.
  */
 #include "sandbox.h"
 
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "agentc.h"
+#include "billing.h"
 #include "log.h"
 #include "template.h"
+#include "tenants.h"
 #include "util.h"
+#include "vault.h"
+
+#define UID_RANGE 65536
 
 void brig_format_time(int64_t ms, char out[32])
 {
@@ -27,8 +38,17 @@ void brig_format_time(int64_t ms, char out[32])
     snprintf(out, 32, "%.31s", tmp);
 }
 
-/* The API's view of a sandbox; needs d->lock (for state). */
-static json_t *sandbox_json_locked(const brig_sandbox *sb)
+static json_t *time_or_null(int64_t ms)
+{
+    if (ms <= 0)
+        return json_null();
+    char buf[32];
+    brig_format_time(ms, buf);
+    return json_string(buf);
+}
+
+/* The API's view of a live sandbox; needs d->lock. */
+static json_t *sandbox_json_locked(brigd *d, const brig_sandbox *sb)
 {
     char created[32];
     brig_format_time(sb->created_at, created);
@@ -36,28 +56,22 @@ static json_t *sandbox_json_locked(const brig_sandbox *sb)
     const char *k;
     json_t *v;
     json_object_foreach(sb->env, k, v) json_array_append_new(env_names, json_string(k));
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", sb->id, "template", sb->template,
-                     "tariff", sb->tariff, "state", sb->state, "created_at", created, "env",
-                     env_names);
+    int64_t idle_at = sb->idle_timeout_ms ? sb->last_activity + sb->idle_timeout_ms : 0;
+    (void)d;
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o}", "id", sb->id,
+                     "project_id", sb->project_id, "template", sb->template, "tariff", sb->tariff,
+                     "state", sb->state, "created_at", created, "env", env_names, "idle_timeout",
+                     (json_int_t)(sb->idle_timeout_ms / 1000), "price_micro_usd_per_second",
+                     (json_int_t)sb->price, "expires_at", time_or_null(sb->expires_at),
+                     "idle_expires_at", time_or_null(idle_at));
 }
 
-json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb)
+static void add_secret_names(brigd *d, const char *id, json_t *j)
 {
-    pthread_mutex_lock(&d->lock);
-    json_t *j = sandbox_json_locked(sb);
-    pthread_mutex_unlock(&d->lock);
-    return j;
+    json_object_set_new(j, "secrets", brig_vault_names(d->store, id));
 }
 
-json_t *brig_sandbox_command_env(const brig_sandbox *sb, json_t *request_env)
-{
-    if (json_object_size(sb->env) == 0 && json_object_size(request_env) == 0)
-        return NULL;
-    json_t *env = sb->env ? json_copy(sb->env) : json_object();
-    if (request_env)
-        json_object_update(env, request_env);
-    return env;
-}
+/* ---- list and references ---------------------------------------------------------- */
 
 static void unlink_locked(brigd *d, brig_sandbox *sb)
 {
@@ -71,13 +85,11 @@ static void unlink_locked(brigd *d, brig_sandbox *sb)
     }
 }
 
-/* Drops one reference; frees the sandbox with the last one. Needs d->lock. */
+/* Drops one reference; returns the sandbox when that was the last. Needs d->lock. */
 static brig_sandbox *unref_locked(brig_sandbox *sb)
 {
     return --sb->refs == 0 ? sb : NULL;
 }
-
-#define UID_RANGE 65536
 
 /* Takes the lowest free uid range; 0 when all are taken. Needs d->lock. */
 static int64_t uid_take_locked(brigd *d)
@@ -112,16 +124,217 @@ void brig_sandbox_put(brigd *d, brig_sandbox *sb)
     if (sb == NULL)
         return;
     pthread_mutex_lock(&d->lock);
+    sb->active_ops--;
+    sb->last_activity = brig_now_real_ms();
     brig_sandbox *dead = unref_locked(sb);
     pthread_mutex_unlock(&d->lock);
     if (dead)
         sandbox_free(d, dead);
 }
 
-int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opts *opts,
-                        json_t **out, brig_error **err)
+/* Finds a live sandbox the caller may see (any state). Needs d->lock. */
+static brig_sandbox *find_locked(brigd *d, const brig_caller *c, const char *id)
+{
+    for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        if (strcmp(sb->id, id) == 0 &&
+            (c == NULL || brig_caller_sees(c, sb->account_id, sb->project_id)))
+            return sb;
+    return NULL;
+}
+
+int brig_sandbox_get(brigd *d, const brig_caller *c, const char *id, brig_sandbox **out,
+                     brig_error **err)
+{
+    pthread_mutex_lock(&d->lock);
+    brig_sandbox *sb = find_locked(d, c, id);
+    if (sb && strcmp(sb->state, "running") == 0) {
+        sb->refs++;
+        sb->active_ops++;
+        sb->last_activity = brig_now_real_ms();
+        pthread_mutex_unlock(&d->lock);
+        *out = sb;
+        return 0;
+    }
+    pthread_mutex_unlock(&d->lock);
+    /* Same answer for "never existed" and "someone else's": ids leak nothing. */
+    return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+}
+
+int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err)
+{
+    return d->rt->ops->connect(d->rt, sb->rt, err);
+}
+
+json_t *brig_sandbox_secrets(brigd *d, const brig_sandbox *sb)
+{
+    json_t *secrets = NULL;
+    brig_error *err = NULL;
+    if (brig_vault_open_all(d->vault, d->store, sb->id, &secrets, &err) < 0) {
+        brig_err("sandbox %s: %s", sb->id, err->msg);
+        brig_error_clear(&err);
+        return NULL;
+    }
+    if (json_object_size(secrets) == 0) {
+        json_decref(secrets);
+        return NULL;
+    }
+    return secrets;
+}
+
+json_t *brig_sandbox_command_env(const brig_sandbox *sb, json_t *secrets, json_t *request_env)
+{
+    if (json_object_size(sb->env) == 0 && json_object_size(secrets) == 0 &&
+        json_object_size(request_env) == 0)
+        return NULL;
+    /* Deep copies: the caller wipes this object, which must not scrub the
+     * strings of the sandbox's env or of the request it came from. */
+    json_t *env = sb->env ? json_deep_copy(sb->env) : json_object();
+    json_t *layers[] = {secrets, request_env};
+    for (size_t i = 0; i < 2; i++) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(layers[i], k, v) json_object_set_new(env, k, json_deep_copy(v));
+    }
+    return env;
+}
+
+int brig_sandbox_count(brigd *d, const char *account_id)
+{
+    int n = 0;
+    pthread_mutex_lock(&d->lock);
+    for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        n += strcmp(sb->account_id, account_id) == 0;
+    pthread_mutex_unlock(&d->lock);
+    return n;
+}
+
+/* ---- admission --------------------------------------------------------------------- */
+
+static int check_limits(brigd *d, const char *account_id, brig_error **err)
+{
+    brig_account_limits l;
+    if (brig_account_limits_get(d, account_id, &l, err) < 0)
+        return -1;
+    char a[32], b[32], when[32];
+    if (l.balance <= 0) {
+        brig_money_format(l.balance, a);
+        return brig_error_set(err, BRIG_E_PAYMENT, 0,
+                              "the account's balance is %s: add credit to create sandboxes", a);
+    }
+    int64_t now = brig_now_real_ms(), spent = 0;
+    if (l.daily_limit >= 0) {
+        if (brig_billing_spent(d, account_id, brig_day_start(now), INT64_MAX, &spent, err) < 0)
+            return -1;
+        if (spent >= l.daily_limit) {
+            brig_money_format(l.daily_limit, a);
+            brig_money_format(spent, b);
+            brig_format_time(brig_next_day(now), when);
+            return brig_error_set(err, BRIG_E_LIMIT, 0,
+                                  "daily spend limit of %s reached (%s spent today); it resets "
+                                  "at %s",
+                                  a, b, when);
+        }
+    }
+    if (l.monthly_limit >= 0) {
+        if (brig_billing_spent(d, account_id, brig_month_start(now), INT64_MAX, &spent, err) < 0)
+            return -1;
+        if (spent >= l.monthly_limit) {
+            brig_money_format(l.monthly_limit, a);
+            brig_money_format(spent, b);
+            brig_format_time(brig_next_month(now), when);
+            return brig_error_set(err, BRIG_E_LIMIT, 0,
+                                  "monthly spend limit of %s reached (%s spent this month); it "
+                                  "resets at %s",
+                                  a, b, when);
+        }
+    }
+    if (brig_sandbox_count(d, account_id) >= l.max_live)
+        return brig_error_set(err, BRIG_E_LIMIT, 0,
+                              "concurrency limit reached: the account may have %lld live "
+                              "sandboxes; delete one first",
+                              (long long)l.max_live);
+    return 0;
+}
+
+/* ---- create ------------------------------------------------------------------------- */
+
+/* Seals the sandbox's secrets (inline values and project references). */
+static int seal_secrets(brigd *d, const char *id, const char *project_id,
+                        const brig_sandbox_opts *o, brig_error **err)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach(o->secrets, name, v)
+    {
+        if (!json_is_string(v))
+            return brig_error_set(err, BRIG_E_INVALID, 0, "secret '%.64s' must be a string", name);
+        if (brig_vault_put(d->vault, d->store, id, name, json_string_value(v),
+                           json_string_length(v), err) < 0)
+            return -1;
+    }
+    if (o->secret_refs &&
+        brig_vault_copy(d->vault, d->store, project_id, id, o->secret_refs, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* Connects the sandbox to the network and tells it its resolver. */
+static int attach_network(brigd *d, brig_sandbox *sb, brig_error **err)
+{
+    if (d->net == NULL)
+        return 0;
+    json_t *ej = brig_project_egress(d, sb->project_id);
+    brig_egress pol;
+    if (ej == NULL || brig_egress_from_json(ej, &pol, err) < 0) {
+        json_decref(ej);
+        if (err && *err == NULL)
+            brig_error_set(err, BRIG_E_INTERNAL, 0, "project %s has no egress policy",
+                           sb->project_id);
+        return -1;
+    }
+    json_decref(ej);
+    int fd = d->rt->ops->netns(d->rt, sb->rt, err);
+    char *resolv = NULL;
+    int r = fd < 0 ? -1 : brig_net_attach(d->net, sb->id, fd, &pol, &sb->net, &resolv, err);
+    if (fd >= 0)
+        close(fd);
+    brig_egress_dispose(&pol);
+    if (r == 0 && resolv) {
+        int afd = brig_sandbox_connect(d, sb, err);
+        r = afd < 0 ? -1 : brig_agentc_write_begin(afd, "/etc/resolv.conf", 0644, err);
+        if (r == 0)
+            r = brig_agentc_write_chunk(afd, resolv, strlen(resolv), err);
+        if (r == 0)
+            r = brig_agentc_write_end(afd, NULL, err);
+        if (afd >= 0)
+            close(afd);
+    }
+    free(resolv);
+    return r;
+}
+
+int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts *opts, json_t **out,
+                        brig_error **err)
 {
     const char *tname = opts->template ? opts->template : d->cfg.default_template;
+    const char *tariff_name = opts->tariff ? opts->tariff : d->cfg.default_tariff;
+    const brig_tariff *tariff = brig_config_tariff(&d->cfg, tariff_name);
+    if (tariff == NULL)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "no tariff named '%.32s' (see GET /v1/tariffs)", tariff_name);
+    const char *project = c->project_id;
+    if (opts->project_id) {
+        json_t *p = NULL;
+        if (!brig_caller_is(c, "admin") && strcmp(opts->project_id, c->project_id) != 0)
+            return brig_error_set(err, BRIG_E_FORBIDDEN, 0,
+                                  "a sandbox-scoped key creates sandboxes in its own project only");
+        if (brig_project_get(d, c, opts->project_id, &p, err) < 0) {
+            (*err)->kind = BRIG_E_INVALID;
+            return -1;
+        }
+        json_decref(p);
+        project = opts->project_id;
+    }
     brig_template t;
     if (brig_template_lookup(&d->cfg, tname, &t, err) < 0) {
         if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
@@ -134,61 +347,70 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
                               "template '%s' is not built yet: run `brig template build %s`", tname,
                               tname);
     }
-    const char *tariff_name = opts->tariff ? opts->tariff : d->cfg.default_tariff;
-    const brig_tariff *tariff = brig_config_tariff(&d->cfg, tariff_name);
-    if (tariff == NULL) {
+    if (check_limits(d, c->account_id, err) < 0 ||
+        brig_admission_take(&d->admission, c->account_id, d->cfg.create_queue_timeout_ms, err) <
+            0) {
         brig_template_dispose(&t);
-        return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "no tariff named '%.32s' (see GET /v1/tariffs)", tariff_name);
+        return -1;
     }
+
     brig_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
     brig_id_new("sbx", sb->id);
-    snprintf(sb->tariff, sizeof(sb->tariff), "%s", tariff->name);
-    sb->env = opts->env && json_object_size(opts->env) ? json_deep_copy(opts->env) : NULL;
-    snprintf(sb->account_id, sizeof(sb->account_id), "%s", account_id);
+    snprintf(sb->account_id, sizeof(sb->account_id), "%s", c->account_id);
+    snprintf(sb->project_id, sizeof(sb->project_id), "%s", project);
     snprintf(sb->template, sizeof(sb->template), "%s", t.name);
     memcpy(sb->template_key, t.key, sizeof(sb->template_key));
-    sb->created_at = brig_now_real_ms();
+    snprintf(sb->tariff, sizeof(sb->tariff), "%s", tariff->name);
+    sb->price = tariff->price_micro_usd;
+    sb->vcpus = tariff->vcpus;
+    sb->env = opts->env && json_object_size(opts->env) ? json_deep_copy(opts->env) : NULL;
+    sb->created_at = sb->last_activity = brig_now_real_ms();
+    sb->idle_timeout_ms =
+        opts->idle_timeout_ms ? opts->idle_timeout_ms : d->cfg.idle_timeout_default_ms;
+    sb->expires_at = sb->created_at +
+                     (opts->max_lifetime_ms ? opts->max_lifetime_ms : d->cfg.lifetime_default_ms);
     sb->state = "creating";
     sb->refs = 2; /* the list's and ours */
+    bool listed = false, stored = false;
+    int64_t t0 = brig_now_mono_ms();
+    int r = -1;
+
     pthread_mutex_lock(&d->lock);
     sb->uid_base = uid_take_locked(d);
     pthread_mutex_unlock(&d->lock);
     if (sb->uid_base == 0) {
-        brig_template_dispose(&t);
-        json_decref(sb->env);
-        free(sb);
-        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
-                              "all %lld user-id ranges are in use: too many live sandboxes",
-                              (long long)d->cfg.uid_ranges);
+        brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                       "all %lld user-id ranges are in use: too many live sandboxes",
+                       (long long)d->cfg.uid_ranges);
+        goto out;
     }
-
+    if (seal_secrets(d, sb->id, project, opts, err) < 0)
+        goto out;
     brig_sandbox_row row = {0};
     memcpy(row.id, sb->id, sizeof(row.id));
     memcpy(row.account_id, sb->account_id, sizeof(row.account_id));
+    memcpy(row.project_id, sb->project_id, sizeof(row.project_id));
     memcpy(row.template, sb->template, sizeof(row.template));
     memcpy(row.template_key, sb->template_key, sizeof(row.template_key));
+    memcpy(row.tariff, sb->tariff, sizeof(row.tariff));
     snprintf(row.state, sizeof(row.state), "creating");
     row.created_at = sb->created_at;
     row.uid_base = sb->uid_base;
-    memcpy(row.tariff, sb->tariff, sizeof(row.tariff));
+    row.price = sb->price;
+    row.idle_timeout_ms = sb->idle_timeout_ms;
+    row.expires_at = sb->expires_at;
     row.env_json = sb->env ? json_dumps(sb->env, JSON_COMPACT) : NULL;
     int ins = brig_store_sandbox_insert(d->store, &row, err);
     free(row.env_json);
-    if (ins < 0) {
-        brig_template_dispose(&t);
-        pthread_mutex_lock(&d->lock);
-        uid_mark_locked(d, sb->uid_base, 0);
-        pthread_mutex_unlock(&d->lock);
-        json_decref(sb->env);
-        free(sb);
-        return -1;
-    }
+    if (ins < 0)
+        goto out;
+    stored = true;
     pthread_mutex_lock(&d->lock);
     sb->next = d->sandboxes;
     d->sandboxes = sb;
     d->n_sandboxes++;
     pthread_mutex_unlock(&d->lock);
+    listed = true;
 
     brig_rt_spec spec = {
         .id = sb->id,
@@ -200,92 +422,78 @@ int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opt
         .uid_base = (unsigned)sb->uid_base,
         .uid_size = UID_RANGE,
     };
-    int64_t t0 = brig_now_mono_ms();
     brig_rt_sandbox *h = NULL;
-    int r = d->rt->ops->create(d->rt, &spec, &h, err);
-    brig_template_dispose(&t);
-
-    pthread_mutex_lock(&d->lock);
-    if (r == 0) {
-        sb->rt = h;
-        sb->state = "running";
-    } else {
-        unlink_locked(d, sb);
-        sb->refs = 0;
-        uid_mark_locked(d, sb->uid_base, 0); /* create cleaned up after itself */
+    if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)
+        goto out;
+    sb->rt = h;
+    if (attach_network(d, sb, err) < 0) {
+        brig_error *derr = NULL;
+        if (sb->net)
+            brig_net_detach(d->net, sb->net);
+        sb->net = NULL;
+        if (d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr) < 0) {
+            brig_err("sandbox %s: cleanup: %s", sb->id, derr->msg);
+            brig_error_clear(&derr);
+        }
+        goto out;
     }
+    pthread_mutex_lock(&d->lock);
+    sb->state = "running";
     pthread_mutex_unlock(&d->lock);
+    brig_store_sandbox_set_state(d->store, sb->id, "running", NULL, brig_now_real_ms(), NULL);
+    r = 0;
+    brig_info("sandbox %s: running (%s, %s, %lld ms)", sb->id, sb->template, sb->tariff,
+              (long long)(brig_now_mono_ms() - t0));
+    *out = brig_sandbox_json(d, sb);
+    add_secret_names(d, sb->id, *out);
 
-    if (r < 0) {
+out:
+    brig_template_dispose(&t);
+    if (r == 0) {
+        brig_sandbox_put(d, sb);
+        return 0;
+    }
+    brig_warn("sandbox %s: create failed: %s", sb->id, err && *err ? (*err)->msg : "?");
+    if (stored)
         brig_store_sandbox_set_state(d->store, sb->id, "failed",
                                      err && *err ? (*err)->msg : "create failed",
                                      brig_now_real_ms(), NULL);
-        brig_warn("sandbox %s: create failed: %s", sb->id, err && *err ? (*err)->msg : "?");
-        json_decref(sb->env);
-        free(sb);
-        return -1;
-    }
-    brig_store_sandbox_set_state(d->store, sb->id, "running", NULL, brig_now_real_ms(), NULL);
-    brig_info("sandbox %s: running (%s, %lld ms)", sb->id, sb->template,
-              (long long)(brig_now_mono_ms() - t0));
-    *out = brig_sandbox_json(d, sb);
-    brig_sandbox_put(d, sb);
-    return 0;
-}
-
-int brig_sandbox_get(brigd *d, const char *account_id, const char *id, brig_sandbox **out,
-                     brig_error **err)
-{
+    brig_vault_delete_all(d->store, sb->id);
     pthread_mutex_lock(&d->lock);
-    for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
-        if (strcmp(sb->id, id) == 0 && strcmp(sb->account_id, account_id) == 0 &&
-            strcmp(sb->state, "running") == 0) {
-            sb->refs++;
-            pthread_mutex_unlock(&d->lock);
-            *out = sb;
-            return 0;
-        }
-    }
+    if (listed)
+        unlink_locked(d, sb);
+    uid_mark_locked(d, sb->uid_base, 0); /* create cleaned up after itself */
     pthread_mutex_unlock(&d->lock);
-    /* Same answer for "never existed" and "someone else's": ids leak nothing. */
-    return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+    brig_admission_release(&d->admission);
+    sandbox_free(d, sb);
+    return -1;
 }
 
-int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err)
-{
-    return d->rt->ops->connect(d->rt, sb->rt, err);
-}
+/* ---- delete -------------------------------------------------------------------------- */
 
-int brig_sandbox_delete(brigd *d, const char *account_id, const char *id, const char *reason,
-                        brig_error **err)
+/* Ends a sandbox already unlinked from the list (we hold the list's reference). */
+static void finish(brigd *d, brig_sandbox *sb, const char *reason)
 {
-    brig_sandbox *sb = NULL;
-    pthread_mutex_lock(&d->lock);
-    for (brig_sandbox *s = d->sandboxes; s; s = s->next) {
-        if (strcmp(s->id, id) == 0 && strcmp(s->account_id, account_id) == 0 &&
-            strcmp(s->state, "running") == 0) {
-            sb = s;
-            break;
-        }
-    }
-    if (sb) {
-        sb->state = "deleting";
-        unlink_locked(d, sb); /* the list's reference is now ours */
-    }
-    pthread_mutex_unlock(&d->lock);
-    if (sb == NULL)
-        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
-
     brig_store_sandbox_set_state(d->store, sb->id, "deleting", reason, brig_now_real_ms(), NULL);
     int64_t t0 = brig_now_mono_ms();
+    if (sb->net) {
+        brig_net_detach(d->net, sb->net);
+        sb->net = NULL;
+    }
     brig_error *derr = NULL;
     int r = d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr);
+    int64_t now = brig_now_real_ms();
+    if (brig_billing_charge(d, sb->id, now, true, NULL, &derr) < 0) {
+        brig_err("sandbox %s: final charge: %s", sb->id, derr->msg);
+        brig_error_clear(&derr);
+    }
+    brig_vault_delete_all(d->store, sb->id);
     if (r < 0) {
         /* Left in "deleting": the next start's reconcile retries the cleanup. */
-        brig_err("sandbox %s: destroy: %s", sb->id, derr->msg);
+        brig_err("sandbox %s: destroy: %s", sb->id, derr ? derr->msg : "?");
         brig_error_clear(&derr);
     } else {
-        brig_store_sandbox_set_state(d->store, sb->id, "deleted", reason, brig_now_real_ms(), NULL);
+        brig_store_sandbox_set_state(d->store, sb->id, "deleted", reason, now, NULL);
         brig_info("sandbox %s: deleted (%s, %lld ms)", sb->id, reason,
                   (long long)(brig_now_mono_ms() - t0));
     }
@@ -295,29 +503,218 @@ int brig_sandbox_delete(brigd *d, const char *account_id, const char *id, const 
         uid_mark_locked(d, sb->uid_base, 0);
     brig_sandbox *dead = unref_locked(sb);
     pthread_mutex_unlock(&d->lock);
+    brig_admission_release(&d->admission);
     if (dead)
         sandbox_free(d, dead);
+}
+
+static brig_sandbox *take_for_delete(brigd *d, const brig_caller *c, const char *id)
+{
+    pthread_mutex_lock(&d->lock);
+    brig_sandbox *sb = find_locked(d, c, id);
+    if (sb && strcmp(sb->state, "running") == 0) {
+        sb->state = "deleting";
+        unlink_locked(d, sb); /* the list's reference is now ours */
+    } else {
+        sb = NULL;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return sb;
+}
+
+int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const char *reason,
+                        brig_error **err)
+{
+    brig_sandbox *sb = take_for_delete(d, c, id);
+    if (sb == NULL)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+    finish(d, sb, reason);
     return 0;
 }
 
-json_t *brig_sandbox_list(brigd *d, const char *account_id)
+int brig_sandbox_stop(brigd *d, const char *id, const char *reason)
+{
+    brig_sandbox *sb = take_for_delete(d, NULL, id);
+    if (sb == NULL)
+        return -1;
+    brig_warn("sandbox %s: stopping (%s)", id, reason);
+    finish(d, sb, reason);
+    return 0;
+}
+
+/* ---- queries --------------------------------------------------------------------------- */
+
+json_t *brig_sandbox_list(brigd *d, const brig_caller *c)
 {
     json_t *arr = json_array();
     pthread_mutex_lock(&d->lock);
     for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next)
-        if (strcmp(sb->account_id, account_id) == 0)
-            json_array_append_new(arr, sandbox_json_locked(sb));
+        if (brig_caller_sees(c, sb->account_id, sb->project_id))
+            json_array_append_new(arr, sandbox_json_locked(d, sb));
     pthread_mutex_unlock(&d->lock);
     return arr;
 }
 
-/* ---- reconcile ------------------------------------------------------------- */
+json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb)
+{
+    pthread_mutex_lock(&d->lock);
+    json_t *j = sandbox_json_locked(d, sb);
+    pthread_mutex_unlock(&d->lock);
+    return j;
+}
+
+typedef struct ended {
+    const brig_caller *c;
+    json_t *out;
+    int64_t oldest;
+} ended;
+
+static int ended_row(brig_row *row, void *arg)
+{
+    ended *e = arg;
+    const char *acc = brig_row_text(row, 1), *prj = brig_row_text(row, 2);
+    if (!brig_caller_sees(e->c, acc ? acc : "", prj ? prj : ""))
+        return 1;
+    int64_t deleted_at = brig_row_int(row, 8);
+    if (deleted_at && deleted_at < e->oldest)
+        return 1; /* past the retention period */
+    char created[32], money[32];
+    brig_format_time(brig_row_int(row, 6), created);
+    int64_t cost = brig_row_int(row, 9);
+    brig_money_format(cost, money);
+    const char *reason = brig_row_text(row, 7);
+    e->out = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:s}", "id", brig_row_text(row, 0),
+        "project_id", prj ? prj : "", "template", brig_row_text(row, 3), "tariff",
+        brig_row_text(row, 4), "state", brig_row_text(row, 5), "created_at", created, "deleted_at",
+        time_or_null(deleted_at), "reason", reason ? json_string(reason) : json_null(),
+        "cost_micro_usd", (json_int_t)cost, "cost", money);
+    return 1;
+}
+
+int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **out,
+                      brig_error **err)
+{
+    pthread_mutex_lock(&d->lock);
+    brig_sandbox *sb = find_locked(d, c, id);
+    json_t *j = sb ? sandbox_json_locked(d, sb) : NULL;
+    pthread_mutex_unlock(&d->lock);
+    if (j) {
+        /* Money so far: what was charged, and the running total. */
+        add_secret_names(d, id, j);
+        *out = j;
+        return 0;
+    }
+    ended e = {c, NULL, brig_now_real_ms() - d->cfg.retention_ms};
+    if (brig_store_query(d->store, err, ended_row, &e,
+                         "SELECT id, account_id, project_id, template, tariff, state, created_at,"
+                         " reason, deleted_at, cost_micro_usd FROM sandboxes"
+                         " WHERE id = ? AND state IN ('deleted', 'failed', 'deleting')",
+                         "s", id) < 0)
+        return -1;
+    if (e.out == NULL)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+    *out = e.out;
+    return 0;
+}
+
+int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int64_t ms,
+                             json_t **out, brig_error **err)
+{
+    pthread_mutex_lock(&d->lock);
+    brig_sandbox *sb = find_locked(d, c, id);
+    if (sb == NULL || strcmp(sb->state, "running") != 0) {
+        pthread_mutex_unlock(&d->lock);
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+    }
+    int64_t now = brig_now_real_ms(), until = now + ms;
+    if (until - sb->created_at > d->cfg.lifetime_max_ms) {
+        int64_t left = (sb->created_at + d->cfg.lifetime_max_ms - now) / 1000;
+        pthread_mutex_unlock(&d->lock);
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "a sandbox lives at most %lld s: this one can be extended by at "
+                              "most %lld s from now",
+                              (long long)(d->cfg.lifetime_max_ms / 1000),
+                              (long long)(left > 0 ? left : 0));
+    }
+    sb->expires_at = until;
+    sb->last_activity = now;
+    pthread_mutex_unlock(&d->lock);
+    brig_store_run(d->store, NULL, NULL, "UPDATE sandboxes SET expires_at = ? WHERE id = ?", "is",
+                   until, id);
+    return brig_sandbox_info(d, c, id, out, err);
+}
+
+void brig_sandbox_apply_policy(brigd *d, const char *project_id, const brig_egress *policy)
+{
+    if (d->net == NULL)
+        return;
+    /* Borrow every running sandbox of the project, then apply outside the lock. */
+    brig_sandbox **list = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&d->lock);
+    for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+        if (strcmp(sb->project_id, project_id) == 0 && sb->net &&
+            strcmp(sb->state, "running") == 0) {
+            sb->refs++;
+            sb->active_ops++;
+            list = brig_xrealloc(list, (n + 1) * sizeof(*list));
+            list[n++] = sb;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        brig_error *err = NULL;
+        if (brig_net_set_policy(d->net, list[i]->net, policy, &err) < 0) {
+            brig_err("sandbox %s: apply egress policy: %s", list[i]->id, err->msg);
+            brig_error_clear(&err);
+        }
+        brig_sandbox_put(d, list[i]);
+    }
+    free(list);
+}
+
+int brig_sandbox_network_log(brigd *d, const brig_caller *c, const char *id, json_t **out,
+                             brig_error **err)
+{
+    brig_sandbox *sb = NULL;
+    if (brig_sandbox_get(d, c, id, &sb, err) < 0)
+        return -1;
+    *out = sb->net ? brig_net_log(d->net, sb->net) : json_array();
+    brig_sandbox_put(d, sb);
+    return 0;
+}
+
+/* ---- reconcile -------------------------------------------------------------------------- */
 
 typedef struct reconcile_ctx {
     brigd *d;
     char **kept; /* ids re-attached */
     size_t n_kept;
 } reconcile_ctx;
+
+static void reattach_network(brigd *d, brig_sandbox *sb)
+{
+    if (d->net == NULL)
+        return;
+    json_t *ej = brig_project_egress(d, sb->project_id);
+    brig_egress pol;
+    brig_error *err = NULL;
+    int fd = -1;
+    if (ej && brig_egress_from_json(ej, &pol, &err) == 0) {
+        fd = d->rt->ops->netns(d->rt, sb->rt, &err);
+        if (fd >= 0 && brig_net_reattach(d->net, sb->id, fd, &pol, &sb->net, &err) < 0)
+            sb->net = NULL;
+        brig_egress_dispose(&pol);
+    }
+    if (fd >= 0)
+        close(fd);
+    json_decref(ej);
+    if (err) {
+        brig_err("sandbox %s: network after restart: %s", sb->id, err->msg);
+        brig_error_clear(&err);
+    }
+}
 
 static void reconcile_row(const brig_sandbox_row *row, void *arg)
 {
@@ -329,21 +726,30 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         brig_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
         memcpy(sb->id, row->id, sizeof(sb->id));
         memcpy(sb->account_id, row->account_id, sizeof(sb->account_id));
+        memcpy(sb->project_id, row->project_id, sizeof(sb->project_id));
         memcpy(sb->template, row->template, sizeof(sb->template));
         memcpy(sb->template_key, row->template_key, sizeof(sb->template_key));
-        sb->created_at = row->created_at;
-        sb->uid_base = row->uid_base;
         memcpy(sb->tariff, row->tariff, sizeof(sb->tariff));
+        const brig_tariff *t = brig_config_tariff(&d->cfg, row->tariff);
+        sb->vcpus = t ? t->vcpus : 1;
+        sb->created_at = row->created_at;
+        sb->price = row->price;
+        sb->uid_base = row->uid_base;
+        sb->idle_timeout_ms = row->idle_timeout_ms;
+        sb->expires_at = row->expires_at;
+        sb->last_activity = brig_now_real_ms();
         sb->env = row->env_json ? json_loads(row->env_json, 0, NULL) : NULL;
         sb->state = "running";
         sb->refs = 1;
         sb->rt = h;
+        reattach_network(d, sb);
         pthread_mutex_lock(&d->lock);
         uid_mark_locked(d, row->uid_base, 1);
         sb->next = d->sandboxes;
         d->sandboxes = sb;
         d->n_sandboxes++;
         pthread_mutex_unlock(&d->lock);
+        brig_admission_hold(&d->admission, 1);
         c->kept = brig_xrealloc(c->kept, (c->n_kept + 1) * sizeof(char *));
         c->kept[c->n_kept++] = brig_xstrdup(row->id);
         brig_info("sandbox %s: re-attached", row->id);
@@ -360,6 +766,12 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         pthread_mutex_unlock(&d->lock);
         return; /* stays "deleting"/"creating" so the next start retries */
     }
+    /* Charged for its life up to now: it may have run while brigd was down. */
+    if (brig_billing_charge(d, row->id, brig_now_real_ms(), true, NULL, &err) < 0) {
+        brig_err("sandbox %s: final charge: %s", row->id, err->msg);
+        brig_error_clear(&err);
+    }
+    brig_vault_delete_all(d->store, row->id);
     brig_store_sandbox_set_state(d->store, row->id, "deleted", "lost_on_restart",
                                  brig_now_real_ms(), NULL);
 }
@@ -393,6 +805,8 @@ void brig_sandbox_reconcile(brigd *d)
         free(ids[i]);
     }
     free(ids);
+    if (d->net)
+        brig_net_cleanup(d->net, c.kept, c.n_kept);
     for (size_t k = 0; k < c.n_kept; k++)
         free(c.kept[k]);
     free(c.kept);
@@ -407,6 +821,8 @@ void brig_sandbox_forget_all(brigd *d)
     pthread_mutex_unlock(&d->lock);
     while (list) {
         brig_sandbox *next = list->next;
+        if (list->net)
+            brig_net_forget(d->net, list->net);
         sandbox_free(d, list);
         list = next;
     }

@@ -1,64 +1,110 @@
 /*
- * sandbox.h - sandbox lifecycle: create, look up, delete, reconcile at start-up.
+ * sandbox.h - sandbox lifecycle: admission, create, look up, delete, reconcile.
  *
  * States: creating -> running -> deleting -> deleted (in the store), or
  * creating -> failed.  Live sandboxes (creating, running) are in brigd's list;
  * API threads borrow them with a reference (brig_sandbox_get / _put), so a
- * delete never frees a sandbox another thread is still using.  A tenant only
- * ever sees its own sandboxes: any other id is "not found".
+ * delete never frees a sandbox another thread is still using.  Callers only
+ * ever see sandboxes their key may see (auth.h); any other id is "not found",
+ * exactly like one that never existed.
  */
 #ifndef BRIG_SANDBOX_H
 #define BRIG_SANDBOX_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "error.h"
 #include "id.h"
+#include "net/net.h"
 #include "server.h"
 
 struct brig_sandbox {
     char id[BRIG_ID_MAX];
     char account_id[BRIG_ID_MAX];
+    char project_id[BRIG_ID_MAX];
     char template[64];
     char template_key[17];
-    int64_t created_at;  /* ms since the epoch */
-    const char *state;   /* static string; guarded by brigd.lock */
-    int refs;            /* list membership + borrowers; guarded by brigd.lock */
-    brig_rt_sandbox *rt; /* runtime handle once running */
-    int64_t uid_base;    /* its user namespace range (0: none held) */
     char tariff[32];
-    json_t *env; /* plain environment of every command (owned; immutable) */
+    int64_t created_at;    /* ms since the epoch */
+    int64_t price;         /* micro-dollars per second, fixed at create */
+    double vcpus;          /* its CPU quota (abuse detection) */
+    int64_t uid_base;      /* its user namespace range (0: none held) */
+    json_t *env;           /* plain environment of every command (owned; immutable) */
+    brig_rt_sandbox *rt;   /* runtime handle once running */
+    brig_net_sandbox *net; /* its network, when brigd has networking */
+    /* Guarded by brigd.lock: */
+    const char *state;       /* static string */
+    int refs;                /* list membership + borrowers */
+    int64_t idle_timeout_ms; /* 0: none */
+    int64_t expires_at;      /* ms since the epoch; 0: never */
+    int64_t last_activity;   /* ms since the epoch: the last API use */
+    int active_ops;          /* API requests using it right now */
+    /* The janitor's own (only it touches these): */
+    int64_t cpu_last_ns, cpu_last_at, cpu_busy_since, billed_at;
     struct brig_sandbox *next;
 };
 
 typedef struct brig_sandbox_opts {
-    const char *template; /* NULL: the configured default */
-    const char *tariff;   /* NULL: the configured default */
-    json_t *env;          /* object of strings or NULL (borrowed) */
+    const char *template;    /* NULL: the configured default */
+    const char *tariff;      /* NULL: the configured default */
+    const char *project_id;  /* NULL: the caller's project */
+    json_t *env;             /* object of strings or NULL (borrowed) */
+    json_t *secrets;         /* {"NAME": "value"} or NULL (borrowed) */
+    json_t *secret_refs;     /* ["NAME"] of project secrets, or NULL (borrowed) */
+    int64_t idle_timeout_ms; /* 0: the default */
+    int64_t max_lifetime_ms; /* 0: the default */
 } brig_sandbox_opts;
 
-/* Creates a sandbox and waits until it is ready; returns its JSON. */
-int brig_sandbox_create(brigd *d, const char *account_id, const brig_sandbox_opts *opts,
-                        json_t **out, brig_error **err);
+/* Admits (limits, host capacity) and creates a sandbox, waiting until it is
+ * ready; returns its JSON. */
+int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts *opts, json_t **out,
+                        brig_error **err);
 
-/* Borrows a running sandbox of account_id; BRIG_E_NOT_FOUND otherwise. */
-int brig_sandbox_get(brigd *d, const char *account_id, const char *id, brig_sandbox **out,
+/* Borrows a running sandbox the caller may see; BRIG_E_NOT_FOUND otherwise.
+ * Counts as activity (it resets the idle timeout) until brig_sandbox_put. */
+int brig_sandbox_get(brigd *d, const brig_caller *c, const char *id, brig_sandbox **out,
                      brig_error **err);
 void brig_sandbox_put(brigd *d, brig_sandbox *sb);
 
-/* The environment of a command: the sandbox's env overlaid with the request's
- * (either may be NULL); a new object, or NULL when both are empty. */
-json_t *brig_sandbox_command_env(const brig_sandbox *sb, json_t *request_env);
+/* The sandbox's secrets, decrypted ({"NAME": "value"}, or NULL when it has
+ * none): the caller releases them with brig_vault_wipe as soon as possible. */
+json_t *brig_sandbox_secrets(brigd *d, const brig_sandbox *sb);
+
+/* The environment of a command: the sandbox's env, then its secrets, then the
+ * request's own (any may be NULL); a new object (holding secret values: wipe
+ * it), or NULL when all are empty. */
+json_t *brig_sandbox_command_env(const brig_sandbox *sb, json_t *secrets, json_t *request_env);
 
 /* Opens an agent connection to a borrowed sandbox (the caller closes it). */
 int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err);
 
-int brig_sandbox_delete(brigd *d, const char *account_id, const char *id, const char *reason,
+/* Deletes a sandbox the caller may see (reason: "deleted_by_api"...). */
+int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const char *reason,
                         brig_error **err);
+/* Same, by id, for brigd itself (the janitor). */
+int brig_sandbox_stop(brigd *d, const char *id, const char *reason);
 
+/* The API's view of a live sandbox. */
 json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb);
-json_t *brig_sandbox_list(brigd *d, const char *account_id);
+
+/* One sandbox (live, or ended within the retention period) / the live ones. */
+int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **out,
+                      brig_error **err);
+json_t *brig_sandbox_list(brigd *d, const brig_caller *c);
+int brig_sandbox_count(brigd *d, const char *account_id);
+
+/* Extends a sandbox's lifetime to now + ms (within the server maximum). */
+int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int64_t ms,
+                             json_t **out, brig_error **err);
+
+/* Applies a project's new egress policy to its running sandboxes. */
+void brig_sandbox_apply_policy(brigd *d, const char *project_id, const brig_egress *policy);
+/* The network log of a sandbox. */
+int brig_sandbox_network_log(brigd *d, const brig_caller *c, const char *id, json_t **out,
+                             brig_error **err);
 
 /* Start-up: re-attaches live sandboxes of a previous run and destroys everything
  * else the runtime still holds.  Never fails start-up for one bad sandbox. */

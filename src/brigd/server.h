@@ -6,26 +6,39 @@
 #define BRIG_SERVER_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "admission.h"
 #include "config.h"
 #include "runtime/runtime.h"
 #include "store.h"
 
 typedef struct brig_sandbox brig_sandbox;
+typedef struct brig_vault brig_vault;
+typedef struct brig_net brig_net;
 struct MHD_Daemon;
 
 typedef struct brigd {
-    brig_config cfg;         /* parsed at start-up, read-only afterwards */
-    brig_store *store;       /* SQLite: accounts, keys, sandboxes */
-    brig_runtime *rt;        /* the sandbox runtime driver (oci) */
-    pthread_mutex_t lock;    /* guards `sandboxes` and every sandbox's state/refs */
-    brig_sandbox *sandboxes; /* live sandboxes (creating/running), newest first */
-    int n_sandboxes;         /* length of that list */
-    uint8_t *uid_used;       /* uid_ranges flags: range i (uid_base + i * 65536) taken; lock */
+    brig_config cfg;          /* parsed at start-up, read-only afterwards */
+    brig_store *store;        /* SQLite: accounts, projects, keys, sandboxes, ledger, secrets */
+    brig_vault *vault;        /* seals secrets at rest */
+    brig_runtime *rt;         /* the sandbox runtime driver (oci) */
+    brig_net *net;            /* sandbox networking; NULL when the host cannot do it */
+    brig_admission admission; /* host capacity, shared fairly between accounts */
+    pthread_mutex_t lock;     /* guards `sandboxes`, every sandbox's state/refs/lifecycle
+                                 fields and uid_used */
+    brig_sandbox *sandboxes;  /* live sandboxes (creating/running), newest first */
+    int n_sandboxes;          /* length of that list */
+    uint8_t *uid_used;        /* uid_ranges flags: range i (uid_base + i * 65536) taken */
     const struct brig_cgroup_ops *cgroup; /* the host cgroup flavour */
-    struct MHD_Daemon *http;              /* the REST API server */
-    char *base_url;                       /* "http://host:port" actually listened on */
+    pthread_t janitor;                    /* idle/lifetime/CPU-abuse/billing ticks (lifecycle.c) */
+    pthread_mutex_t janitor_lock;
+    pthread_cond_t janitor_cond;
+    bool janitor_stop; /* guarded by janitor_lock */
+    bool janitor_running;
+    struct MHD_Daemon *http; /* the REST API server */
+    char *base_url;          /* "http://host:port" actually listened on */
 } brigd;
 
 #endif

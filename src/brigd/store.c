@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +41,47 @@ static const char *const migrations[] = {
     /* 3: tariffs and the plain environment */
     "ALTER TABLE sandboxes ADD COLUMN tariff TEXT NOT NULL DEFAULT 'small';"
     "ALTER TABLE sandboxes ADD COLUMN env TEXT;",
+    /* 4: projects, key scopes, money, secrets */
+    "CREATE TABLE projects ("
+    "  id TEXT PRIMARY KEY, account_id TEXT NOT NULL REFERENCES accounts(id),"
+    "  name TEXT NOT NULL, egress TEXT NOT NULL DEFAULT '{\"mode\":\"open\"}',"
+    "  created_at INTEGER NOT NULL);"
+    "INSERT INTO projects(id, account_id, name, created_at)"
+    "  SELECT 'prj_' || substr(lower(hex(randomblob(13))), 1, 26), id, 'default', created_at"
+    "  FROM accounts;"
+    "ALTER TABLE accounts ADD COLUMN default_project_id TEXT;"
+    "UPDATE accounts SET default_project_id ="
+    "  (SELECT p.id FROM projects p WHERE p.account_id = accounts.id);"
+    "ALTER TABLE accounts ADD COLUMN balance_micro_usd INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE accounts ADD COLUMN daily_limit_micro_usd INTEGER;"
+    "ALTER TABLE accounts ADD COLUMN monthly_limit_micro_usd INTEGER;"
+    "ALTER TABLE accounts ADD COLUMN max_live_sandboxes INTEGER NOT NULL DEFAULT 20;"
+    "ALTER TABLE api_keys ADD COLUMN project_id TEXT;"
+    "UPDATE api_keys SET project_id ="
+    "  (SELECT a.default_project_id FROM accounts a WHERE a.id = api_keys.account_id);"
+    "ALTER TABLE sandboxes ADD COLUMN project_id TEXT;"
+    "UPDATE sandboxes SET project_id ="
+    "  (SELECT a.default_project_id FROM accounts a WHERE a.id = sandboxes.account_id);"
+    "ALTER TABLE sandboxes ADD COLUMN cost_micro_usd INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN billed_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN price_micro_usd INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN idle_timeout_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE ledger ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, account_id TEXT NOT NULL REFERENCES accounts(id),"
+    "  at INTEGER NOT NULL, kind TEXT NOT NULL CHECK (kind IN ('credit', 'charge')),"
+    "  amount_micro_usd INTEGER NOT NULL CHECK (amount_micro_usd >= 0),"
+    "  sandbox_id TEXT, seconds INTEGER, note TEXT);"
+    "CREATE INDEX ledger_account_at ON ledger(account_id, at);"
+    "CREATE TRIGGER ledger_append_only_u BEFORE UPDATE ON ledger"
+    "  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;"
+    "CREATE TRIGGER ledger_append_only_d BEFORE DELETE ON ledger"
+    "  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;"
+    "CREATE TABLE secrets ("
+    "  owner TEXT NOT NULL, name TEXT NOT NULL, nonce BLOB NOT NULL, box BLOB NOT NULL,"
+    "  created_at INTEGER NOT NULL, PRIMARY KEY (owner, name));"
+    "CREATE TABLE operator_keys ("
+    "  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL);",
 };
 
 static int db_error(sqlite3 *db, brig_error **err, const char *what)
@@ -101,7 +143,11 @@ int brig_store_open(brig_store **out, const char *path, brig_error **err)
     }
     brig_store *s = brig_xcalloc(1, sizeof(*s));
     s->db = db;
-    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&s->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     *out = s;
     return 0;
 fail:
@@ -153,81 +199,10 @@ static int run(brig_store *st, sqlite3_stmt *stmt, const char *what, brig_error 
     return 0;
 }
 
-int brig_store_account_create(brig_store *st, const char *id, const char *name, int64_t now,
-                              brig_error **err)
-{
-    pthread_mutex_lock(&st->lock);
-    int r = run(st,
-                prepare(st, "INSERT INTO accounts(id, name, created_at) VALUES (?,?,?)", "ssi", id,
-                        name, now),
-                "create account", err);
-    pthread_mutex_unlock(&st->lock);
-    return r;
-}
-
-int brig_store_key_insert(brig_store *st, const char *key_id, const char *account_id,
-                          const char *hash, const char *scope, int64_t now, brig_error **err)
-{
-    pthread_mutex_lock(&st->lock);
-    int r = run(st,
-                prepare(st,
-                        "INSERT INTO api_keys(id, account_id, hash, scope, created_at)"
-                        " VALUES (?,?,?,?,?)",
-                        "ssssi", key_id, account_id, hash, scope, now),
-                "insert key", err);
-    pthread_mutex_unlock(&st->lock);
-    return r;
-}
-
 static void copy_col(char *dst, size_t cap, sqlite3_stmt *stmt, int col)
 {
     const unsigned char *s = sqlite3_column_text(stmt, col);
     snprintf(dst, cap, "%s", s ? (const char *)s : "");
-}
-
-int brig_store_key_lookup(brig_store *st, const char *hash, brig_key_row *out, brig_error **err)
-{
-    int r = -1;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *stmt = prepare(st,
-                                 "SELECT id, account_id, scope FROM api_keys"
-                                 " WHERE hash = ? AND revoked_at IS NULL",
-                                 "s", hash);
-    if (stmt == NULL) {
-        db_error(st->db, err, "look up key");
-        goto out;
-    }
-    int rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW) {
-        copy_col(out->id, sizeof(out->id), stmt, 0);
-        copy_col(out->account_id, sizeof(out->account_id), stmt, 1);
-        copy_col(out->scope, sizeof(out->scope), stmt, 2);
-        r = 0;
-    } else if (rc == SQLITE_DONE) {
-        brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no such key");
-    } else {
-        db_error(st->db, err, "look up key");
-    }
-    sqlite3_finalize(stmt);
-out:
-    pthread_mutex_unlock(&st->lock);
-    return r;
-}
-
-int brig_store_key_count(brig_store *st, int64_t *n, brig_error **err)
-{
-    int r = -1;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *stmt = prepare(st, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", "");
-    if (stmt != NULL && sqlite3_step(stmt) == SQLITE_ROW) {
-        *n = sqlite3_column_int64(stmt, 0);
-        r = 0;
-    } else {
-        db_error(st->db, err, "count keys");
-    }
-    sqlite3_finalize(stmt);
-    pthread_mutex_unlock(&st->lock);
-    return r;
 }
 
 int brig_store_sandbox_insert(brig_store *st, const brig_sandbox_row *row, brig_error **err)
@@ -236,9 +211,11 @@ int brig_store_sandbox_insert(brig_store *st, const brig_sandbox_row *row, brig_
     int r = run(st,
                 prepare(st,
                         "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
-                        " created_at, uid_base, tariff, env) VALUES (?,?,?,?,?,?,?,?,?)",
-                        "sssssiiss", row->id, row->account_id, row->template, row->template_key,
-                        row->state, row->created_at, row->uid_base, row->tariff, row->env_json),
+                        " created_at, uid_base, tariff, env, project_id, price_micro_usd,"
+                        " idle_timeout_ms, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "sssssiisssiii", row->id, row->account_id, row->template, row->template_key,
+                        row->state, row->created_at, row->uid_base, row->tariff, row->env_json,
+                        row->project_id, row->price, row->idle_timeout_ms, row->expires_at),
                 "insert sandbox", err);
     pthread_mutex_unlock(&st->lock);
     return r;
@@ -267,7 +244,8 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
     sqlite3_stmt *stmt =
         prepare(st,
                 "SELECT id, account_id, template, template_key, state, created_at, uid_base,"
-                " tariff, env"
+                " tariff, env, project_id, price_micro_usd, idle_timeout_ms,"
+                " expires_at"
                 " FROM sandboxes WHERE state NOT IN ('deleted','failed')"
                 " ORDER BY created_at",
                 "");
@@ -292,6 +270,10 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
         copy_col(row->tariff, sizeof(row->tariff), stmt, 7);
         const unsigned char *env = sqlite3_column_text(stmt, 8);
         row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
+        copy_col(row->project_id, sizeof(row->project_id), stmt, 9);
+        row->price = sqlite3_column_int64(stmt, 10);
+        row->idle_timeout_ms = sqlite3_column_int64(stmt, 11);
+        row->expires_at = sqlite3_column_int64(stmt, 12);
     }
     if (rc != SQLITE_DONE)
         r = db_error(st->db, err, "list sandboxes");
@@ -304,4 +286,124 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
     }
     free(rows);
     return r;
+}
+
+/* ---- generic access ---------------------------------------------------------- */
+
+struct brig_row {
+    sqlite3_stmt *stmt;
+};
+
+const char *brig_row_text(brig_row *r, int col)
+{
+    return (const char *)sqlite3_column_text(r->stmt, col);
+}
+
+int64_t brig_row_int(brig_row *r, int col)
+{
+    return sqlite3_column_int64(r->stmt, col);
+}
+
+bool brig_row_is_null(brig_row *r, int col)
+{
+    return sqlite3_column_type(r->stmt, col) == SQLITE_NULL;
+}
+
+const void *brig_row_blob(brig_row *r, int col, size_t *len)
+{
+    const void *p = sqlite3_column_blob(r->stmt, col);
+    *len = (size_t)sqlite3_column_bytes(r->stmt, col);
+    return p;
+}
+
+static sqlite3_stmt *vprepare(brig_store *st, const char *sql, const char *fmt, va_list ap)
+{
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL) != SQLITE_OK)
+        return NULL;
+    for (int i = 0; fmt && fmt[i]; i++) {
+        if (fmt[i] == 's') {
+            const char *v = va_arg(ap, const char *);
+            if (v)
+                sqlite3_bind_text(stmt, i + 1, v, -1, SQLITE_TRANSIENT);
+            else
+                sqlite3_bind_null(stmt, i + 1);
+        } else if (fmt[i] == 'b') {
+            const void *p = va_arg(ap, const void *);
+            size_t n = va_arg(ap, size_t);
+            sqlite3_bind_blob(stmt, i + 1, p, (int)n, SQLITE_TRANSIENT);
+        } else {
+            sqlite3_bind_int64(stmt, i + 1, va_arg(ap, int64_t));
+        }
+    }
+    return stmt;
+}
+
+int brig_store_run(brig_store *st, brig_error **err, int64_t *changes, const char *sql,
+                   const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *stmt = vprepare(st, sql, fmt, ap);
+    va_end(ap);
+    int r = 0;
+    if (stmt == NULL || sqlite3_step(stmt) != SQLITE_DONE)
+        r = db_error(st->db, err, "write");
+    else if (changes)
+        *changes = sqlite3_changes(st->db);
+    sqlite3_finalize(stmt);
+    pthread_mutex_unlock(&st->lock);
+    return r;
+}
+
+int brig_store_query(brig_store *st, brig_error **err, int (*fn)(brig_row *, void *), void *ctx,
+                     const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *stmt = vprepare(st, sql, fmt, ap);
+    va_end(ap);
+    int n = 0, rc = SQLITE_DONE;
+    if (stmt != NULL) {
+        brig_row row = {stmt};
+        while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+            n++;
+            if (fn && fn(&row, ctx) != 0) {
+                rc = SQLITE_DONE;
+                break;
+            }
+        }
+    }
+    if (stmt == NULL || rc != SQLITE_DONE)
+        n = db_error(st->db, err, "read");
+    sqlite3_finalize(stmt);
+    pthread_mutex_unlock(&st->lock);
+    return n;
+}
+
+int brig_store_begin(brig_store *st, brig_error **err)
+{
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", err) < 0) {
+        pthread_mutex_unlock(&st->lock);
+        return -1;
+    }
+    return 0; /* the lock stays held until commit or rollback */
+}
+
+int brig_store_commit(brig_store *st, brig_error **err)
+{
+    int r = exec_sql(st->db, "COMMIT", err);
+    if (r < 0)
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    pthread_mutex_unlock(&st->lock);
+    return r;
+}
+
+void brig_store_rollback(brig_store *st)
+{
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    pthread_mutex_unlock(&st->lock);
 }

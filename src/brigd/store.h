@@ -7,18 +7,14 @@
 #ifndef BRIG_STORE_H
 #define BRIG_STORE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
 #include "id.h"
 
 typedef struct brig_store brig_store;
-
-typedef struct brig_key_row {
-    char id[BRIG_ID_MAX];
-    char account_id[BRIG_ID_MAX];
-    char scope[16]; /* "admin" | "sandbox" */
-} brig_key_row;
 
 typedef struct brig_sandbox_row {
     char id[BRIG_ID_MAX];
@@ -30,19 +26,38 @@ typedef struct brig_sandbox_row {
     int64_t uid_base;   /* first host uid of its user namespace range */
     char tariff[32];
     char *env_json; /* the sandbox's plain env as JSON, or NULL (owned by the row) */
+    char project_id[BRIG_ID_MAX];
+    int64_t price;           /* micro-dollars per second */
+    int64_t idle_timeout_ms; /* 0: none */
+    int64_t expires_at;      /* 0: never */
 } brig_sandbox_row;
+
+/* ---- generic access, for modules that own their tables (tenants, billing, vault)
+ *
+ * Arguments are bound from fmt: 's' a string (NULL binds SQL NULL), 'i' an
+ * int64_t, 'b' a blob (const void *, size_t).  The store's lock is recursive:
+ * inside brig_store_begin .. commit/rollback the calling thread keeps it, so a
+ * transaction's statements see no interleaving from other threads. */
+typedef struct brig_row brig_row;
+const char *brig_row_text(brig_row *r, int col); /* NULL for SQL NULL */
+int64_t brig_row_int(brig_row *r, int col);
+bool brig_row_is_null(brig_row *r, int col);
+const void *brig_row_blob(brig_row *r, int col, size_t *len);
+
+/* Runs a statement that returns no rows; *changes (may be NULL) = rows changed. */
+int brig_store_run(brig_store *st, brig_error **err, int64_t *changes, const char *sql,
+                   const char *fmt, ...);
+/* Runs a query and calls fn for each row (a non-zero return stops early);
+ * returns the number of rows seen, or -1. */
+int brig_store_query(brig_store *st, brig_error **err, int (*fn)(brig_row *, void *), void *ctx,
+                     const char *sql, const char *fmt, ...);
+int brig_store_begin(brig_store *st, brig_error **err);
+int brig_store_commit(brig_store *st, brig_error **err);
+void brig_store_rollback(brig_store *st);
 
 /* Opens (creating and migrating) the database at path. */
 int brig_store_open(brig_store **out, const char *path, brig_error **err);
 void brig_store_close(brig_store *st);
-
-int brig_store_account_create(brig_store *st, const char *id, const char *name, int64_t now,
-                              brig_error **err);
-int brig_store_key_insert(brig_store *st, const char *key_id, const char *account_id,
-                          const char *hash, const char *scope, int64_t now, brig_error **err);
-/* Finds a live key by hash; BRIG_E_NOT_FOUND when there is none. */
-int brig_store_key_lookup(brig_store *st, const char *hash, brig_key_row *out, brig_error **err);
-int brig_store_key_count(brig_store *st, int64_t *n, brig_error **err);
 
 int brig_store_sandbox_insert(brig_store *st, const brig_sandbox_row *row, brig_error **err);
 /* Sets state (and reason, may be NULL); `deleted` and `failed` also stamp deleted_at. */

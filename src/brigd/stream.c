@@ -152,11 +152,29 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
             fail(s, err);
             continue;
         }
-        if (ev == BRIG_EV_DATA)
-            brig_ndjson_data(&s->nj, s->f.hdr.chan, s->f.payload, s->f.hdr.len, &s->line);
-        else if (ev == BRIG_EV_EOF)
-            brig_ndjson_eof(&s->nj, s->f.hdr.chan, &s->line);
-        else {
+        int ch = s->f.hdr.chan < 3 ? s->f.hdr.chan : 0;
+        if (ev == BRIG_EV_DATA || ev == BRIG_EV_EOF) {
+            /* Secrets out first: the redactor holds back what may still match. */
+            brig_buf clean = {0};
+            if (ev == BRIG_EV_DATA)
+                brig_redact_feed(&s->rs[ch], s->f.payload, s->f.hdr.len, &clean);
+            else
+                brig_redact_flush(&s->rs[ch], &clean);
+            if (clean.len)
+                brig_ndjson_data(&s->nj, ch, (const uint8_t *)clean.data, clean.len, &s->line);
+            if (ev == BRIG_EV_EOF)
+                brig_ndjson_eof(&s->nj, ch, &s->line);
+            brig_buf_dispose(&clean);
+        } else {
+            /* Nothing of a channel may stay held past a control message (exit, end,
+             * a gap): release it, still redacted as far as it matched. */
+            for (int c = 1; c < 3; c++) {
+                brig_buf clean = {0};
+                brig_redact_flush(&s->rs[c], &clean);
+                if (clean.len)
+                    brig_ndjson_data(&s->nj, c, (const uint8_t *)clean.data, clean.len, &s->line);
+                brig_buf_dispose(&clean);
+            }
             translate(s, msg);
             json_decref(msg);
         }
@@ -178,10 +196,20 @@ void brig_stream_free(brig_stream *s)
     if (s->fd >= 0)
         close(s->fd); /* for a foreground exec: the agent kills the command */
     brig_exec_req_dispose(&s->req);
+    for (int i = 0; i < 3; i++)
+        brig_redact_dispose(&s->rs[i]);
+    brig_redactor_free(s->red);
     brig_sandbox_put(s->d, s->sb);
     brig_frame_dispose(&s->f);
     brig_buf_dispose(&s->line);
     free(s);
+}
+
+void brig_stream_redact(brig_stream *s, brig_redactor *red)
+{
+    s->red = red;
+    for (int i = 0; i < 3; i++)
+        brig_redact_init(&s->rs[i], red);
 }
 
 static void free_cb(void *cls)

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "agentc.h"
+#include "redact.h"
 #include "sandbox.h"
 #include "util.h"
 
@@ -46,10 +47,15 @@ typedef struct brig_stream {
     bool has_call;
     brig_frame f;
     brig_ndjson nj;
-    brig_buf line; /* what is ready to send */
-    size_t off;    /* bytes of line already sent */
-    bool done;     /* the final event is in line */
+    brig_redactor *red;       /* the sandbox's secrets to redact (owned; NULL: none) */
+    brig_redact_stream rs[3]; /* per channel (1 stdout, 2 stderr) */
+    brig_buf line;            /* what is ready to send */
+    size_t off;               /* bytes of line already sent */
+    bool done;                /* the final event is in line */
 } brig_stream;
+
+/* Makes s redact red's secrets out of the output it forwards (takes red). */
+void brig_stream_redact(brig_stream *s, brig_redactor *red);
 
 /* Wraps s in a chunked application/x-ndjson response that owns s. */
 struct MHD_Response *brig_stream_response(brig_stream *s);

@@ -113,7 +113,11 @@ def test_create_list_get_delete(api):
         assert api.ok("GET", f"/v1/sandboxes/{sb['id']}").json()["id"] == sb["id"]
     finally:
         assert api.request("DELETE", f"/v1/sandboxes/{sb['id']}").status == 204
-    assert api.request("GET", f"/v1/sandboxes/{sb['id']}").status == 404
+    # An ended sandbox stays queryable (retention period): state, reason, cost.
+    gone = api.ok("GET", f"/v1/sandboxes/{sb['id']}").json()
+    assert gone["state"] == "deleted" and gone["reason"] == "deleted_by_api"
+    assert gone["cost_micro_usd"] == 60 * 10 and gone["cost"] == "$0.000600"  # 60 s minimum
+    assert gone["deleted_at"].endswith("Z")
     assert api.request("DELETE", f"/v1/sandboxes/{sb['id']}").status == 404
     assert api.request("POST", f"/v1/sandboxes/{sb['id']}/exec", {"cmd": "true"}).status == 404
 
@@ -307,7 +311,9 @@ def test_restart_cleans_up_dead_sandbox(fresh_daemon):
     os.kill(init, signal.SIGKILL)  # the sandbox dies while brigd is down
     d.start()
     api = d.api()
-    assert api.request("GET", f"/v1/sandboxes/{sid}").status == 404
+    gone = api.ok("GET", f"/v1/sandboxes/{sid}").json()
+    assert gone["state"] == "deleted" and gone["reason"] == "lost_on_restart"
+    assert api.request("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "true"}).status == 404
     assert leftovers(d.state_dir) == []
 
 

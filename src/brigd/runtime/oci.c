@@ -76,6 +76,7 @@ struct brig_rt_sandbox {
     char id[BRIG_ID_MAX];
     int dirfd; /* O_PATH fd of the sandbox directory */
     int pidfd; /* container init; -1 when unknown */
+    pid_t pid; /* its host pid (valid while pidfd says it lives) */
 };
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -581,6 +582,7 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         close(pf);
     pid_t ipid = pn > 0 ? (pid_t)atoi(buf) : 0;
     sb->pidfd = ipid > 0 ? pidfd_open(ipid, 0) : -1;
+    sb->pid = ipid;
     if (sb->pidfd < 0) {
         brig_error_sys(err, "sandbox init (pid %d) is gone", (int)ipid);
         goto out;
@@ -652,6 +654,7 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
         goto fail;
     }
     sb->pidfd = pidfd_open((pid_t)pid, 0);
+    sb->pid = (pid_t)pid;
     if (sb->pidfd < 0) {
         brig_error_sys(err, "pidfd of %s", id);
         goto fail;
@@ -703,6 +706,23 @@ static int oci_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err)
     return 0;
 }
 
+static int oci_netns(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+{
+    (void)rt;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)sb->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return brig_error_sys(err, "open %s", path);
+    /* The pid is the init's only while the pidfd says it still runs. */
+    struct pollfd p = {sb->pidfd, POLLIN, 0};
+    if (sb->pidfd < 0 || poll(&p, 1, 0) != 0) {
+        close(fd);
+        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "sandbox %s is not running", sb->id);
+    }
+    return fd;
+}
+
 static void oci_release(brig_runtime *rt, brig_rt_sandbox *sb)
 {
     (void)rt;
@@ -728,6 +748,7 @@ static const brig_runtime_ops oci_ops = {
     .attach = oci_attach,
     .connect = oci_connect,
     .destroy = oci_destroy,
+    .netns = oci_netns,
     .release = oci_release,
     .list = oci_list,
     .free = oci_free,

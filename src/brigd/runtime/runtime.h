@@ -43,7 +43,10 @@ typedef struct brig_runtime_ops {
      * NULL (leftovers found by reconcile).  Idempotent.  sb stays allocated
      * (other threads may still hold it; their connects then fail cleanly) until
      * release. */
-    int (*destroy)(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, brig_error **err);
+    int (*destroy)(
+        brig_runtime *rt, const char *id, brig_rt_sandbox *sb,
+        brig_error **err); /* An fd of the sandbox's network namespace (the caller closes it). */
+    int (*netns)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
     /* Frees a handle from create/attach (NULL is fine). */
     void (*release)(brig_runtime *rt, brig_rt_sandbox *sb);
     /* Ids of every sandbox this driver holds anything for (running or not). */

@@ -1,0 +1,134 @@
+/*
+ * admission.c - fair sharing of host capacity (see admission.h).
+ */
+#include "admission.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+struct brig_waiter {
+    char account[64];
+    bool granted;
+    pthread_cond_t cond;
+    brig_waiter *next;
+};
+
+void brig_admission_init(brig_admission *a, int64_t capacity)
+{
+    memset(a, 0, sizeof(*a));
+    pthread_mutex_init(&a->lock, NULL);
+    a->capacity = capacity;
+}
+
+void brig_admission_dispose(brig_admission *a)
+{
+    pthread_mutex_destroy(&a->lock);
+}
+
+/* The waiter whose turn it is: the oldest waiter of the first account, in
+ * arrival order, that comes after the account served last (wrapping around).
+ * Needs a->lock. */
+static brig_waiter **next_turn_locked(brig_admission *a)
+{
+    if (a->queue == NULL)
+        return NULL;
+    /* Accounts in order of their oldest waiter. */
+    brig_waiter **first = NULL, **after = NULL;
+    bool seen_last = false;
+    for (brig_waiter **pp = &a->queue; *pp; pp = &(*pp)->next) {
+        brig_waiter *w = *pp;
+        bool older_same = false;
+        for (brig_waiter *o = a->queue; o != w; o = o->next)
+            older_same |= strcmp(o->account, w->account) == 0;
+        if (older_same)
+            continue; /* not the head of its account's FIFO */
+        if (first == NULL)
+            first = pp;
+        if (seen_last && after == NULL)
+            after = pp;
+        if (strcmp(w->account, a->last_account) == 0)
+            seen_last = true;
+    }
+    return after ? after : first;
+}
+
+int brig_admission_take(brig_admission *a, const char *account_id, int64_t timeout_ms,
+                        brig_error **err)
+{
+    pthread_mutex_lock(&a->lock);
+    if (a->queue == NULL && a->used < a->capacity) {
+        a->used++;
+        snprintf(a->last_account, sizeof(a->last_account), "%s", account_id);
+        pthread_mutex_unlock(&a->lock);
+        return 0;
+    }
+    brig_waiter w;
+    memset(&w, 0, sizeof(w));
+    snprintf(w.account, sizeof(w.account), "%s", account_id);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cond, &ca);
+    pthread_condattr_destroy(&ca);
+    brig_waiter **tail = &a->queue;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = &w;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (timeout_ms % 1000) * 1000000;
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    while (!w.granted) {
+        if (pthread_cond_timedwait(&w.cond, &a->lock, &dl) == ETIMEDOUT && !w.granted)
+            break;
+    }
+    if (!w.granted) {
+        for (brig_waiter **pp = &a->queue; *pp; pp = &(*pp)->next)
+            if (*pp == &w) {
+                *pp = w.next;
+                break;
+            }
+    }
+    int64_t cap = a->capacity;
+    pthread_mutex_unlock(&a->lock);
+    pthread_cond_destroy(&w.cond);
+    if (!w.granted)
+        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                              "this host is at capacity (%lld live sandboxes); no slot freed up "
+                              "within %lld s: try again later",
+                              (long long)cap, (long long)(timeout_ms / 1000));
+    return 0;
+}
+
+void brig_admission_release(brig_admission *a)
+{
+    pthread_mutex_lock(&a->lock);
+    brig_waiter **pp = next_turn_locked(a);
+    if (pp) {
+        /* The slot passes straight to the waiter: `used` does not change. */
+        brig_waiter *w = *pp;
+        *pp = w->next;
+        w->granted = true;
+        snprintf(a->last_account, sizeof(a->last_account), "%s", w->account);
+        pthread_cond_signal(&w->cond);
+    } else if (a->used > 0) {
+        a->used--;
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+void brig_admission_hold(brig_admission *a, int64_t n)
+{
+    pthread_mutex_lock(&a->lock);
+    a->used += n;
+    pthread_mutex_unlock(&a->lock);
+}

@@ -1,0 +1,174 @@
+/*
+ * billing.c - the ledger and its arithmetic (see billing.h).
+ */
+#include "billing.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+int64_t brig_bill_seconds(int64_t alive_ms, int64_t billed_s, bool final)
+{
+    if (alive_ms < 0)
+        alive_ms = 0;
+    int64_t total = final ? (alive_ms + 999) / 1000 : alive_ms / 1000;
+    if (final && total < BRIG_MIN_BILLED_SECONDS)
+        total = BRIG_MIN_BILLED_SECONDS;
+    return total > billed_s ? total - billed_s : 0;
+}
+
+void brig_money_format(int64_t micro_usd, char out[32])
+{
+    const char *sign = micro_usd < 0 ? "-" : "";
+    uint64_t v = micro_usd < 0 ? (uint64_t)0 - (uint64_t)micro_usd : (uint64_t)micro_usd;
+    snprintf(out, 32, "%s$%llu.%06llu", sign, (unsigned long long)(v / 1000000),
+             (unsigned long long)(v % 1000000));
+}
+
+static int64_t utc(int y, int mon, int d)
+{
+    struct tm tm = {.tm_year = y - 1900, .tm_mon = mon, .tm_mday = d};
+    return (int64_t)timegm(&tm) * 1000;
+}
+
+static void split(int64_t ms, struct tm *tm)
+{
+    time_t s = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+    gmtime_r(&s, tm);
+}
+
+int64_t brig_day_start(int64_t ms)
+{
+    struct tm tm;
+    split(ms, &tm);
+    return utc(tm.tm_year + 1900, tm.tm_mon, tm.tm_mday);
+}
+
+int64_t brig_month_start(int64_t ms)
+{
+    struct tm tm;
+    split(ms, &tm);
+    return utc(tm.tm_year + 1900, tm.tm_mon, 1);
+}
+
+int64_t brig_next_day(int64_t ms)
+{
+    struct tm tm;
+    split(ms, &tm);
+    return utc(tm.tm_year + 1900, tm.tm_mon, tm.tm_mday + 1); /* timegm normalises */
+}
+
+int64_t brig_next_month(int64_t ms)
+{
+    struct tm tm;
+    split(ms, &tm);
+    return utc(tm.tm_year + 1900, tm.tm_mon + 1, 1);
+}
+
+int brig_billing_credit(brigd *d, const char *account_id, int64_t amount, const char *note,
+                        brig_error **err)
+{
+    if (amount <= 0)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "a credit must be positive");
+    if (brig_store_begin(d->store, err) < 0)
+        return -1;
+    int64_t changed = 0;
+    if (brig_store_run(d->store, err, &changed,
+                       "UPDATE accounts SET balance_micro_usd = balance_micro_usd + ? WHERE id = ?",
+                       "is", amount, account_id) < 0 ||
+        (changed == 0 &&
+         brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no account '%.40s'", account_id) < 0) ||
+        brig_store_run(d->store, err, NULL,
+                       "INSERT INTO ledger(account_id, at, kind, amount_micro_usd, note)"
+                       " VALUES (?,?,'credit',?,?)",
+                       "siis", account_id, brig_now_real_ms(), amount, note) < 0) {
+        brig_store_rollback(d->store);
+        return -1;
+    }
+    return brig_store_commit(d->store, err);
+}
+
+typedef struct charge_row {
+    char account[64];
+    int64_t created_at, billed_ms, price;
+    int found;
+} charge_row;
+
+static int read_charge_row(brig_row *row, void *ctx)
+{
+    charge_row *c = ctx;
+    const char *a = brig_row_text(row, 0);
+    snprintf(c->account, sizeof(c->account), "%s", a ? a : "");
+    c->created_at = brig_row_int(row, 1);
+    c->billed_ms = brig_row_int(row, 2);
+    c->price = brig_row_int(row, 3);
+    c->found = 1;
+    return 1;
+}
+
+static int read_int(brig_row *row, void *ctx)
+{
+    *(int64_t *)ctx = brig_row_int(row, 0);
+    return 1;
+}
+
+int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool final,
+                        int64_t *balance, brig_error **err)
+{
+    /* One transaction: the charge, the balance and how far the sandbox is billed
+     * move together, or not at all. */
+    if (brig_store_begin(d->store, err) < 0)
+        return -1;
+    charge_row c = {0};
+    if (brig_store_query(d->store, err, read_charge_row, &c,
+                         "SELECT account_id, created_at, billed_ms, price_micro_usd"
+                         " FROM sandboxes WHERE id = ?",
+                         "s", sandbox_id) < 0)
+        goto fail;
+    if (!c.found) {
+        brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", sandbox_id);
+        goto fail;
+    }
+    int64_t billed_s = c.billed_ms / 1000;
+    int64_t secs = brig_bill_seconds(now_ms - c.created_at, billed_s, final);
+    if (secs > 0) {
+        int64_t amount = secs * c.price;
+        if (brig_store_run(d->store, err, NULL,
+                           "INSERT INTO ledger(account_id, at, kind, amount_micro_usd,"
+                           " sandbox_id, seconds) VALUES (?,?,'charge',?,?,?)",
+                           "siisi", c.account, now_ms, amount, sandbox_id, secs) < 0 ||
+            brig_store_run(d->store, err, NULL,
+                           "UPDATE accounts SET balance_micro_usd = balance_micro_usd - ?"
+                           " WHERE id = ?",
+                           "is", amount, c.account) < 0 ||
+            brig_store_run(d->store, err, NULL,
+                           "UPDATE sandboxes SET billed_ms = ?, cost_micro_usd = cost_micro_usd + ?"
+                           " WHERE id = ?",
+                           "iis", (billed_s + secs) * 1000, amount, sandbox_id) < 0)
+            goto fail;
+    }
+    if (balance &&
+        brig_store_query(d->store, err, read_int, balance,
+                         "SELECT balance_micro_usd FROM accounts WHERE id = ?", "s", c.account) < 0)
+        goto fail;
+    return brig_store_commit(d->store, err);
+fail:
+    brig_store_rollback(d->store);
+    return -1;
+}
+
+int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_t to_ms,
+                       int64_t *out, brig_error **err)
+{
+    *out = 0;
+    return brig_store_query(d->store, err, read_int, out,
+                            "SELECT coalesce(sum(amount_micro_usd), 0) FROM ledger"
+                            " WHERE account_id = ? AND kind = 'charge' AND at >= ? AND at < ?",
+                            "sii", account_id, from_ms, to_ms) < 0
+               ? -1
+               : 0;
+}

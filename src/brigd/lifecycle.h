@@ -1,0 +1,26 @@
+/*
+ * lifecycle.h - the janitor: one thread that, every tick, ends sandboxes whose
+ * time is up and charges the ones that live on.
+ *
+ *   idle_timeout       no API use for idle_timeout, no request in flight and no
+ *                      command running in it (foreground or background): a long
+ *                      build is never "idle"
+ *   max_lifetime       past its expiry (POST …/timeout extends it)
+ *   cpu_abuse          at >= 95 % of its CPU quota for longer than the abuse
+ *                      window (the account sees it in cpu_abuse_stops)
+ *   balance_exhausted  incremental billing took the account's balance to zero
+ */
+#ifndef BRIG_LIFECYCLE_H
+#define BRIG_LIFECYCLE_H
+
+#include "error.h"
+#include "server.h"
+
+int brig_lifecycle_start(brigd *d, brig_error **err);
+void brig_lifecycle_stop(brigd *d);
+
+/* One pass over every sandbox at time now_ms (the thread's body; tests and the
+ * thread call it). */
+void brig_lifecycle_tick(brigd *d, int64_t now_ms);
+
+#endif

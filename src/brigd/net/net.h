@@ -1,0 +1,87 @@
+/*
+ * net.h - sandbox networking: each sandbox's network namespace joined to the
+ * host (veth + NAT), the project's egress policy enforced on the host with
+ * nftables, a DNS proxy per sandbox, and a per-sandbox network log.
+ * docs/network.md is the model; this is the interface brigd's lifecycle uses.
+ *
+ * Threading: every function may be called from any API thread; the module
+ * serialises what it must.  Ownership: brig_net_attach returns a handle that
+ * brig_net_detach frees.
+ */
+#ifndef BRIG_NET_H
+#define BRIG_NET_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "error.h"
+
+typedef struct brig_net brig_net;                 /* host-wide state */
+typedef struct brig_net_sandbox brig_net_sandbox; /* one sandbox's network */
+
+typedef enum { BRIG_EGRESS_OPEN, BRIG_EGRESS_ALLOWLIST, BRIG_EGRESS_NONE } brig_egress_mode;
+
+/* A project's egress policy (docs/network.md). */
+typedef struct brig_egress {
+    brig_egress_mode mode;
+    char **domains; /* allowlist: "api.example.com", "*.example.org" */
+    size_t n_domains;
+    char **cidrs; /* allowlist: "203.0.113.0/24", "2001:db8::/32" */
+    size_t n_cidrs;
+    int *ports; /* allowlist: destination ports (none: any) */
+    size_t n_ports;
+} brig_egress;
+
+/* Parses {"mode":"open"} / {"mode":"allowlist","domains":[…],"cidrs":[…],"ports":[…]} /
+ * {"mode":"none"}; BRIG_E_INVALID with a clear message otherwise. */
+int brig_egress_from_json(json_t *j, brig_egress *out, brig_error **err);
+json_t *brig_egress_to_json(const brig_egress *e);
+void brig_egress_dispose(brig_egress *e);
+
+typedef struct brig_net_config {
+    const char *state_dir; /* for anything the module must persist across restarts */
+    const char *pool;      /* address pool for sandbox links, e.g. "10.201.0.0/16" (the
+                              default when NULL); cut into one /31 per sandbox */
+    const char *dns_upstream; /* "IP" or "IP:PORT" the DNS proxy forwards to; NULL: the
+                                 environment's BRIG_DNS_UPSTREAM, else the first nameserver
+                                 of the host's /etc/resolv.conf */
+} brig_net_config;
+
+/* Host-wide set-up (nftables table, forwarding, NAT).  Fails with a clear error
+ * when the host cannot do it (no nftables, no netlink permission). */
+int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err);
+/* Host-wide tear-down at shutdown: sandboxes stay connected (they are
+ * re-attached at the next start). */
+void brig_net_free(brig_net *n);
+
+/* Connects the network namespace netns_fd (the sandbox's) to the host under
+ * policy: link, addresses, routes, firewall, DNS proxy.  *resolv_conf receives
+ * the content for the sandbox's /etc/resolv.conf (caller frees). */
+int brig_net_attach(brig_net *n, const char *sandbox_id, int netns_fd, const brig_egress *policy,
+                    brig_net_sandbox **out, char **resolv_conf, brig_error **err);
+
+/* After a brigd restart: rebuilds the handle of a sandbox attached by a
+ * previous run (its link still exists), applying policy again. */
+int brig_net_reattach(brig_net *n, const char *sandbox_id, int netns_fd, const brig_egress *policy,
+                      brig_net_sandbox **out, brig_error **err);
+
+/* Applies a new policy to a running sandbox (effective within 1 s). */
+int brig_net_set_policy(brig_net *n, brig_net_sandbox *s, const brig_egress *policy,
+                        brig_error **err);
+
+/* Frees s without touching the host (brigd's shutdown: the sandbox stays
+ * connected and is re-attached at the next start). */
+void brig_net_forget(brig_net *n, brig_net_sandbox *s);
+
+/* Removes everything of the sandbox on the host side and frees s. */
+void brig_net_detach(brig_net *n, brig_net_sandbox *s);
+
+/* Removes leftovers of sandboxes that no longer exist (start-up reconcile):
+ * every link, firewall element and address of a sandbox id not in live_ids. */
+void brig_net_cleanup(brig_net *n, char *const *live_ids, size_t n_live);
+
+/* The sandbox's network log: DNS queries and denied connections, oldest first
+ * (a new JSON array). */
+json_t *brig_net_log(brig_net *n, brig_net_sandbox *s);
+
+#endif

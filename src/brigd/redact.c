@@ -1,0 +1,267 @@
+/*
+ * redact.c - Aho-Corasick redaction (see redact.h).
+ *
+ * States form a trie over every pattern; each state has a failure link (the
+ * longest proper suffix that is also a trie path) and `out`, the longest
+ * pattern ending here (its own, or one reached by failure links).  Transitions
+ * are a dense 256-entry table per state: patterns are few and short, and this
+ * keeps the hot loop to one load per byte.
+ */
+#include "redact.h"
+
+#include <sodium.h>
+#include <stdbool.h>
+#include <string.h>
+
+typedef struct state {
+    int next[256]; /* goto/failure-resolved transitions; 0 = root */
+    int fail;
+    int depth; /* length of the path from the root */
+    int out;   /* index of the longest pattern ending here, or -1 */
+} state;
+
+typedef struct pattern {
+    uint8_t *bytes;
+    size_t len;
+    char *name;
+} pattern;
+
+struct brig_redactor {
+    state *states;
+    int n_states;
+    pattern *pats;
+    int n_pats;
+};
+
+static void add_pattern(brig_redactor *r, const char *name, const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return;
+    for (int i = 0; i < r->n_pats; i++)
+        if (r->pats[i].len == n && memcmp(r->pats[i].bytes, p, n) == 0)
+            return;
+    r->pats = brig_xrealloc(r->pats, (size_t)(r->n_pats + 1) * sizeof(pattern));
+    pattern *pt = &r->pats[r->n_pats++];
+    pt->bytes = brig_xmalloc(n);
+    memcpy(pt->bytes, p, n);
+    pt->len = n;
+    pt->name = brig_xstrdup(name);
+}
+
+/* The part of base64(pad_k bytes + v) that depends on v alone: what shows up
+ * when v is base64-encoded inside a longer text at offset k (mod 3). */
+static void add_base64(brig_redactor *r, const char *name, const uint8_t *v, size_t n, int variant)
+{
+    for (size_t k = 0; k < 3; k++) {
+        size_t total = k + n;
+        uint8_t *raw = brig_xcalloc(total, 1);
+        memcpy(raw + k, v, n);
+        size_t elen = sodium_base64_ENCODED_LEN(total, variant);
+        char *enc = brig_xmalloc(elen);
+        sodium_bin2base64(enc, elen, raw, total, variant);
+        size_t from = (8 * k + 5) / 6, to = (8 * total) / 6;
+        if (to > from && to - from >= 8)
+            add_pattern(r, name, (const uint8_t *)enc + from, to - from);
+        sodium_memzero(raw, total);
+        sodium_memzero(enc, elen);
+        free(raw);
+        free(enc);
+    }
+}
+
+static void add_urlencoded(brig_redactor *r, const char *name, const uint8_t *v, size_t n)
+{
+    for (int lower = 0; lower < 2; lower++) {
+        static const char hex_u[] = "0123456789ABCDEF", hex_l[] = "0123456789abcdef";
+        const char *hex = lower ? hex_l : hex_u;
+        uint8_t *enc = brig_xmalloc(n * 3 + 1);
+        size_t m = 0;
+        bool changed = false;
+        for (size_t i = 0; i < n; i++) {
+            uint8_t c = v[i];
+            if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                c == '-' || c == '_' || c == '.' || c == '~') {
+                enc[m++] = c;
+            } else {
+                enc[m++] = '%';
+                enc[m++] = (uint8_t)hex[c >> 4];
+                enc[m++] = (uint8_t)hex[c & 15];
+                changed = true;
+            }
+        }
+        if (changed)
+            add_pattern(r, name, enc, m);
+        sodium_memzero(enc, n * 3 + 1);
+        free(enc);
+    }
+}
+
+static int new_state(brig_redactor *r, int depth)
+{
+    r->states = brig_xrealloc(r->states, (size_t)(r->n_states + 1) * sizeof(state));
+    state *s = &r->states[r->n_states];
+    memset(s->next, -1, sizeof(s->next));
+    s->fail = 0;
+    s->depth = depth;
+    s->out = -1;
+    return r->n_states++;
+}
+
+static void build(brig_redactor *r)
+{
+    new_state(r, 0);
+    for (int p = 0; p < r->n_pats; p++) {
+        int cur = 0;
+        for (size_t i = 0; i < r->pats[p].len; i++) {
+            uint8_t c = r->pats[p].bytes[i];
+            if (r->states[cur].next[c] < 0) {
+                int ns = new_state(r, r->states[cur].depth + 1);
+                r->states[cur].next[c] = ns;
+            }
+            cur = r->states[cur].next[c];
+        }
+        int o = r->states[cur].out;
+        if (o < 0 || r->pats[o].len < r->pats[p].len)
+            r->states[cur].out = p;
+    }
+    /* Breadth-first: failure links and dense transitions. */
+    int *queue = brig_xmalloc((size_t)r->n_states * sizeof(int));
+    int qh = 0, qt = 0;
+    for (int c = 0; c < 256; c++) {
+        int ns = r->states[0].next[c];
+        if (ns < 0) {
+            r->states[0].next[c] = 0;
+        } else {
+            r->states[ns].fail = 0;
+            queue[qt++] = ns;
+        }
+    }
+    while (qh < qt) {
+        int s = queue[qh++];
+        int f = r->states[s].fail;
+        if (r->states[s].out < 0)
+            r->states[s].out = r->states[f].out;
+        for (int c = 0; c < 256; c++) {
+            int ns = r->states[s].next[c];
+            if (ns < 0) {
+                r->states[s].next[c] = r->states[f].next[c];
+            } else {
+                r->states[ns].fail = r->states[f].next[c];
+                queue[qt++] = ns;
+            }
+        }
+    }
+    free(queue);
+}
+
+brig_redactor *brig_redactor_new(json_t *secrets)
+{
+    if (json_object_size(secrets) == 0)
+        return NULL;
+    brig_redactor *r = brig_xcalloc(1, sizeof(*r));
+    const char *name;
+    json_t *v;
+    json_object_foreach(secrets, name, v)
+    {
+        const uint8_t *val = (const uint8_t *)json_string_value(v);
+        size_t n = json_string_length(v);
+        if (val == NULL || n == 0)
+            continue;
+        add_pattern(r, name, val, n);
+        if (n >= 8) {
+            add_base64(r, name, val, n, sodium_base64_VARIANT_ORIGINAL);
+            add_base64(r, name, val, n, sodium_base64_VARIANT_URLSAFE);
+            add_urlencoded(r, name, val, n);
+        }
+    }
+    build(r);
+    return r;
+}
+
+void brig_redactor_free(brig_redactor *r)
+{
+    if (r == NULL)
+        return;
+    for (int i = 0; i < r->n_pats; i++) {
+        sodium_memzero(r->pats[i].bytes, r->pats[i].len);
+        free(r->pats[i].bytes);
+        free(r->pats[i].name);
+    }
+    /* The transitions spell the patterns too. */
+    sodium_memzero(r->states, (size_t)r->n_states * sizeof(state));
+    free(r->states);
+    free(r->pats);
+    free(r);
+}
+
+void brig_redact_init(brig_redact_stream *s, const brig_redactor *r)
+{
+    memset(s, 0, sizeof(*s));
+    s->r = r;
+}
+
+void brig_redact_feed(brig_redact_stream *s, const uint8_t *p, size_t n, brig_buf *out)
+{
+    const brig_redactor *r = s->r;
+    if (r == NULL) {
+        brig_buf_append(out, p, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        brig_buf_append(&s->held, &p[i], 1);
+        s->state = r->states[s->state].next[p[i]];
+        const state *st = &r->states[s->state];
+        if (st->out >= 0) {
+            const pattern *pt = &r->pats[st->out];
+            /* The match is the last pt->len held bytes. */
+            brig_buf_append(out, s->held.data, s->held.len - pt->len);
+            brig_buf_append(out, "[REDACTED:", 10);
+            brig_buf_append(out, pt->name, strlen(pt->name));
+            brig_buf_append(out, "]", 1);
+            sodium_memzero(s->held.data, s->held.len);
+            s->held.len = 0;
+            s->state = 0;
+            continue;
+        }
+        /* Only the last `depth` bytes can still become part of a match. */
+        size_t keep = (size_t)st->depth;
+        if (s->held.len > keep) {
+            size_t release = s->held.len - keep;
+            brig_buf_append(out, s->held.data, release);
+            memmove(s->held.data, s->held.data + release, keep);
+            s->held.len = keep;
+        }
+    }
+}
+
+void brig_redact_flush(brig_redact_stream *s, brig_buf *out)
+{
+    if (s->held.len)
+        brig_buf_append(out, s->held.data, s->held.len);
+    if (s->held.data)
+        sodium_memzero(s->held.data, s->held.cap);
+    s->held.len = 0;
+    s->state = 0;
+}
+
+void brig_redact_dispose(brig_redact_stream *s)
+{
+    if (s->held.data)
+        sodium_memzero(s->held.data, s->held.cap);
+    brig_buf_dispose(&s->held);
+}
+
+void brig_redact_buf(const brig_redactor *r, brig_buf *b)
+{
+    if (r == NULL || b->len == 0)
+        return;
+    brig_redact_stream s;
+    brig_redact_init(&s, r);
+    brig_buf out = {0};
+    brig_redact_feed(&s, (const uint8_t *)b->data, b->len, &out);
+    brig_redact_flush(&s, &out);
+    brig_redact_dispose(&s);
+    sodium_memzero(b->data, b->cap);
+    brig_buf_dispose(b);
+    *b = out;
+}

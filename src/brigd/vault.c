@@ -1,0 +1,286 @@
+/*
+ * vault.c - sealed secrets (see vault.h).
+ */
+#include "vault.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+#define KEY_BYTES   crypto_aead_xchacha20poly1305_ietf_KEYBYTES
+#define NONCE_BYTES crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
+#define TAG_BYTES   crypto_aead_xchacha20poly1305_ietf_ABYTES
+#define MAX_VALUE   (64 * 1024)
+
+struct brig_vault {
+    unsigned char *key; /* sodium_malloc'd: guarded, locked, never swapped */
+};
+
+static int key_from_env(const char *b64, unsigned char *key, brig_error **err)
+{
+    size_t len = 0;
+    if (sodium_base642bin(key, KEY_BYTES, b64, strlen(b64), " \n", &len, NULL,
+                          sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        len != KEY_BYTES)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "BRIG_MASTER_KEY must be the base64 of exactly %d bytes", KEY_BYTES);
+    return 0;
+}
+
+static int key_from_file(const char *path, unsigned char *key, brig_error **err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT) {
+        /* First start: a new key, written 0600 before anything is sealed with it. */
+        randombytes_buf(key, KEY_BYTES);
+        _cleanup_free_ char *tmp = brig_asprintf("%s.tmp", path);
+        unlink(tmp);
+        int w = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        int r = 0;
+        if (w < 0 || brig_write_full(w, key, KEY_BYTES) < 0 || fsync(w) < 0)
+            r = brig_error_sys(err, "write %s", tmp);
+        if (w >= 0)
+            close(w);
+        if (r == 0 && rename(tmp, path) < 0)
+            r = brig_error_sys(err, "rename %s", tmp);
+        if (r == 0)
+            brig_info("vault: created the master key %s (0600)", path);
+        return r;
+    }
+    if (fd < 0)
+        return brig_error_sys(err, "open %s", path);
+    struct stat st;
+    int r = 0;
+    if (fstat(fd, &st) < 0)
+        r = brig_error_sys(err, "stat %s", path);
+    else if (st.st_mode & 077)
+        r = brig_error_set(err, BRIG_E_INVALID, 0,
+                           "%s is readable by others (mode %04o): chmod 600 it", path,
+                           (unsigned)(st.st_mode & 07777));
+    else if (brig_read_full(fd, key, KEY_BYTES) != KEY_BYTES)
+        r = brig_error_set(err, BRIG_E_INVALID, 0, "%s is not a %d-byte key", path, KEY_BYTES);
+    close(fd);
+    return r;
+}
+
+int brig_vault_open(brig_vault **out, const char *state_dir, brig_error **err)
+{
+    brig_vault *v = brig_xcalloc(1, sizeof(*v));
+    v->key = sodium_malloc(KEY_BYTES);
+    if (v->key == NULL) {
+        free(v);
+        return brig_error_set(err, BRIG_E_INTERNAL, 0, "cannot allocate guarded memory");
+    }
+    const char *env = getenv("BRIG_MASTER_KEY");
+    _cleanup_free_ char *path = brig_asprintf("%s/master.key", state_dir);
+    int r = env && *env ? key_from_env(env, v->key, err) : key_from_file(path, v->key, err);
+    if (r < 0) {
+        brig_vault_close(v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+void brig_vault_close(brig_vault *v)
+{
+    if (v == NULL)
+        return;
+    sodium_free(v->key);
+    free(v);
+}
+
+int brig_vault_check_name(const char *name, brig_error **err)
+{
+    size_t n = strlen(name);
+    bool ok = n >= 1 && n <= 64 && !(name[0] >= '0' && name[0] <= '9');
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = name[i];
+        ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    }
+    if (!ok)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "secret name '%.64s' must be an environment variable name "
+                              "([A-Za-z_][A-Za-z0-9_]*, at most 64)",
+                              name);
+    return 0;
+}
+
+int brig_vault_check_value(const char *value, size_t len, brig_error **err)
+{
+    if (len < 4)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "secret values must be at least 4 bytes: shorter ones would be "
+                              "redacted out of ordinary output");
+    if (len > MAX_VALUE)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "secret values are at most %d bytes",
+                              MAX_VALUE);
+    if (memchr(value, 0, len))
+        return brig_error_set(err, BRIG_E_INVALID, 0, "secret values cannot contain NUL bytes");
+    return 0;
+}
+
+/* Associated data: "owner\0name". */
+static char *aad(const char *owner, const char *name, size_t *len)
+{
+    *len = strlen(owner) + 1 + strlen(name);
+    char *a = brig_xmalloc(*len + 1);
+    memcpy(a, owner, strlen(owner) + 1);
+    memcpy(a + strlen(owner) + 1, name, strlen(name) + 1);
+    return a;
+}
+
+int brig_vault_put(brig_vault *v, brig_store *st, const char *owner, const char *name,
+                   const char *value, size_t len, brig_error **err)
+{
+    if (brig_vault_check_name(name, err) < 0 || brig_vault_check_value(value, len, err) < 0)
+        return -1;
+    unsigned char nonce[NONCE_BYTES];
+    randombytes_buf(nonce, sizeof(nonce));
+    size_t alen;
+    char *ad = aad(owner, name, &alen);
+    unsigned char *box = brig_xmalloc(len + TAG_BYTES);
+    unsigned long long blen = 0;
+    crypto_aead_xchacha20poly1305_ietf_encrypt(box, &blen, (const unsigned char *)value, len,
+                                               (const unsigned char *)ad, alen, NULL, nonce,
+                                               v->key);
+    int r = brig_store_run(st, err, NULL,
+                           "INSERT OR REPLACE INTO secrets(owner, name, nonce, box, created_at)"
+                           " VALUES (?,?,?,?,?)",
+                           "ssbbi", owner, name, (const void *)nonce, sizeof(nonce),
+                           (const void *)box, (size_t)blen, brig_now_real_ms());
+    free(ad);
+    free(box);
+    return r;
+}
+
+typedef struct open_ctx {
+    brig_vault *v;
+    const char *owner;
+    json_t *out;
+    int bad;
+} open_ctx;
+
+static int open_row(brig_row *row, void *arg)
+{
+    open_ctx *c = arg;
+    const char *name = brig_row_text(row, 0);
+    size_t nlen, blen;
+    const unsigned char *nonce = brig_row_blob(row, 1, &nlen);
+    const unsigned char *box = brig_row_blob(row, 2, &blen);
+    if (name == NULL || nlen != NONCE_BYTES || blen < TAG_BYTES) {
+        c->bad = 1;
+        return 1;
+    }
+    size_t alen;
+    char *ad = aad(c->owner, name, &alen);
+    char *plain = sodium_malloc(blen - TAG_BYTES + 1);
+    unsigned long long plen = 0;
+    int r = crypto_aead_xchacha20poly1305_ietf_decrypt((unsigned char *)plain, &plen, NULL, box,
+                                                       blen, (const unsigned char *)ad, alen, nonce,
+                                                       c->v->key);
+    free(ad);
+    if (r == 0)
+        json_object_set_new(c->out, name, json_stringn(plain, (size_t)plen));
+    else
+        c->bad = 1;
+    sodium_free(plain);
+    return r == 0 ? 0 : 1;
+}
+
+int brig_vault_open_all(brig_vault *v, brig_store *st, const char *owner, json_t **out,
+                        brig_error **err)
+{
+    open_ctx c = {v, owner, json_object(), 0};
+    if (brig_store_query(st, err, open_row, &c,
+                         "SELECT name, nonce, box FROM secrets WHERE owner = ? ORDER BY name", "s",
+                         owner) < 0) {
+        brig_vault_wipe(c.out);
+        return -1;
+    }
+    if (c.bad) {
+        brig_vault_wipe(c.out);
+        return brig_error_set(err, BRIG_E_INTERNAL, 0,
+                              "a stored secret of %s does not open with this master key", owner);
+    }
+    *out = c.out;
+    return 0;
+}
+
+int brig_vault_copy(brig_vault *v, brig_store *st, const char *from, const char *to, json_t *names,
+                    brig_error **err)
+{
+    json_t *all = NULL;
+    if (brig_vault_open_all(v, st, from, &all, err) < 0)
+        return -1;
+    size_t i;
+    json_t *n;
+    int r = 0;
+    json_array_foreach(names, i, n)
+    {
+        const char *name = json_string_value(n);
+        json_t *val = name ? json_object_get(all, name) : NULL;
+        if (val == NULL) {
+            r = brig_error_set(err, BRIG_E_INVALID, 0, "the project has no secret '%.64s'",
+                               name ? name : "?");
+            break;
+        }
+        if ((r = brig_vault_put(v, st, to, name, json_string_value(val), json_string_length(val),
+                                err)) < 0)
+            break;
+    }
+    brig_vault_wipe(all);
+    return r;
+}
+
+static int name_row(brig_row *row, void *arg)
+{
+    json_array_append_new(arg, json_string(brig_row_text(row, 0)));
+    return 0;
+}
+
+json_t *brig_vault_names(brig_store *st, const char *owner)
+{
+    json_t *a = json_array();
+    brig_store_query(st, NULL, name_row, a,
+                     "SELECT name FROM secrets WHERE owner = ? ORDER BY name", "s", owner);
+    return a;
+}
+
+int brig_vault_delete(brig_store *st, const char *owner, const char *name, brig_error **err)
+{
+    int64_t n = 0;
+    if (brig_store_run(st, err, &n, "DELETE FROM secrets WHERE owner = ? AND name = ?", "ss", owner,
+                       name) < 0)
+        return -1;
+    if (n == 0)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no secret '%.64s'", name);
+    return 0;
+}
+
+void brig_vault_delete_all(brig_store *st, const char *owner)
+{
+    brig_store_run(st, NULL, NULL, "DELETE FROM secrets WHERE owner = ?", "s", owner);
+}
+
+void brig_vault_wipe(json_t *obj)
+{
+    const char *k;
+    json_t *val;
+    json_object_foreach(obj, k, val)
+    {
+        /* jansson owns the buffer; it is ours to scrub before it is freed. */
+        char *s = (char *)json_string_value(val);
+        if (s)
+            sodium_memzero(s, json_string_length(val));
+    }
+    json_decref(obj);
+}
