@@ -129,3 +129,30 @@ def test_upload_dir_and_download_dir(sb, tmp_path):
     assert (dest / "link").is_symlink() and os.readlink(dest / "link") == "README"
     with pytest.raises(brig.NotFound):
         sb.download_dir("/root/nothing-here", tmp_path / "x")
+
+
+def test_large_upload_refused_early_raises_the_answer(daemon, tmp_path):
+    """brigd answers 404 before reading the body: the SDK reports the 404,
+    not a broken pipe (sync and async)."""
+    import asyncio
+
+    from brig import aio
+
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(64 << 20)
+    ghost = brig.SandboxInfo(id="sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa")
+    with brig.Client() as c:
+        with pytest.raises(brig.NotFound, match="sbx_aaaa"):
+            brig.Sandbox(c, ghost).upload("/root/big", big)
+        # the client still works afterwards
+        assert c.list_sandboxes() == []
+
+    async def go():
+        c = aio.Client()
+        with pytest.raises(brig.NotFound, match="sbx_aaaa"):
+            await aio.Sandbox(c, ghost).upload("/root/big", big)
+        assert await c.list_sandboxes() == []
+        await c.aclose()
+
+    asyncio.run(go())

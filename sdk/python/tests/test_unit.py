@@ -242,6 +242,10 @@ def stream_route(h, body):
             h.send_chunked(200, ndjson({"type": "start", "pid": 3},
                                        {"type": "error", "code": "unavailable",
                                         "message": "agent gone"}))
+        elif cmd == "plain":  # a brigd that does not stream
+            h.send_json(200, {"exit_code": 1, "stdout": "all at once\n", "stderr": "/w==",
+                              "stderr_encoding": "base64", "timed_out": False,
+                              "duration_ms": 3, "signal": None})
         elif cmd == "cut":
             h.send_chunked(200, ndjson({"type": "start", "pid": 3}))
         else:
@@ -268,6 +272,11 @@ def test_stream_decoding_sync_and_async():
                 sb.exec("error", on_stdout=out.append)
             with pytest.raises(brig.ProtocolError):
                 sb.exec("cut", on_stdout=out.append)
+            out.clear()
+            err.clear()
+            r = sb.exec("plain", on_stdout=out.append, on_stderr=err.append)
+            assert (out, err, r.exit_code, r.stderr_bytes) == (["all at once\n"], [b"\xff"], 1,
+                                                               b"\xff")
             events = list(sb.exec_stream("ok"))
             assert [e.type for e in events] == ["start", "stdout", "stderr", "stdout", "exit"]
 
@@ -280,6 +289,9 @@ def test_stream_decoding_sync_and_async():
             async with brig.aio.Sandbox.create(url=f.url, api_key="k") as asb:
                 r = await asb.exec("ok", on_stdout=acb, on_stderr=aout.append)
                 assert aout == ["héllo\n", "world", b"\xff"] and r.exit_code == 2
+                aout.clear()
+                r = await asb.exec("plain", on_stdout=acb)
+                assert aout == ["all at once\n"] and r.exit_code == 1
                 with pytest.raises(brig.Unavailable):
                     await asb.exec("error", on_stdout=acb)
                 with pytest.raises(brig.ProtocolError):

@@ -14,7 +14,7 @@ import asyncio
 import json as _json
 import ssl
 import time
-from typing import Any, AsyncIterator, Mapping, Optional
+from typing import Any, AsyncGenerator, Mapping, Optional, cast
 
 from ._common import USER_AGENT, LineDecoder, Source, build_path, parse_json, split_url
 from ._http import Response
@@ -22,6 +22,11 @@ from ._errors import AuthError, ConnectionError, ProtocolError, Timeout, error_f
 
 IDLE_MAX_S = 50.0
 MAX_HEADER_BYTES = 64 * 1024
+#: Bodies larger than this (and every streamed body) are sent after
+#: ``Expect: 100-continue``: brigd can refuse (404, 413 …) before any of it.
+EXPECT_MIN_BYTES = 64 * 1024
+#: How long to wait for ``100 Continue`` before sending the body anyway.
+EXPECT_WAIT_S = 3.0
 _RESET = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
@@ -112,7 +117,7 @@ class AsyncResponse:
                     self._finish()
                     return b""
                 self._chunk_left = n
-            data = await self._read(r.read(min(size, self._chunk_left)))
+            data = cast(bytes, await self._read(r.read(min(size, self._chunk_left))))
             if not data:
                 self._close()
                 raise ConnectionError("the connection to brigd broke mid-answer")
@@ -121,7 +126,7 @@ class AsyncResponse:
                 await self._read(r.readexactly(2))
             return data
         if self._left is not None:
-            data = await self._read(r.read(min(size, self._left)))
+            data = cast(bytes, await self._read(r.read(min(size, self._left))))
             if not data:
                 self._close()
                 raise ConnectionError("the connection to brigd broke mid-answer")
@@ -129,7 +134,7 @@ class AsyncResponse:
             if self._left == 0:
                 self._finish()
             return data
-        data = await self._read(r.read(size))
+        data = cast(bytes, await self._read(r.read(size)))
         if not data:
             self._finish()
         return data
@@ -146,7 +151,7 @@ class AsyncResponse:
     async def json(self) -> Any:
         return parse_json(await self.read())
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         try:
             while True:
                 c = await self.read_chunk()
@@ -156,7 +161,7 @@ class AsyncResponse:
         finally:
             await self.aclose()
 
-    async def json_lines(self) -> AsyncIterator[dict[str, Any]]:
+    async def json_lines(self) -> AsyncGenerator[dict[str, Any], None]:
         dec = LineDecoder()
         try:
             while True:
@@ -276,34 +281,48 @@ class AsyncTransport:
             w.write(b"0\r\n\r\n")
         await w.drain()
 
-    async def _read_head(self, conn: _Conn, method: str) -> tuple[int, str, dict[str, str], bool]:
-        r = conn.reader
+    @staticmethod
+    def _parse_head(head: bytes) -> tuple[int, str, dict[str, str], bool]:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/"):
+            raise ProtocolError(f"not an HTTP answer: {lines[0][:80]!r}")
+        try:
+            status = int(parts[1])
+        except ValueError:
+            raise ProtocolError(f"bad status line: {lines[0][:80]!r}") from None
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if not line:
+                continue
+            k, _, v = line.partition(":")
+            k = k.strip().lower()
+            v = v.strip()
+            headers[k] = f"{headers[k]}, {v}" if k in headers else v
+        keep = parts[0] == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+        return status, (parts[2] if len(parts) > 2 else ""), headers, keep
+
+    @staticmethod
+    async def _head_bytes(r: asyncio.StreamReader) -> bytes:
+        try:
+            return await r.readuntil(b"\r\n\r\n")
+        except asyncio.LimitOverrunError:
+            raise ProtocolError("brigd's answer headers are too long") from None
+
+    async def _read_head(self, conn: _Conn) -> tuple[int, str, dict[str, str], bool]:
         while True:
-            try:
-                head = await r.readuntil(b"\r\n\r\n")
-            except asyncio.LimitOverrunError:
-                raise ProtocolError("brigd's answer headers are too long") from None
-            lines = head.decode("latin-1").split("\r\n")
-            parts = lines[0].split(" ", 2)
-            if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-                raise ProtocolError(f"not an HTTP answer: {lines[0][:80]!r}")
-            try:
-                status = int(parts[1])
-            except ValueError:
-                raise ProtocolError(f"bad status line: {lines[0][:80]!r}") from None
-            if 100 <= status < 200:
-                continue  # 100 Continue and friends
-            headers: dict[str, str] = {}
-            for line in lines[1:]:
-                if not line:
-                    continue
-                k, _, v = line.partition(":")
-                k = k.strip().lower()
-                v = v.strip()
-                headers[k] = f"{headers[k]}, {v}" if k in headers else v
-            conn_hdr = headers.get("connection", "").lower()
-            keep = parts[0] == "HTTP/1.1" and "close" not in conn_hdr
-            return status, (parts[2] if len(parts) > 2 else ""), headers, keep
+            answer = self._parse_head(await self._head_bytes(conn.reader))
+            if not 100 <= answer[0] < 200:
+                return answer  # (100 Continue and friends are skipped)
+
+    @staticmethod
+    def _salvage(conn: _Conn) -> None:
+        """The server closed while we were sending (it answered early): let
+        the answer already received be read despite the reset."""
+        r = conn.reader
+        if r.exception() is not None and len(getattr(r, "_buffer", b"")):
+            r._exception = None  # type: ignore[attr-defined]
+            r.feed_eof()
 
     async def _once(self, conn: _Conn, method: str, url: str, h: dict[str, str],
                     payload: Optional[bytes], body: Optional[Source], timeout: Optional[float]
@@ -318,16 +337,34 @@ class AsyncTransport:
             else:
                 h["Transfer-Encoding"] = "chunked"
                 chunked = True
+        expect = body is not None or (payload is not None and len(payload) > EXPECT_MIN_BYTES)
+        if expect:
+            h["Expect"] = "100-continue"
         head = f"{method} {url} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items())
         try:
-            w.write(head.encode("latin-1") + b"\r\n" + (payload or b""))
+            if expect:
+                w.write(head.encode("latin-1") + b"\r\n")
+                await w.drain()
+                try:
+                    first = await asyncio.wait_for(self._head_bytes(conn.reader), EXPECT_WAIT_S)
+                except asyncio.TimeoutError:
+                    first = None  # no 100 Continue: send the body anyway (RFC 9110 10.1.1)
+                if first is not None:
+                    answer = self._parse_head(first)
+                    if answer[0] >= 200:  # refused before the body: never sent
+                        return answer[0], answer[1], answer[2], False
+            if payload:
+                w.write(payload if expect else head.encode("latin-1") + b"\r\n" + payload)
+            elif not expect:
+                w.write(head.encode("latin-1") + b"\r\n")
             if body is not None:
                 await self._write_body(w, body, chunked)
             else:
                 await w.drain()
         except _RESET:
-            pass  # refused before the body was read: the answer may still be there
-        return await _with_timeout(self._read_head(conn, method), timeout, f"{method} {url}")
+            self._salvage(conn)  # refused before the body was read: the answer may be there
+        answer = await _with_timeout(self._read_head(conn), timeout, f"{method} {url}")
+        return answer
 
     async def send(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None,
                    json: Any = None, body: Optional[Source] = None,

@@ -12,7 +12,8 @@ import posixpath
 import stat as _stat
 import tarfile
 import urllib.parse
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Generator, Iterable, Iterator, Mapping, Optional, Sequence, \
+    Union
 
 from ._errors import ProtocolError, error_from_code
 from ._models import Chunk, ExecResult, OutputEvent
@@ -213,7 +214,7 @@ class Source:
     """An upload body: ``data`` (bytes, replayable) or chunks read one at a
     time by :meth:`read_chunk` (``b""`` at the end); ``length`` when known."""
 
-    def __init__(self, data: Optional[bytes] = None, *, reader: Optional[Callable[[], bytes]] = None,
+    def __init__(self, data: Optional[bytes] = None, *, reader: Optional[Callable[[], Any]] = None,
                  length: Optional[int] = None, closer: Optional[Callable[[], None]] = None) -> None:
         self.data = data
         self._reader = reader
@@ -259,11 +260,11 @@ def _file_length(f: Any) -> Optional[int]:
         st = os.fstat(f.fileno())
         if not _stat.S_ISREG(st.st_mode):
             return None
-        return st.st_size - f.tell()
+        return int(st.st_size - f.tell())
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         pass
     if isinstance(f, io.BytesIO):
-        return len(f.getbuffer()) - f.tell()
+        return int(len(f.getbuffer()) - f.tell())
     return None
 
 
@@ -283,9 +284,10 @@ def make_source(data: UploadData) -> Source:
             length = None
         return Source(reader=lambda: f.read(CHUNK_SIZE), length=length, closer=f.close)
     if hasattr(data, "read"):
-        if isinstance(data, io.TextIOBase):
-            return Source(reader=lambda: data.read(CHUNK_SIZE // 4))
-        return Source(reader=lambda: data.read(CHUNK_SIZE), length=_file_length(data))
+        fo: Any = data
+        if isinstance(fo, io.TextIOBase):
+            return Source(reader=lambda: fo.read(CHUNK_SIZE // 4))
+        return Source(reader=lambda: fo.read(CHUNK_SIZE), length=_file_length(fo))
     if isinstance(data, Iterable):
         it = iter(data)
         return Source(reader=lambda: next(it, b""))
@@ -327,6 +329,26 @@ def event_or_raise(obj: Mapping[str, Any]) -> OutputEvent:
     if obj.get("type") == "error":
         raise error_from_code(obj.get("code"), str(obj.get("message") or "stream failed"))
     return OutputEvent.from_json(obj)
+
+
+def is_ndjson(headers: Mapping[str, str]) -> bool:
+    return "ndjson" in headers.get("content-type", "")
+
+
+def events_of_buffered(body: bytes) -> list[dict[str, Any]]:
+    """A buffered exec answer (a brigd that does not stream) as the events
+    a stream would have carried."""
+    j = check_json_object(parse_json(body), "exec")
+    evs: list[dict[str, Any]] = [{"type": "start", "pid": j.get("pid")}]
+    for name in ("stdout", "stderr"):
+        if j.get(name):
+            ev = {"type": name, "data": j[name]}
+            if j.get(f"{name}_encoding"):
+                ev["encoding"] = j[f"{name}_encoding"]
+            evs.append(ev)
+    evs.append({"type": "exit", **{k: j.get(k) for k in
+                                   ("exit_code", "signal", "timed_out", "duration_ms")}})
+    return evs
 
 
 class ExecCollector:
@@ -381,8 +403,9 @@ class ExecCollector:
             raise ProtocolError("the output stream ended before the command's exit event")
         e = self.exit
         out, err = bytes(self.out), bytes(self.err)
+        code = e.get("exit_code")
         return ExecResult(
-            exit_code=int(e.get("exit_code") if e.get("exit_code") is not None else -1),
+            exit_code=int(code) if code is not None else -1,
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
             timed_out=bool(e.get("timed_out", False)),
@@ -400,7 +423,7 @@ class ExecCollector:
 # ---- tar: directory uploads and downloads ----------------------------------------------
 
 
-def tar_chunks(local_dir: LocalPath) -> Iterator[bytes]:
+def tar_chunks(local_dir: LocalPath) -> Generator[bytes, None, None]:
     """A tar stream of local_dir's contents (paths relative to it), produced
     file by file in chunks: never more than one chunk in memory.  Regular
     files, directories and symlinks; owned by root in the archive."""

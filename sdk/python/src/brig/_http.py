@@ -18,7 +18,7 @@ import socket
 import ssl
 import threading
 import time
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Generator, Mapping, Optional
 
 from ._common import USER_AGENT, LineDecoder, Source, build_path, split_url
 from ._errors import AuthError, BrigError, ConnectionError, ProtocolError, Timeout, \
@@ -73,7 +73,7 @@ class StreamResponse:
     def read(self, size: int = -1) -> bytes:
         """File-object style read (for tarfile): ``size`` bytes unless at the end."""
         if size is None or size < 0:
-            parts = []
+            parts: list[bytes] = []
             while True:
                 c = self.read_chunk()
                 if not c:
@@ -87,7 +87,7 @@ class StreamResponse:
             out += c
         return bytes(out)
 
-    def chunks(self) -> Iterator[bytes]:
+    def chunks(self) -> Generator[bytes, None, None]:
         try:
             while True:
                 c = self.read_chunk()
@@ -97,7 +97,7 @@ class StreamResponse:
         finally:
             self.close()
 
-    def json_lines(self) -> Iterator[dict[str, Any]]:
+    def json_lines(self) -> Generator[dict[str, Any], None, None]:
         dec = LineDecoder()
         try:
             while True:

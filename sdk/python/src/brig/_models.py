@@ -104,7 +104,7 @@ class ExecResult:
         out = decode_output(j.get("stdout", ""), j.get("stdout_encoding"))
         err = decode_output(j.get("stderr", ""), j.get("stderr_encoding"))
         return cls(
-            exit_code=int(j.get("exit_code", -1) if j.get("exit_code") is not None else -1),
+            exit_code=int(j["exit_code"]) if j.get("exit_code") is not None else -1,
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
             timed_out=bool(j.get("timed_out", False)),

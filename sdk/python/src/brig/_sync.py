@@ -476,7 +476,12 @@ class ExecStream:
 
     def __init__(self, resp: StreamResponse) -> None:
         self._resp = resp
-        self._lines = resp.json_lines()
+        self._lines: Iterator[dict[str, Any]]
+        if C.is_ndjson(resp.headers):
+            self._lines = resp.json_lines()
+        else:  # a brigd that answers a streamed exec in one piece
+            with resp:
+                self._lines = iter(C.events_of_buffered(resp.read()))
         self._col = C.ExecCollector()
         self.pid: Optional[int] = None
 
@@ -510,7 +515,9 @@ class ExecStream:
         return self.result
 
     def close(self) -> None:
-        self._lines.close()
+        close = getattr(self._lines, "close", None)
+        if close is not None:
+            close()
         self._resp.close()
 
     def __enter__(self) -> "ExecStream":

@@ -464,6 +464,7 @@ class ExecStream:
     def __init__(self, resp: AsyncResponse) -> None:
         self._resp = resp
         self._lines = resp.json_lines()
+        self._buffered: Optional[builtins.list[dict[str, Any]]] = None
         self._col = C.ExecCollector()
         self.pid: Optional[int] = None
 
@@ -474,8 +475,16 @@ class ExecStream:
         if self._col.done:
             await self.aclose()
             raise StopAsyncIteration
+        if self._buffered is None and not C.is_ndjson(self._resp.headers):
+            # a brigd that answers a streamed exec in one piece
+            self._buffered = C.events_of_buffered(await self._resp.read())
         try:
-            obj = await self._lines.__anext__()
+            if self._buffered is not None:
+                if not self._buffered:
+                    raise StopAsyncIteration
+                obj = self._buffered.pop(0)
+            else:
+                obj = await self._lines.__anext__()
         except StopAsyncIteration:
             await self.aclose()
             raise ProtocolError("the stream ended before the command's exit event") from None
