@@ -80,10 +80,12 @@ def test_output_follow_and_snapshot(sb):
 
 def test_reconnect_by_pid_and_list(sb):
     p = sb.exec(["sh", "-c", "sleep 30"], background=True)
-    again = brig.Sandbox.connect(sb.id).process(p.pid)
+    handle = brig.Sandbox.connect(sb.id)
+    again = handle.process(p.pid)
     assert again.info().running and again.info().argv == ["sh", "-c", "sleep 30"]
     assert p.pid in [x.pid for x in sb.processes()]
     again.kill()
+    handle.close()  # drops its connections; the sandbox stays
     assert p.wait(timeout=10).running is False
 
 

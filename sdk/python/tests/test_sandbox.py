@@ -70,6 +70,9 @@ def test_create_connect_list_delete(daemon):
         assert [s.id for s in Sandbox.list()] == [sb.id]
         other = Sandbox.connect(sb.id)
         assert other.id == sb.id and other.exec("echo via-connect").stdout == "via-connect\n"
+        other.close()
+        assert other.exec("true").ok  # close() only dropped connections
+        other.close()
         assert sb.refresh().id == sb.id
     finally:
         sb.delete()

@@ -105,12 +105,12 @@ def test_unknown_statuses_and_bodies(fake):
 def test_key_and_url_from_env_and_arguments(fake, monkeypatch):
     monkeypatch.setenv("BRIG_URL", fake.url)
     monkeypatch.setenv("BRIG_API_KEY", "from-env")
-    brig.Sandbox.connect("sbx_a")
+    brig.Sandbox.connect("sbx_a").close()
     assert fake.requests[-1]["headers"]["Authorization"] == "Bearer from-env"
-    brig.Sandbox.connect("sbx_a", api_key="explicit")
+    brig.Sandbox.connect("sbx_a", api_key="explicit").close()
     assert fake.requests[-1]["headers"]["Authorization"] == "Bearer explicit"
     monkeypatch.setenv("BRIG_URL", "http://127.0.0.1:1")  # explicit url wins
-    brig.Sandbox.connect("sbx_a", url=fake.url)
+    brig.Sandbox.connect("sbx_a", url=fake.url).close()
     monkeypatch.delenv("BRIG_API_KEY")
     with pytest.raises(brig.AuthError, match="BRIG_API_KEY"):
         brig.Sandbox.connect("sbx_a", url=fake.url)
@@ -323,8 +323,9 @@ def test_async_http_framings():
 
     with FakeServer(route) as f:
         asyncio.run(go(f.url))
-        # two connections: the first ends with the until-close answer
-        assert len({r["client"] for r in f.requests}) == 2
+        # the first connection ends with the until-close answer; the second
+        # serves the rest but the streamed uploads, which get new ones
+        assert len({r["client"] for r in f.requests}) == 4
 
 
 def test_sync_keepalive_survives_server_closing_idle_connections():
@@ -394,3 +395,30 @@ def test_exec_result_from_json():
                                    "signal": None, "stdout_truncated": True})
     assert r.stdout == "hi" and r.stdout_bytes == b"hi" and r.stdout_truncated
     assert r.exit_code == 1 and not r.ok and r.output == "hix"
+
+
+def test_connections_are_reused_after_empty_answers():
+    def route(h, body):
+        if h.command == "DELETE":
+            h.send(204)
+        else:
+            h.send_json(200, {"sandboxes": []})
+
+    async def go(url):
+        c = brig.aio.Client(url, "k")
+        for i in range(5):
+            await brig.aio.Sandbox(c, brig.SandboxInfo(id=f"sbx_{i}")).delete()
+            await c.list_sandboxes()
+        assert len(c.transport._idle) == 1
+        await c.aclose()
+
+    with FakeServer(route) as f:
+        asyncio.run(go(f.url))
+        assert len({r["client"] for r in f.requests}) == 1
+        f.requests.clear()
+        c = brig.Client(f.url, "k")
+        for i in range(5):
+            brig.Sandbox(c, brig.SandboxInfo(id=f"sbx_{i}")).delete()
+            c.list_sandboxes()
+        c.close()
+        assert len({r["client"] for r in f.requests}) == 1

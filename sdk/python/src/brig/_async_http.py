@@ -81,7 +81,9 @@ class AsyncResponse:
         elif not self._chunked:
             self._keep = False  # body runs until the connection closes
         self._chunk_left = 0
-        self._eof = no_body or self._left == 0
+        self._eof = False
+        if no_body or self._left == 0:
+            self._finish()  # nothing to read: the connection is free again
 
     async def _read(self, coro: Any) -> Any:
         try:
@@ -228,9 +230,10 @@ class AsyncTransport:
             raise ConnectionError(f"cannot reach brigd at {self.url}: {e}") from None
         return _Conn(r, w)
 
-    async def _acquire(self, timeout: Optional[float]) -> tuple[_Conn, bool]:
+    async def _acquire(self, timeout: Optional[float], fresh: bool = False
+                       ) -> tuple[_Conn, bool]:
         now = time.monotonic()
-        while self._idle:
+        while self._idle and not fresh:
             c = self._idle.pop()
             if now - c.since > IDLE_MAX_S or c.dead():
                 c.close()
@@ -389,7 +392,8 @@ class AsyncTransport:
         url = build_path(self.prefix, path, query)
         t = self.timeout if timeout is ... else timeout
         for attempt in (0, 1):
-            conn, reused = await self._acquire(t)
+            # a body that cannot be sent twice goes on a new connection
+            conn, reused = await self._acquire(t, fresh=src is not None)
             try:
                 status, reason, rh, keep = await self._once(conn, method, url, dict(h), payload,
                                                             src, t)

@@ -162,9 +162,9 @@ class Transport:
         return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout,
                                           blocksize=65536)
 
-    def _acquire(self) -> tuple[http.client.HTTPConnection, bool]:
+    def _acquire(self, fresh: bool = False) -> tuple[http.client.HTTPConnection, bool]:
         now = time.monotonic()
-        while True:
+        while not fresh:
             with self._lock:
                 if not self._idle:
                     break
@@ -234,7 +234,8 @@ class Transport:
                   t: Optional[float], replayable: bool
                   ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         for attempt in (0, 1):
-            conn, reused = self._acquire()
+            # a body that cannot be sent twice goes on a new connection
+            conn, reused = self._acquire(fresh=not replayable)
             conn.timeout = t
             if conn.sock is not None:
                 conn.sock.settimeout(t)

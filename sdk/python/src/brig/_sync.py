@@ -193,12 +193,15 @@ class Sandbox:
         return self.info
 
     def delete(self, *, missing_ok: bool = False) -> None:
-        """Deletes the sandbox: every process is killed, its files are gone."""
+        """Deletes the sandbox: every process is killed, its files are gone.
+        :class:`NotFound` when it was already gone, unless ``missing_ok``."""
         try:
             self._t.request("DELETE", self._p())
         except NotFound:
             if not missing_ok:
                 raise
+        finally:
+            self.close()  # the handle has nothing left to do: drop idle connections
 
     def set_timeout(self, seconds: float) -> None:
         """Extends the sandbox's lifetime (``POST /v1/sandboxes/{id}/timeout``)."""

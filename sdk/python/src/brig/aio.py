@@ -224,6 +224,8 @@ class Sandbox:
         except NotFound:
             if not missing_ok:
                 raise
+        finally:
+            await self.aclose()  # the handle has nothing left to do: drop idle connections
 
     async def set_timeout(self, seconds: float) -> None:
         await self._t.request("POST", self._p("/timeout"), json={"timeout": seconds})
