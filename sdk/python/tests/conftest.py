@@ -49,6 +49,10 @@ def daemon():
     os.environ["BRIG_URL"] = d.url
     os.environ["BRIG_API_KEY"] = d.key
     try:
+        # One sandbox first, alone: a fresh brigd makes its writable-layer golden
+        # image on the first create, and concurrent first creates race on it
+        # (reported); the SDK tests are about the SDK.
+        brig.Sandbox.create("minimal").delete()
         yield d
     finally:
         for k, v in saved.items():

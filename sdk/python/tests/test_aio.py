@@ -156,3 +156,22 @@ def test_background_process(daemon):
             assert {p.pid, q.pid} <= {x.pid for x in await sb.processes()}
 
     run(main())
+
+
+def test_cancelled_create_leaves_no_sandbox(daemon):
+    async def main():
+        cancelled = 0
+        for delay in (0.005, 0.02, 0.05, 0.1):
+            try:
+                sb = await asyncio.wait_for(aio.Sandbox.create("minimal"), delay)
+            except asyncio.TimeoutError:
+                cancelled += 1
+            else:  # brigd was quicker than the timeout
+                await sb.delete()
+        assert cancelled >= 2
+        deadline = time.monotonic() + 15
+        while await aio.Sandbox.list() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert await aio.Sandbox.list() == []
+
+    run(main())

@@ -102,6 +102,32 @@ def _client(client: Optional[Client], url: Optional[str], api_key: Optional[str]
     return Client(url, api_key), True
 
 
+_BACKGROUND: set["asyncio.Task[Any]"] = set()
+
+
+def _delete_orphan(cl: Client, fut: "asyncio.Future[Any]") -> None:
+    """Deletes a sandbox whose creator was cancelled before it got the answer."""
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    try:
+        sid = fut.result().json().get("id")
+    except Exception:  # noqa: BLE001 - nothing usable to delete
+        return
+    if not isinstance(sid, str):
+        return
+
+    async def delete() -> None:
+        try:
+            await cl.transport.request("DELETE", f"/v1/sandboxes/{C.q(sid)}")
+        except BrigError:
+            pass
+        await cl.aclose()
+
+    task = asyncio.get_running_loop().create_task(delete())
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+
+
 class _Creating:
     """What :meth:`Sandbox.create` returns: await it for the sandbox, or use
     it directly as ``async with Sandbox.create(...) as sb``."""
@@ -168,8 +194,15 @@ class Sandbox:
             cl, owns = _client(client, url, api_key)
             body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
                                  max_lifetime)
+            post = asyncio.ensure_future(cl.transport.request("POST", "/v1/sandboxes", json=body))
             try:
-                j = (await cl.transport.request("POST", "/v1/sandboxes", json=body)).json()
+                # shielded: if this task is cancelled (asyncio.wait_for …) while
+                # brigd creates the sandbox, the creation still completes and the
+                # sandbox is deleted in the background instead of leaking
+                j = (await asyncio.shield(post)).json()
+            except asyncio.CancelledError:
+                post.add_done_callback(lambda f: _delete_orphan(cl, f))
+                raise
             except BaseException:
                 if owns:
                     await cl.aclose()
