@@ -126,6 +126,16 @@ void brig_admission_release(brig_admission *a)
     pthread_mutex_unlock(&a->lock);
 }
 
+void brig_admission_stats(brig_admission *a, int64_t *used, int64_t *queued)
+{
+    pthread_mutex_lock(&a->lock);
+    *used = a->used;
+    *queued = 0;
+    for (brig_waiter *w = a->queue; w; w = w->next)
+        (*queued)++;
+    pthread_mutex_unlock(&a->lock);
+}
+
 void brig_admission_hold(brig_admission *a, int64_t n)
 {
     pthread_mutex_lock(&a->lock);

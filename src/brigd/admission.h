@@ -33,6 +33,9 @@ int brig_admission_take(brig_admission *a, const char *account_id, int64_t timeo
                         brig_error **err);
 /* Returns a slot (to the next account in turn, when someone waits). */
 void brig_admission_release(brig_admission *a);
+/* Slots in use and requests waiting, for /healthz. */
+void brig_admission_stats(brig_admission *a, int64_t *used, int64_t *queued);
+
 /* Marks slots of re-attached sandboxes taken (start-up). */
 void brig_admission_hold(brig_admission *a, int64_t n);
 

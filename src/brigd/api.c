@@ -24,9 +24,14 @@ static void h_healthz(brig_req *r)
     pthread_mutex_lock(&r->d->lock);
     int n = r->d->n_sandboxes;
     pthread_mutex_unlock(&r->d->lock);
+    int64_t used = 0, queued = 0;
+    brig_admission_stats(&r->d->admission, &used, &queued);
     brig_http_json(r, 200,
-                   json_pack("{s:s, s:s, s:s, s:i}", "status", "ok", "version", BRIG_VERSION,
-                             "runtime", r->d->rt->ops->name, "sandboxes", n));
+                   json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:b}", "status", "ok", "version",
+                             BRIG_VERSION, "runtime", r->d->rt->ops->name, "sandboxes", n,
+                             "capacity", (json_int_t)r->d->cfg.max_sandboxes, "slots_used",
+                             (json_int_t)used, "queued", (json_int_t)queued, "network",
+                             r->d->net != NULL));
 }
 
 /* ---- sandboxes ------------------------------------------------------------- */

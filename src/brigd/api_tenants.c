@@ -215,14 +215,16 @@ void api_key_create(brig_req *r)
     else if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) == 0)
         brig_auth_key_create(r->d, r->caller.account_id, r->params[0], scope, key_id, &key, &err);
     json_decref(p);
-    json_decref(body);
     if (err) {
+        json_decref(body);
         brig_http_error(r, err);
         return;
     }
+    /* scope points into body: answer before releasing it. */
     brig_http_json(r, 201,
                    json_pack("{s:s, s:s, s:s, s:s}", "id", key_id, "key", key, "scope", scope,
                              "project_id", r->params[0]));
+    json_decref(body);
     free(key);
 }
 

@@ -124,13 +124,7 @@ void brig_lifecycle_tick(brigd *d, int64_t now)
             snprintf(ends[n_ends].id, sizeof(ends[n_ends].id), "%s", sb->id);
             ends[n_ends++].reason = reason;
         }
-        brig_sandbox *dead = NULL;
-        pthread_mutex_lock(&d->lock);
-        if (--sb->refs == 0)
-            dead = sb;
-        pthread_mutex_unlock(&d->lock);
-        if (dead) /* deleted meanwhile and we held the last reference */
-            brig_sandbox_put(d, (sb->refs++, sb->active_ops++, sb));
+        brig_sandbox_unref(d, sb);
     }
     free(list);
     for (size_t i = 0; i < n_ends; i++)

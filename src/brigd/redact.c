@@ -31,21 +31,40 @@ struct brig_redactor {
     int n_states;
     pattern *pats;
     int n_pats;
+    size_t max_len; /* the longest pattern */
 };
 
-static void add_pattern(brig_redactor *r, const char *name, const uint8_t *p, size_t n)
+static bool is_newline(uint8_t c)
 {
-    if (n == 0)
+    return c == '\n' || c == '\r';
+}
+
+/* Patterns are matched with line breaks ignored (base64 tools wrap lines, PEM
+ * keys span several): they are stored without them. */
+static void add_pattern(brig_redactor *r, const char *name, const uint8_t *raw, size_t rn)
+{
+    uint8_t *p = brig_xmalloc(rn ? rn : 1);
+    size_t n = 0;
+    for (size_t i = 0; i < rn; i++)
+        if (!is_newline(raw[i]))
+            p[n++] = raw[i];
+    if (n == 0) {
+        free(p);
         return;
+    }
     for (int i = 0; i < r->n_pats; i++)
-        if (r->pats[i].len == n && memcmp(r->pats[i].bytes, p, n) == 0)
+        if (r->pats[i].len == n && memcmp(r->pats[i].bytes, p, n) == 0) {
+            sodium_memzero(p, n);
+            free(p);
             return;
+        }
     r->pats = brig_xrealloc(r->pats, (size_t)(r->n_pats + 1) * sizeof(pattern));
     pattern *pt = &r->pats[r->n_pats++];
-    pt->bytes = brig_xmalloc(n);
-    memcpy(pt->bytes, p, n);
+    pt->bytes = p;
     pt->len = n;
     pt->name = brig_xstrdup(name);
+    if (n > r->max_len)
+        r->max_len = n;
 }
 
 /* The part of base64(pad_k bytes + v) that depends on v alone: what shows up
@@ -200,6 +219,25 @@ void brig_redact_init(brig_redact_stream *s, const brig_redactor *r)
     s->r = r;
 }
 
+/* Index in held where its last `sig` non-newline bytes begin. */
+static size_t tail_start(const brig_buf *held, size_t sig)
+{
+    size_t i = held->len;
+    while (sig > 0 && i > 0) {
+        i--;
+        if (!is_newline((uint8_t)held->data[i]))
+            sig--;
+    }
+    return i;
+}
+
+static void release(brig_redact_stream *s, size_t upto, brig_buf *out)
+{
+    brig_buf_append(out, s->held.data, upto);
+    memmove(s->held.data, s->held.data + upto, s->held.len - upto);
+    s->held.len -= upto;
+}
+
 void brig_redact_feed(brig_redact_stream *s, const uint8_t *p, size_t n, brig_buf *out)
 {
     const brig_redactor *r = s->r;
@@ -209,12 +247,20 @@ void brig_redact_feed(brig_redact_stream *s, const uint8_t *p, size_t n, brig_bu
     }
     for (size_t i = 0; i < n; i++) {
         brig_buf_append(&s->held, &p[i], 1);
+        if (is_newline(p[i])) {
+            /* Transparent inside a partial match; bounded, so a flood of line
+             * breaks cannot make us hold output back forever. */
+            if (s->state == 0 || s->held.len > 2 * r->max_len + 256) {
+                release(s, s->held.len, out);
+                s->state = 0;
+            }
+            continue;
+        }
         s->state = r->states[s->state].next[p[i]];
         const state *st = &r->states[s->state];
         if (st->out >= 0) {
             const pattern *pt = &r->pats[st->out];
-            /* The match is the last pt->len held bytes. */
-            brig_buf_append(out, s->held.data, s->held.len - pt->len);
+            release(s, tail_start(&s->held, pt->len), out);
             brig_buf_append(out, "[REDACTED:", 10);
             brig_buf_append(out, pt->name, strlen(pt->name));
             brig_buf_append(out, "]", 1);
@@ -224,13 +270,9 @@ void brig_redact_feed(brig_redact_stream *s, const uint8_t *p, size_t n, brig_bu
             continue;
         }
         /* Only the last `depth` bytes can still become part of a match. */
-        size_t keep = (size_t)st->depth;
-        if (s->held.len > keep) {
-            size_t release = s->held.len - keep;
-            brig_buf_append(out, s->held.data, release);
-            memmove(s->held.data, s->held.data + release, keep);
-            s->held.len = keep;
-        }
+        size_t from = tail_start(&s->held, (size_t)st->depth);
+        if (from > 0)
+            release(s, from, out);
     }
 }
 

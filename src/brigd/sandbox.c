@@ -132,6 +132,22 @@ void brig_sandbox_put(brigd *d, brig_sandbox *sb)
         sandbox_free(d, dead);
 }
 
+void brig_sandbox_ref(brigd *d, brig_sandbox *sb)
+{
+    pthread_mutex_lock(&d->lock);
+    sb->refs++;
+    pthread_mutex_unlock(&d->lock);
+}
+
+void brig_sandbox_unref(brigd *d, brig_sandbox *sb)
+{
+    pthread_mutex_lock(&d->lock);
+    brig_sandbox *dead = unref_locked(sb);
+    pthread_mutex_unlock(&d->lock);
+    if (dead)
+        sandbox_free(d, dead);
+}
+
 /* Finds a live sandbox the caller may see (any state). Needs d->lock. */
 static brig_sandbox *find_locked(brigd *d, const brig_caller *c, const char *id)
 {
@@ -370,7 +386,8 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     sb->expires_at = sb->created_at +
                      (opts->max_lifetime_ms ? opts->max_lifetime_ms : d->cfg.lifetime_default_ms);
     sb->state = "creating";
-    sb->refs = 2; /* the list's and ours */
+    sb->refs = 2;       /* the list's and ours */
+    sb->active_ops = 1; /* ours, until the create returns */
     bool listed = false, stored = false;
     int64_t t0 = brig_now_mono_ms();
     int r = -1;

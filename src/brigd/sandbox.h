@@ -68,6 +68,9 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
 int brig_sandbox_get(brigd *d, const brig_caller *c, const char *id, brig_sandbox **out,
                      brig_error **err);
 void brig_sandbox_put(brigd *d, brig_sandbox *sb);
+/* Takes / drops a plain reference (no activity): for brigd's own walks. */
+void brig_sandbox_ref(brigd *d, brig_sandbox *sb);
+void brig_sandbox_unref(brigd *d, brig_sandbox *sb);
 
 /* The sandbox's secrets, decrypted ({"NAME": "value"}, or NULL when it has
  * none): the caller releases them with brig_vault_wipe as soon as possible. */

@@ -121,6 +121,12 @@ static json_t *money(int64_t v)
     return json_string(buf);
 }
 
+static int read_count(brig_row *row, void *ctx)
+{
+    *(int64_t *)ctx = brig_row_int(row, 0);
+    return 1;
+}
+
 int brig_account_json(brigd *d, const char *account_id, json_t **out, brig_error **err)
 {
     acc_row a;
@@ -131,6 +137,12 @@ int brig_account_json(brigd *d, const char *account_id, json_t **out, brig_error
         brig_billing_spent(d, account_id, brig_month_start(now), INT64_MAX, &month, err) < 0)
         return -1;
     int live = brig_sandbox_count(d, account_id);
+    int64_t abuse = 0;
+    if (brig_store_query(d->store, err, read_count, &abuse,
+                         "SELECT count(*) FROM sandboxes WHERE account_id = ?"
+                         " AND reason = 'cpu_abuse'",
+                         "s", account_id) < 0)
+        return -1;
     char created[32];
     brig_format_time(a.created_at, created);
     json_t *j =
@@ -140,6 +152,7 @@ int brig_account_json(brigd *d, const char *account_id, json_t **out, brig_error
                   "usage_today_micro_usd", (json_int_t)today, "usage_today", money(today),
                   "usage_month_micro_usd", (json_int_t)month, "usage_month", money(month),
                   "live_sandboxes", live, "max_live_sandboxes", (json_int_t)a.max_live);
+    json_object_set_new(j, "cpu_abuse_stops", json_integer(abuse));
     json_object_set_new(j, "daily_limit_micro_usd",
                         a.has_daily ? json_integer(a.daily) : json_null());
     json_object_set_new(j, "monthly_limit_micro_usd",

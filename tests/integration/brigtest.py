@@ -181,6 +181,14 @@ class Brigd:
     def api(self):
         return Api(self.url, self.key)
 
+    @property
+    def operator_key(self):
+        with open(os.path.join(self.state_dir, "operator.key")) as f:
+            return f.read().strip()
+
+    def operator(self):
+        return Api(self.url, self.operator_key)
+
     def log(self):
         try:
             with open(self.log_path, "rb") as f:

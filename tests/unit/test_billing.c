@@ -1,0 +1,92 @@
+/*
+ * test_billing.c - ledger arithmetic: the 60-second minimum, partial seconds,
+ * incremental charging that never charges a second twice, money formatting,
+ * and UTC day/month boundaries (the clock is an argument: injected).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "billing.h"
+
+static void test_minimum_and_rounding(void **state)
+{
+    (void)state;
+    assert_int_equal(brig_bill_seconds(0, 0, true), 60); /* created and deleted at once */
+    assert_int_equal(brig_bill_seconds(59999, 0, true), 60);
+    assert_int_equal(brig_bill_seconds(60000, 0, true), 60);
+    assert_int_equal(brig_bill_seconds(60001, 0, true), 61); /* a started second counts */
+    assert_int_equal(brig_bill_seconds(125400, 0, true), 126);
+    assert_int_equal(brig_bill_seconds(-5, 0, true), 60); /* clock skew never refunds */
+}
+
+static void test_incremental_never_twice(void **state)
+{
+    (void)state;
+    /* Ticks every 10 s charge whole elapsed seconds; the end charges the rest. */
+    int64_t billed = 0, total = 0;
+    int64_t ticks[] = {10400, 20999, 31000, 45500};
+    for (size_t i = 0; i < 4; i++) {
+        int64_t s = brig_bill_seconds(ticks[i], billed, false);
+        billed += s;
+        total += s;
+    }
+    assert_int_equal(billed, 45); /* floor at each tick */
+    int64_t last = brig_bill_seconds(45500, billed, false);
+    assert_int_equal(last, 0); /* the same instant again: nothing more */
+    total += brig_bill_seconds(125100, billed, true);
+    assert_int_equal(total, 126); /* ceil(125.1) overall */
+    /* A short life billed incrementally still totals the minimum. */
+    assert_int_equal(brig_bill_seconds(30000, 30, true), 30);
+    /* Past the minimum already: a final charge adds only the partial second. */
+    assert_int_equal(brig_bill_seconds(90500, 90, true), 1);
+    assert_int_equal(brig_bill_seconds(90000, 90, true), 0);
+}
+
+static void test_money(void **state)
+{
+    (void)state;
+    char b[32];
+    brig_money_format(600, b);
+    assert_string_equal(b, "$0.000600");
+    brig_money_format(1000000, b);
+    assert_string_equal(b, "$1.000000");
+    brig_money_format(-2500001, b);
+    assert_string_equal(b, "-$2.500001");
+    brig_money_format(0, b);
+    assert_string_equal(b, "$0.000000");
+    brig_money_format(INT64_MIN, b); /* no overflow on the extreme */
+    assert_string_equal(b, "-$9223372036854.775808");
+}
+
+static void test_boundaries(void **state)
+{
+    (void)state;
+    /* 2026-12-31T23:59:59.999Z */
+    int64_t t = 1798761599999;
+    assert_int_equal(brig_day_start(t), 1798675200000);   /* 2026-12-31T00:00Z */
+    assert_int_equal(brig_next_day(t), 1798761600000);    /* 2027-01-01T00:00Z */
+    assert_int_equal(brig_month_start(t), 1796083200000); /* 2026-12-01T00:00Z */
+    assert_int_equal(brig_next_month(t), 1798761600000);  /* 2027-01-01T00:00Z */
+    /* 2028-02-29 exists (leap year): next day is March 1st. */
+    int64_t leap = 1835395200000; /* 2028-02-29T00:00Z */
+    assert_int_equal(brig_day_start(leap + 5), leap);
+    assert_int_equal(brig_next_day(leap), 1835481600000);    /* 2028-03-01 */
+    assert_int_equal(brig_month_start(leap), 1832976000000); /* 2028-02-01 */
+    /* Exactly on a boundary belongs to the new day. */
+    assert_int_equal(brig_day_start(1798761600000), 1798761600000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_minimum_and_rounding),
+        cmocka_unit_test(test_incremental_never_twice),
+        cmocka_unit_test(test_money),
+        cmocka_unit_test(test_boundaries),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
