@@ -111,6 +111,9 @@ bool cli_opt_has(const cli_args *a, int key);
  * file); made on first use and freed at exit.  NULL with *err when there is no
  * key and need_key. */
 brig_client *cli_client(bool need_key, brig_error **err);
+/* Same; without BRIG_API_KEY the key comes from <state dir>/<key_file>
+ * (operator commands such as `template build` use operator.key). */
+brig_client *cli_client_with(bool need_key, const char *key_file, brig_error **err);
 
 /* Prints "brig: <message>" for *err to stderr, clears it, returns CLI_EXIT_FAIL. */
 int cli_fail(brig_error **err);

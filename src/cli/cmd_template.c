@@ -66,7 +66,7 @@ int brig_cmd_template_build(const cli_args *a)
     if (*name == '\0')
         return cli_usage_error(a->cmd, "empty template name");
     brig_error *err = NULL;
-    brig_client *c = cli_client(true, &err);
+    brig_client *c = cli_client_with(true, "operator.key", &err);
     if (c == NULL)
         return cli_fail(&err);
     _cleanup_free_ char *esc = brig_client_escape(name);

@@ -56,6 +56,11 @@ static int read_key_file(const char *path, char **key)
 
 int brig_config_api_key(char **key, brig_error **err)
 {
+    return brig_config_api_key_from(key, "admin.key", err);
+}
+
+int brig_config_api_key_from(char **key, const char *file, brig_error **err)
+{
     *key = NULL;
     const char *env = getenv("BRIG_API_KEY");
     if (env != NULL && *env) {
@@ -64,7 +69,7 @@ int brig_config_api_key(char **key, brig_error **err)
         const char *dir = getenv("BRIG_STATE_DIR");
         if (dir == NULL || *dir == '\0')
             dir = BRIG_CONFIG_DEFAULT_STATE_DIR;
-        _cleanup_free_ char *path = brig_asprintf("%s/admin.key", dir);
+        _cleanup_free_ char *path = brig_asprintf("%s/%s", dir, file);
         if (read_key_file(path, key) < 0 || *key == NULL)
             return brig_error_set(err, BRIG_E_UNAUTHORIZED, 0,
                                   "no API key: set BRIG_API_KEY (or run as a user who can read "

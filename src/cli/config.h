@@ -20,5 +20,7 @@ const char *brig_config_url(void);
  * Fails naming BRIG_API_KEY when neither gives a key, and refuses a key with
  * control characters (it goes into an HTTP header). */
 int brig_config_api_key(char **key, brig_error **err);
+/* Same, falling back to <state dir>/<file> (operator commands use operator.key). */
+int brig_config_api_key_from(char **key, const char *file, brig_error **err);
 
 #endif

@@ -185,10 +185,15 @@ static brig_client *client;
 
 brig_client *cli_client(bool need_key, brig_error **err)
 {
+    return cli_client_with(need_key, "admin.key", err);
+}
+
+brig_client *cli_client_with(bool need_key, const char *key_file, brig_error **err)
+{
     if (client != NULL)
         return client;
     _cleanup_free_ char *key = NULL;
-    if (brig_config_api_key(&key, need_key ? err : NULL) < 0 && need_key)
+    if (brig_config_api_key_from(&key, key_file, need_key ? err : NULL) < 0 && need_key)
         return NULL;
     client = brig_client_new(brig_config_url(), key);
     if (key != NULL)
