@@ -97,9 +97,3 @@ def base_sb(daemon):
     """A base sandbox (python3, node), deleted after the test."""
     with brig.Sandbox.create("base") as s:
         yield s
-
-
-def unknown_field(err: brig.BrigError, name: str) -> bool:
-    """brigd refused a body field it does not know yet."""
-    return isinstance(err, brig.InvalidRequest) and f"'{name}'" in err.message \
-        and "unknown field" in err.message

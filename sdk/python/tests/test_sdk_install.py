@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from conftest import SDK
+from sdk_helpers import SDK
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 import brig
 from brig import Sandbox
-from conftest import SDK, unknown_field
+from sdk_helpers import SDK, unknown_field
 
 AGENT_CODE = textwrap.dedent("""\
     import sys
