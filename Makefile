@@ -3,17 +3,22 @@
 #   make up      setup, build, base template (cached), then brigd in the foreground
 #   make check   setup, sanitized build, unit tests, integration + security tests
 #
-# Overridable: LISTEN, STATE_DIR, TEMPLATE_CACHE, PYTEST_ARGS.
+# Overridable: LISTEN, STATE_DIR, TEMPLATE_CACHE, PYTEST_ARGS, FUZZ_SECONDS.
 
 LISTEN         ?= 127.0.0.1:7070
 STATE_DIR      ?= /var/lib/brig
 TEMPLATE_CACHE ?= /var/cache/brig/templates
 PYTEST_ARGS    ?=
+FUZZ_SECONDS   ?= 60
 BUILD          := build
 CHECK_BUILD    := build-check
+FUZZ_BUILD     := build-fuzz
+# What pytest runs in `make check`: the daemon's suites, the attack suite, the Python SDK.
+PYTEST_DIRS     = tests/integration $(wildcard tests/security) sdk/python/tests
 C_SOURCES       = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find src tests -name '*.[ch]')
 
-.PHONY: all setup build build-check up check unit integration templates format format-check bench clean
+.PHONY: all setup build build-check up check unit integration fuzz sdk sdk-test templates format \
+	format-check bench clean
 
 all: build
 
@@ -25,6 +30,9 @@ $(BUILD)/build.ninja:
 
 $(CHECK_BUILD)/build.ninja:
 	meson setup $(CHECK_BUILD) -Dsanitize=true
+
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Dtests=disabled
 
 build: setup $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -44,14 +52,29 @@ unit: build-check
 
 integration: build-check
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
-	  /usr/bin/python3 -m pytest -q tests/integration $(PYTEST_ARGS)
+	  /usr/bin/python3 -m pytest -q $(PYTEST_DIRS) $(PYTEST_ARGS)
+
+# libFuzzer targets (clang): the agent's frame/request decoder and brigd's
+# decoder of agent replies, FUZZ_SECONDS each from the committed corpus.
+fuzz: setup $(FUZZ_BUILD)/build.ninja
+	ninja -C $(FUZZ_BUILD) fuzz/fuzz_agent fuzz/fuzz_brigd
+	fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# The TypeScript SDK and the MCP server (npm ci + tsc).
+sdk: setup
+	sdk/build
+
+sdk-test: build-check sdk
+	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) sdk/test
 
 check: build-check format-check
 	templates/build --cache $(TEMPLATE_CACHE) minimal >/dev/null
 	templates/build --cache $(TEMPLATE_CACHE) base >/dev/null
 	meson test -C $(CHECK_BUILD) --print-errorlogs
+	$(MAKE) --no-print-directory fuzz
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
-	  /usr/bin/python3 -m pytest -q tests/integration $(PYTEST_ARGS)
+	  /usr/bin/python3 -m pytest -q $(PYTEST_DIRS) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory sdk-test
 
 format:
 	clang-format -i $(C_SOURCES)
@@ -63,4 +86,4 @@ bench: build templates
 	/usr/bin/python3 bench/run.py --build $(BUILD) --template-cache $(TEMPLATE_CACHE)
 
 clean:
-	rm -rf $(BUILD) $(CHECK_BUILD)
+	rm -rf $(BUILD) $(CHECK_BUILD) $(FUZZ_BUILD)
