@@ -42,6 +42,17 @@ def test_upload_mode(sb):
     assert sb.stat("/root/ro").mode == 0o600
 
 
+def test_download_keeps_mode(sb, tmp_path):
+    umask = os.umask(0o022)
+    os.umask(umask)
+    sb.upload("/root/run.sh", "#!/bin/sh\n", mode=0o755)
+    sb.download("/root/run.sh", tmp_path / "run.sh")
+    assert (tmp_path / "run.sh").stat().st_mode & 0o777 == 0o755 & ~umask
+    sb.upload("/root/plain", "x")
+    sb.download("/root/plain", tmp_path / "plain")
+    assert (tmp_path / "plain").stat().st_mode & 0o777 == 0o644 & ~umask
+
+
 def test_large_file_streams_both_ways(sb, tmp_path):
     src = tmp_path / "big"
     block = os.urandom(1 << 20)

@@ -552,6 +552,27 @@ def extract_tar(stream: Any, local_dir: LocalPath) -> int:
     return n
 
 
+def _umask() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def local_file_mode(headers: Mapping[str, str]) -> int:
+    """The mode a downloaded file gets locally: the sandbox file's permission
+    bits (``X-Brig-File-Mode``), less set-id bits and the process's umask."""
+    try:
+        mode = int(headers.get("x-brig-file-mode", "0644"), 8) & 0o777
+    except ValueError:
+        mode = 0o644
+    return mode & ~_umask()
+
+
 def check_json_object(j: Any, what: str) -> dict[str, Any]:
     if not isinstance(j, dict):
         raise ProtocolError(f"{what}: expected a JSON object, got {j!r:.200}")

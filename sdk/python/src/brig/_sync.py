@@ -247,6 +247,16 @@ class Sandbox:
              background: Literal[True], buffer_bytes: Optional[int] = ...) -> "Process":
         ...
 
+    @overload
+    def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = ...,
+             env: Optional[Mapping[str, str]] = ..., timeout: Optional[float] = ...,
+             stdin: Union[bytes, str, None] = ..., user: Optional[str] = ..., pty: Any = ...,
+             on_stdout: Optional[C.OutputCallback] = ...,
+             on_stderr: Optional[C.OutputCallback] = ...,
+             background: bool = ..., buffer_bytes: Optional[int] = ...
+             ) -> Union[ExecResult, "Process"]:
+        ...
+
     def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
              env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
              stdin: Union[bytes, str, None] = None, user: Optional[str] = None, pty: Any = None,
@@ -378,6 +388,7 @@ class Sandbox:
             try:
                 with os.fdopen(fd, "wb") as f:
                     n = _copy(resp, f)
+                os.chmod(tmp, C.local_file_mode(resp.headers))
                 os.replace(tmp, target)
             except BaseException:
                 os.unlink(tmp)

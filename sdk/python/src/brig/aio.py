@@ -303,6 +303,16 @@ class Sandbox:
                    background: Literal[True], buffer_bytes: Optional[int] = ...) -> "Process":
         ...
 
+    @overload
+    async def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = ...,
+                   env: Optional[Mapping[str, str]] = ..., timeout: Optional[float] = ...,
+                   stdin: Union[bytes, str, None] = ..., user: Optional[str] = ...,
+                   pty: Any = ..., on_stdout: Optional[AsyncOutputCallback] = ...,
+                   on_stderr: Optional[AsyncOutputCallback] = ...,
+                   background: bool = ..., buffer_bytes: Optional[int] = ...
+                   ) -> Union[ExecResult, "Process"]:
+        ...
+
     async def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
                    env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
                    stdin: Union[bytes, str, None] = None, user: Optional[str] = None,
@@ -404,6 +414,7 @@ class Sandbox:
             try:
                 with os.fdopen(fd, "wb") as f:
                     n = await _copy(resp, f)
+                os.chmod(tmp, C.local_file_mode(resp.headers))
                 await loop.run_in_executor(None, os.replace, tmp, target)
             except BaseException:
                 os.unlink(tmp)
