@@ -270,7 +270,14 @@ class Bench:
         self.minimal_rootfs = template_rootfs(self.cache, "minimal")
         self.base_rootfs = template_rootfs(self.cache, "base") if not self.args.skip_base else None
         self.setup_runc_bundle()
-        self.brigd = self.bt.Brigd(os.path.join(self.tmp, "state"))
+        # Limits that are product features (credit, per-account concurrency) would
+        # cap a benchmark account long before the host does: lift them here.
+        conf = os.path.join(self.tmp, "brigd.conf")
+        with open(conf, "w") as f:
+            f.write("[brigd]\ninitial_credit_micro_usd = 1000000000000\n"
+                    "max_live_per_account = 100000\nmax_sandboxes = 100000\n"
+                    "uid_ranges = 16384\n")
+        self.brigd = self.bt.Brigd(os.path.join(self.tmp, "state"), ["--config", conf])
         t0 = now()
         self.start_brigd(self.brigd)
         self.results["brigd_start_ms"] = (now() - t0) * 1000
