@@ -12,7 +12,7 @@ import pytest
 
 import brig
 from brig import Sandbox
-from sdk_helpers import SDK, unknown_field
+from sdk_helpers import SDK, gone, unknown_field
 
 AGENT_CODE = textwrap.dedent("""\
     import sys
@@ -77,8 +77,13 @@ def test_create_connect_list_delete(daemon):
     finally:
         sb.delete()
     assert Sandbox.list() == []
-    with pytest.raises(brig.NotFound):
-        sb.refresh()
+    assert gone(sb.id)
+    try:
+        info = sb.refresh()
+    except brig.NotFound:
+        pass  # a brigd without retention
+    else:
+        assert info.deleted and info.reason == "deleted_by_api" and info.deleted_at
     with pytest.raises(brig.NotFound):
         sb.delete()
     sb.delete(missing_ok=True)
@@ -95,9 +100,7 @@ def test_with_deletes_on_exception_and_reraises_it(daemon):
             raise Boom("the agent's code broke")
     assert str(ei.value) == "the agent's code broke"
     assert not getattr(ei.value, "__notes__", None)
-    assert Sandbox.list() == []
-    with pytest.raises(brig.NotFound):
-        Sandbox.connect(sid)
+    assert Sandbox.list() == [] and gone(sid)
 
 
 def test_with_deletes_on_keyboard_interrupt(daemon):
@@ -169,6 +172,7 @@ def test_env_and_secrets_at_create(daemon):
         raise
     with s:
         assert s.exec("echo $GREETING").stdout == "hello env\n"
+        assert s.info.env in (None, ["GREETING"])  # names only
     try:
         s = Sandbox.create("minimal", secrets={"API_TOKEN": "s3cret"})
     except brig.InvalidRequest as e:
@@ -178,12 +182,33 @@ def test_env_and_secrets_at_create(daemon):
     with s:
         assert "s3cret" not in repr(s.refresh().raw)
         assert s.exec("test \"$API_TOKEN\" = s3cret").exit_code == 0
+        out = s.exec("echo $API_TOKEN").stdout
+        assert "s3cret" not in out  # redacted from output
 
 
 def test_set_timeout(sb):
     try:
-        sb.set_timeout(600)
+        info = sb.set_timeout(600)
     except brig.NotFound as e:
         if "no such endpoint" in e.message:
             pytest.xfail(f"brigd has no /timeout route yet: {e}")
         raise
+    assert info.id == sb.id and not info.deleted
+
+
+def test_tariff_and_account_routes(client):
+    try:
+        tariffs = client.tariffs()
+    except brig.NotFound:
+        pytest.xfail("brigd has no /v1/tariffs yet")
+    names = [t["name"] for t in tariffs["tariffs"]]
+    assert "small" in names
+    with Sandbox.create("minimal", tariff="small", client=client) as s:
+        assert s.info.tariff == "small"
+        assert isinstance(s.network_log(), list)
+    acct = client.account()
+    assert "balance_micro_usd" in acct
+    projects = client.call("GET", "/v1/projects")
+    assert projects["projects"]
+    with pytest.raises(brig.InvalidRequest):
+        Sandbox.create("minimal", tariff="no-such-tariff", client=client)

@@ -98,6 +98,7 @@ def create_body(
     secret_refs: Optional[Sequence[str]] = None,
     idle_timeout: Optional[float] = None,
     max_lifetime: Optional[float] = None,
+    project: Optional[str] = None,
 ) -> dict[str, Any]:
     """``POST /v1/sandboxes``: only the fields the caller set."""
     body: dict[str, Any] = {}
@@ -117,6 +118,8 @@ def create_body(
         body["idle_timeout"] = idle_timeout
     if max_lifetime is not None:
         body["max_lifetime"] = max_lifetime
+    if project is not None:
+        body["project"] = project
     return body
 
 

@@ -121,23 +121,43 @@ class ExecResult:
 
 @dataclass(frozen=True)
 class SandboxInfo:
-    """A sandbox as brigd describes it (``GET /v1/sandboxes/{id}``)."""
+    """A sandbox as brigd describes it (``GET /v1/sandboxes/{id}``).
+
+    ``state`` is ``"running"`` while it lives; after it ended brigd keeps
+    answering for a retention period with ``state == "deleted"``, the
+    ``reason`` (``deleted_by_api``, ``idle_timeout``, ``max_lifetime`` …),
+    ``deleted_at`` and its cost (in ``raw``). ``env`` and ``secrets`` are
+    names only: the API never shows their values."""
 
     id: str
     template: Optional[str] = None
     state: Optional[str] = None
     created_at: Optional[_dt.datetime] = None
+    tariff: Optional[str] = None
+    env: Optional[list[str]] = None
+    reason: Optional[str] = None
+    deleted_at: Optional[_dt.datetime] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def deleted(self) -> bool:
+        """The sandbox has ended (its record is kept for a while)."""
+        return self.state == "deleted"
 
     @classmethod
     def from_json(cls, j: Mapping[str, Any]) -> "SandboxInfo":
         if not isinstance(j, Mapping) or not isinstance(j.get("id"), str):
             raise ProtocolError(f"not a sandbox object: {j!r:.200}")
+        env = j.get("env")
         return cls(
             id=j["id"],
             template=j.get("template"),
             state=j.get("state"),
             created_at=parse_time(j.get("created_at")),
+            tariff=j.get("tariff"),
+            env=list(env) if isinstance(env, list) else None,
+            reason=j.get("reason"),
+            deleted_at=parse_time(j.get("deleted_at")),
             raw=dict(j),
         )
 

@@ -54,6 +54,23 @@ class Client:
         """The templates brigd knows: ``[{"name","key","built"}, …]``."""
         return list(self._t.request("GET", "/v1/templates").json().get("templates", []))
 
+    def tariffs(self) -> dict[str, Any]:
+        """``{"tariffs": [{"name", "vcpus", "memory_mib", "disk_mib",
+        "price_micro_usd_per_second"}, …], "default": "small"}``."""
+        return C.check_json_object(self._t.request("GET", "/v1/tariffs").json(), "tariffs")
+
+    def account(self) -> dict[str, Any]:
+        """The caller's account: balance, usage, limits (``GET /v1/account``)."""
+        return C.check_json_object(self._t.request("GET", "/v1/account").json(), "account")
+
+    def call(self, method: str, path: str, *, json: Any = None,
+             query: Optional[Mapping[str, Any]] = None) -> Any:
+        """Any other JSON route (accounts, projects, keys, secrets …): the
+        decoded answer, ``None`` for an empty one; errors raise as usual.
+        ``path`` starts with ``/v1/``."""
+        resp = self._t.request(method, path, json=json, query=query)
+        return resp.json() if resp.body.strip() else None
+
     def list_sandboxes(self) -> builtins.list["Sandbox"]:
         """The caller's live sandboxes, as handles that use this client."""
         j = self._t.request("GET", "/v1/sandboxes").json()
@@ -119,6 +136,7 @@ class Sandbox:
                secrets: Optional[Mapping[str, str]] = None,
                secret_refs: Optional[Sequence[str]] = None,
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
+               project: Optional[str] = None,
                url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> "Sandbox":
         """Creates a sandbox (``POST /v1/sandboxes``) and returns once its
@@ -131,8 +149,11 @@ class Sandbox:
             secrets: ``{"NAME": "value"}`` passed as environment variables,
                 stored encrypted; the API only ever shows their names.
             secret_refs: names of secrets stored in brigd to pass in.
-            idle_timeout: seconds without activity before it deletes itself.
-            max_lifetime: seconds after which it is deleted whatever happens.
+            idle_timeout: seconds without API use (and no command running)
+                before it deletes itself (brigd's default: 300).
+            max_lifetime: seconds after which it is deleted whatever happens
+                (brigd's default: 3600; see :meth:`set_timeout`).
+            project: the project it belongs to (admin keys; default the key's).
             url, api_key: override ``$BRIG_URL`` / ``$BRIG_API_KEY``.
             client: a :class:`Client` to use (then url/api_key are ignored).
 
@@ -141,7 +162,7 @@ class Sandbox:
         """
         cl, owns = _client(client, url, api_key)
         body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
-                             max_lifetime)
+                             max_lifetime, project)
         try:
             j = cl.transport.request("POST", "/v1/sandboxes", json=body).json()
         except BaseException:
@@ -188,7 +209,9 @@ class Sandbox:
                 cl.close()  # idle connections only: the handles can still be used
 
     def refresh(self) -> SandboxInfo:
-        """Fetches the sandbox again (``GET``); :class:`NotFound` once deleted."""
+        """Fetches the sandbox again (``GET``). Once it ended, brigd answers
+        ``state == "deleted"`` (with ``reason``) for its retention period,
+        then :class:`NotFound`."""
         self.info = SandboxInfo.from_json(self._t.request("GET", self._p()).json())
         return self.info
 
@@ -203,9 +226,18 @@ class Sandbox:
         finally:
             self.close()  # the handle has nothing left to do: drop idle connections
 
-    def set_timeout(self, seconds: float) -> None:
-        """Extends the sandbox's lifetime (``POST /v1/sandboxes/{id}/timeout``)."""
-        self._t.request("POST", self._p("/timeout"), json={"timeout": seconds})
+    def set_timeout(self, seconds: float) -> SandboxInfo:
+        """Lets the sandbox live until now + ``seconds`` (within the server's
+        maximum lifetime); returns the updated sandbox."""
+        resp = self._t.request("POST", self._p("/timeout"), json={"timeout": seconds})
+        if resp.body.strip():
+            self.info = SandboxInfo.from_json(resp.json())
+        return self.info
+
+    def network_log(self) -> builtins.list[dict[str, Any]]:
+        """DNS queries and denied connections of the sandbox (see docs/network.md)."""
+        j = self._t.request("GET", self._p("/network-log")).json()
+        return list(j.get("entries", []))
 
     def close(self) -> None:
         """Closes the connections of a client this handle made (does not

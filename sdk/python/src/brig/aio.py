@@ -79,6 +79,20 @@ class Client:
     async def templates(self) -> builtins.list[dict[str, Any]]:
         return list((await self._t.request("GET", "/v1/templates")).json().get("templates", []))
 
+    async def tariffs(self) -> dict[str, Any]:
+        return C.check_json_object((await self._t.request("GET", "/v1/tariffs")).json(),
+                                   "tariffs")
+
+    async def account(self) -> dict[str, Any]:
+        return C.check_json_object((await self._t.request("GET", "/v1/account")).json(),
+                                   "account")
+
+    async def call(self, method: str, path: str, *, json: Any = None,
+                   query: Optional[Mapping[str, Any]] = None) -> Any:
+        """Any other JSON route (see :meth:`brig.Client.call`)."""
+        resp = await self._t.request(method, path, json=json, query=query)
+        return resp.json() if resp.body.strip() else None
+
     async def list_sandboxes(self) -> builtins.list["Sandbox"]:
         j = (await self._t.request("GET", "/v1/sandboxes")).json()
         return [Sandbox(self, SandboxInfo.from_json(s)) for s in j.get("sandboxes", [])]
@@ -183,6 +197,7 @@ class Sandbox:
                secrets: Optional[Mapping[str, str]] = None,
                secret_refs: Optional[Sequence[str]] = None,
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
+               project: Optional[str] = None,
                url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> _Creating:
         """Creates a sandbox (arguments as :meth:`brig.Sandbox.create`).
@@ -193,7 +208,7 @@ class Sandbox:
         async def make() -> "Sandbox":
             cl, owns = _client(client, url, api_key)
             body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
-                                 max_lifetime)
+                                 max_lifetime, project)
             post = asyncio.ensure_future(cl.transport.request("POST", "/v1/sandboxes", json=body))
             try:
                 # shielded: if this task is cancelled (asyncio.wait_for …) while
@@ -260,8 +275,17 @@ class Sandbox:
         finally:
             await self.aclose()  # the handle has nothing left to do: drop idle connections
 
-    async def set_timeout(self, seconds: float) -> None:
-        await self._t.request("POST", self._p("/timeout"), json={"timeout": seconds})
+    async def set_timeout(self, seconds: float) -> SandboxInfo:
+        """Lets the sandbox live until now + ``seconds``; returns it updated."""
+        resp = await self._t.request("POST", self._p("/timeout"), json={"timeout": seconds})
+        if resp.body.strip():
+            self.info = SandboxInfo.from_json(resp.json())
+        return self.info
+
+    async def network_log(self) -> builtins.list[dict[str, Any]]:
+        """DNS queries and denied connections of the sandbox."""
+        j = (await self._t.request("GET", self._p("/network-log"))).json()
+        return list(j.get("entries", []))
 
     async def aclose(self) -> None:
         """Closes the connections of a client this handle made (does not delete)."""
