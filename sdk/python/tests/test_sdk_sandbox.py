@@ -212,3 +212,54 @@ def test_tariff_and_account_routes(client):
     assert projects["projects"]
     with pytest.raises(brig.InvalidRequest):
         Sandbox.create("minimal", tariff="no-such-tariff", client=client)
+
+
+def test_limits_map_to_limit_exceeded_and_payment_required(daemon, client):
+    try:
+        client.account()
+    except brig.NotFound:
+        pytest.xfail("brigd has no accounts yet")
+    client.call("PATCH", "/v1/account", json={"daily_limit_micro_usd": 0})
+    try:
+        with pytest.raises(brig.LimitExceeded) as ei:
+            Sandbox.create("minimal")
+        assert ei.value.status == 429 and ei.value.code == "limit_exceeded"
+        assert "daily spend limit" in ei.value.message
+        assert not isinstance(ei.value, brig.PaymentRequired)
+    finally:
+        client.call("PATCH", "/v1/account", json={"daily_limit_micro_usd": None})
+
+
+
+def test_no_balance_and_concurrency_limit(daemon, tmp_path):
+    """A brigd of its own, whose accounts start with no credit and may have
+    one live sandbox: 402 → PaymentRequired, then 429 → LimitExceeded."""
+    import brigtest
+
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\ninitial_credit_micro_usd = 0\nmax_live_per_account = 1\n")
+    d = brigtest.Brigd(str(tmp_path / "state"), ["--config", str(cfg)])
+    try:
+        d.start()
+    except RuntimeError as e:
+        pytest.xfail(f"brigd does not know these settings yet: {str(e)[-300:]}")
+    try:
+        with brig.Client(d.url, d.key) as c:
+            with pytest.raises(brig.PaymentRequired) as ei:
+                Sandbox.create("minimal", client=c)
+            assert ei.value.status == 402 and ei.value.code == "payment_required"
+            assert isinstance(ei.value, brig.LimitExceeded) and ei.value.message
+            with open(os.path.join(d.state_dir, "operator.key")) as f:
+                operator = brig.Client(d.url, f.read().strip())
+            operator.call("POST", f"/v1/accounts/{c.account()['id']}/credits",
+                          json={"amount_micro_usd": 1_000_000, "note": "sdk test"})
+            operator.close()
+            with Sandbox.create("minimal", client=c) as sb:
+                with pytest.raises(brig.LimitExceeded) as ei:
+                    Sandbox.create("minimal", client=c)
+                assert ei.value.status == 429 and not isinstance(ei.value, brig.PaymentRequired)
+                assert sb.exec("true").ok
+            assert c.list_sandboxes() == []
+    finally:
+        d.stop()
+    assert not brigtest.leftovers(d.state_dir)

@@ -105,7 +105,8 @@ class TooLarge(BrigError):
 
 
 class LimitExceeded(BrigError):
-    """429: a quota, rate or spending limit was reached."""
+    """429: a daily or monthly spend limit, or the account's concurrency
+    limit, was reached (the message says which, and when it resets)."""
 
     default_status, default_code = 429, "limit_exceeded"
 
@@ -129,7 +130,8 @@ class AgentProtocolError(ServerError):
 
 
 class Unavailable(ServerError):
-    """503: the sandbox's agent (or brigd) does not answer."""
+    """503: the sandbox's agent does not answer, or the host stayed full for
+    the create queue's timeout."""
 
     default_status, default_code = 503, "unavailable"
 
