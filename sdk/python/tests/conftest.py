@@ -3,8 +3,8 @@
 Integration tests run against a real brigd, one per session, started like
 tests/integration does (binaries from $BRIG_BUILD, default <repo>/build: build
 them with ``make build``; templates from $BRIG_TEMPLATE_CACHE).  BRIG_URL and
-BRIG_API_KEY are set in os.environ for the session, so ``Sandbox.create()``
-works without arguments, exactly as a user's program would.
+BRIG_API_KEY are set in os.environ during each test that uses it, so
+``Sandbox.create()`` works without arguments, exactly as a user's program would.
 
 After every test that used the daemon, ``Sandbox.list()`` must be empty: a
 test that leaves a sandbox behind fails (and its sandboxes are deleted so the
@@ -40,26 +40,18 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def daemon():
-    """One real brigd for the session; BRIG_URL/BRIG_API_KEY point at it."""
+    """One real brigd for the session (see _brig_env for BRIG_URL/BRIG_API_KEY)."""
     import brigtest
 
     tmp = tempfile.mkdtemp(prefix="brig-sdk-")
     d = brigtest.Brigd(os.path.join(tmp, "state")).start()
-    saved = {k: os.environ.get(k) for k in ("BRIG_URL", "BRIG_API_KEY")}
-    os.environ["BRIG_URL"] = d.url
-    os.environ["BRIG_API_KEY"] = d.key
     try:
         # One sandbox first, alone: a fresh brigd makes its writable-layer golden
         # image on the first create, and concurrent first creates race on it
         # (reported); the SDK tests are about the SDK.
-        brig.Sandbox.create("minimal").delete()
+        brig.Sandbox.create("minimal", url=d.url, api_key=d.key).delete()
         yield d
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         d.stop()
         left = brigtest.leftovers(d.state_dir)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -67,15 +59,30 @@ def daemon():
 
 
 @pytest.fixture(autouse=True)
-def _no_sandbox_left(request):
-    """Every test that talks to brigd must leave no sandbox behind."""
-    yield
+def _brig_env(request):
+    """For a test that uses the daemon: BRIG_URL/BRIG_API_KEY point at it
+    (set per test and restored after, so that other test directories run in
+    the same pytest session see the environment they had), and the test must
+    leave no sandbox behind."""
     if "daemon" not in request.fixturenames:
+        yield
         return
-    live = brig.Sandbox.list()
-    for sb in live:  # clean up first, so one failing test does not cascade
-        sb.delete(missing_ok=True)
-    assert not live, f"test left sandboxes behind: {[sb.id for sb in live]}"
+    d = request.getfixturevalue("daemon")
+    saved = {k: os.environ.get(k) for k in ("BRIG_URL", "BRIG_API_KEY")}
+    os.environ["BRIG_URL"] = d.url
+    os.environ["BRIG_API_KEY"] = d.key
+    try:
+        yield
+        live = brig.Sandbox.list()
+        for sb in live:  # clean up first, so one failing test does not cascade
+            sb.delete(missing_ok=True)
+        assert not live, f"test left sandboxes behind: {[sb.id for sb in live]}"
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.fixture
