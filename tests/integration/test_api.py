@@ -402,3 +402,21 @@ def test_sandbox_env_applies_to_every_command(api):
         assert sb.exec("echo $MODE", env={"MODE": "cmd"})["stdout"] == "cmd\n"
     r = api.request("POST", "/v1/sandboxes", {"template": "minimal", "env": {"A=B": "x"}})
     assert r.status == 400
+
+
+def test_concurrent_first_creates_of_a_new_disk_size(tmp_path):
+    """The first sandboxes of a disk size format its golden image once, safely,
+    however many arrive together."""
+    from brigtest import Brigd
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[tariff.odd]\ndisk_mib = 333\n")
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            sbs = list(pool.map(lambda _: a.create("minimal", tariff="odd")["id"], range(4)))
+        for sid in sbs:
+            assert a.exec(sid, "df -m / | tail -1")["exit_code"] == 0
+            a.delete(sid)
+    finally:
+        d.stop()

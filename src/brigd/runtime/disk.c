@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/loop.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,10 +20,28 @@
 #include "proc.h"
 #include "util.h"
 
+/* One formatting at a time: concurrent first creates of a size must not race
+ * on the same temporary image. */
+static pthread_mutex_t golden_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int make_golden(const char *dir, int64_t size_mib, char *p, char **path, brig_error **err);
+
 int brig_disk_golden(const char *dir, int64_t size_mib, char **path, brig_error **err)
 {
     char *p = brig_asprintf("%s/golden-%lldm.img", dir, (long long)size_mib);
     if (access(p, R_OK) == 0) {
+        *path = p;
+        return 0;
+    }
+    pthread_mutex_lock(&golden_lock);
+    int r = make_golden(dir, size_mib, p, path, err);
+    pthread_mutex_unlock(&golden_lock);
+    return r;
+}
+
+static int make_golden(const char *dir, int64_t size_mib, char *p, char **path, brig_error **err)
+{
+    if (access(p, R_OK) == 0) { /* another thread made it while we waited */
         *path = p;
         return 0;
     }
