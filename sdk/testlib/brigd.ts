@@ -6,7 +6,7 @@
  * /var/cache/brig/templates).  Needs root, like brig's integration tests.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chmodSync, closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -23,6 +23,8 @@ export interface Brigd {
   stateDir: string;
   /** A client for this brigd with the admin key. */
   client: BrigClient;
+  /** The operator key (accounts, credits, template builds). */
+  operatorKey: string;
   /** brigd's log so far (for assertion messages). */
   log(): string;
   /**
@@ -62,10 +64,20 @@ function waitReady(child: ChildProcess, log: () => string, timeoutMs: number): P
   });
 }
 
-export async function startBrigd(extraArgs: string[] = []): Promise<Brigd> {
+/**
+ * Starts brigd on a loopback port with a fresh state directory; `config` is
+ * the text of a config file (e.g. `[brigd]\nmax_live_per_account = 1\n`).
+ */
+export async function startBrigd(options: { args?: string[]; config?: string } = {}): Promise<Brigd> {
   const stateDir = mkdtempSync(join(tmpdir(), "brig-sdk-test-"));
   chmodSync(stateDir, 0o711);
   searchable(stateDir);
+  const extraArgs = [...(options.args ?? [])];
+  if (options.config !== undefined) {
+    const conf = join(stateDir, "brigd.conf");
+    writeFileSync(conf, options.config);
+    extraArgs.push("--config", conf);
+  }
   const logPath = join(stateDir, "brigd.log");
   const logFd = openSync(logPath, "a");
   const child = spawn(
@@ -111,6 +123,7 @@ export async function startBrigd(extraArgs: string[] = []): Promise<Brigd> {
     key,
     stateDir,
     client,
+    operatorKey: readFileSync(join(stateDir, "operator.key"), "utf8").trim(),
     log,
     async stop() {
       const left: string[] = [];
@@ -138,28 +151,38 @@ export async function startBrigd(extraArgs: string[] = []): Promise<Brigd> {
 /**
  * For a test suite: a brigd started before its tests and stopped after them,
  * failing the suite if a test left a sandbox behind.  With `sandbox`, also
- * one sandbox of that template for the suite's tests, deleted before the check.
- * Call inside `describe`, passing node:test's `before` and `after`.
+ * one sandbox of that template for the suite's tests.  `defer(fn)` registers
+ * clean-ups (a client, a child process) that run, newest first and whatever
+ * fails, before brigd stops.  Call inside `describe`, passing node:test's
+ * `before` and `after`.
  */
 export function useBrigd(
   before: (fn: () => Promise<void>) => void,
   after: (fn: () => Promise<void>) => void,
   options: { sandbox?: string } = {},
-): { brigd: () => Brigd; sandbox: () => Sandbox } {
+): { brigd: () => Brigd; sandbox: () => Sandbox; defer: (fn: () => unknown) => void } {
   let brigd: Brigd | undefined;
   let sandbox: Sandbox | undefined;
+  const deferred: (() => unknown)[] = [];
   before(async () => {
     brigd = await startBrigd();
-    if (options.sandbox) sandbox = await Sandbox.create({ template: options.sandbox, client: brigd.client });
+    if (options.sandbox) {
+      const sb = await Sandbox.create({ template: options.sandbox, client: brigd.client });
+      sandbox = sb;
+      deferred.push(() => sb.kill());
+    }
   });
   after(async () => {
-    await sandbox?.kill();
+    const errors: unknown[] = [];
+    for (const fn of deferred.reverse()) await Promise.resolve().then(fn).catch((e: unknown) => errors.push(e));
     const left = await brigd?.stop();
+    if (errors.length) throw errors[0];
     if (left?.length) throw new Error(`tests left sandboxes behind: ${left.join(", ")}`);
   });
   return {
     brigd: () => brigd ?? fail("brigd is not started"),
     sandbox: () => sandbox ?? fail("no sandbox for this suite"),
+    defer: (fn) => void deferred.push(fn),
   };
 }
 

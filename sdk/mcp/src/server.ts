@@ -108,16 +108,18 @@ export function createServer(options: ServerOptions = {}): McpServer {
         "Run commands with sandbox_exec; delete it with sandbox_delete when done.",
       inputSchema: {
         template: z.string().optional().describe("Template name: 'base' (default) or 'minimal'."),
+        tariff: z.string().optional().describe("Size: 'small' (default), 'medium' or 'large', as the server defines them."),
         env: z.record(z.string(), z.string()).optional().describe("Environment variables for every command."),
       },
       outputSchema: { sandbox_id: z.string(), template: z.string(), state: z.string() },
     },
     async (args) =>
       guard(async () => {
-        const sb = await Sandbox.create({ client, template: args.template, env: args.env });
+        const sb = await Sandbox.create({ client, template: args.template, tariff: args.tariff, env: args.env });
         created.add(sb.id);
+        const tariff = sb.info.tariff ? `, tariff ${sb.info.tariff}` : "";
         return {
-          content: [{ type: "text", text: `Created sandbox ${sb.id} (template ${sb.template}).` }],
+          content: [{ type: "text", text: `Created sandbox ${sb.id} (template ${sb.template}${tariff}).` }],
           structuredContent: { sandbox_id: sb.id, template: sb.template, state: sb.info.state },
         };
       }),

@@ -49,7 +49,7 @@ interface ExecOut {
 }
 
 describe("brig-mcp over stdio", () => {
-  const { brigd } = useBrigd(before, after);
+  const { brigd, defer } = useBrigd(before, after);
   let client: Client;
   let transport: StdioClientTransport;
   const call = (name: string, args: Record<string, unknown> = {}) => client.callTool({ name, arguments: args });
@@ -61,10 +61,8 @@ describe("brig-mcp over stdio", () => {
       stderr: "inherit",
     });
     client = new Client({ name: "brig-test", version: "0" });
+    defer(() => client.close());
     await client.connect(transport);
-  });
-  after(async () => {
-    await client?.close();
   });
 
   test("lists the seven tools with descriptions and schemas", async () => {
@@ -80,11 +78,12 @@ describe("brig-mcp over stdio", () => {
   });
 
   test("create, upload, exec, download, list, delete", async () => {
-    const created = await call("sandbox_create", { template: "minimal" });
+    const created = await call("sandbox_create", { template: "minimal", tariff: "small", env: { FROM_CREATE: "yes" } });
     assert.ok(!created.isError, text(created));
     const id = structured<{ sandbox_id: string }>(created).sandbox_id;
     assert.match(id, /^sbx_/);
-    assert.match(text(created), new RegExp(id));
+    assert.equal(text(created), `Created sandbox ${id} (template minimal, tariff small).`);
+    assert.equal(structured<ExecOut>(await call("sandbox_exec", { sandbox_id: id, command: "echo $FROM_CREATE" })).stdout, "yes\n");
 
     const listed = await call("sandbox_list");
     assert.deepEqual(
@@ -183,12 +182,13 @@ describe("brig-mcp over stdio", () => {
 });
 
 describe("brig-mcp lifecycle and HTTP", () => {
-  const { brigd } = useBrigd(before, after);
+  const { brigd, defer } = useBrigd(before, after);
   const env = () => ({ PATH: process.env.PATH!, BRIG_URL: brigd().url, BRIG_API_KEY: brigd().key });
 
   test("sandboxes made with sandbox_create are deleted when the client goes away", async () => {
     const client = new Client({ name: "brig-test", version: "0" });
     const transport = new StdioClientTransport({ command: BIN, env: env(), stderr: "inherit" });
+    defer(() => client.close());
     await client.connect(transport);
     const r = await client.callTool({ name: "sandbox_create", arguments: { template: "minimal" } });
     const id = structured<{ sandbox_id: string }>(r).sandbox_id;
@@ -204,6 +204,7 @@ describe("brig-mcp lifecycle and HTTP", () => {
 
   test("streamable HTTP on 127.0.0.1: list tools, run a command", async () => {
     const child = spawn(BIN, ["--http", "0"], { env: env(), stdio: ["ignore", "inherit", "pipe"] });
+    defer(() => child.kill("SIGKILL"));
     try {
       let banner = "";
       const url = await new Promise<string>((resolveUrl, reject) => {
@@ -215,6 +216,7 @@ describe("brig-mcp lifecycle and HTTP", () => {
         child.on("exit", (code) => reject(new Error(`brig-mcp exited ${code}: ${banner}`)));
       });
       const client = new Client({ name: "brig-test", version: "0" });
+      defer(() => client.close());
       await client.connect(new StreamableHTTPClientTransport(new URL(url)));
       const { tools } = await client.listTools();
       assert.deepEqual(tools.map((t) => t.name).sort(), TOOLS);

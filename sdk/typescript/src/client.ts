@@ -10,7 +10,6 @@
 import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import * as https from "node:https";
-import { once } from "node:events";
 import { BrigError, ConnectionError, errorFromBody } from "./errors.js";
 
 export interface ClientOptions {
@@ -112,6 +111,16 @@ export class BrigClient {
       .templates;
   }
 
+  /** `GET /v1/tariffs`: `{tariffs: [{name, vcpus, memory_mib, disk_mib, price_micro_usd_per_second}], default}`. */
+  async tariffs(): Promise<{ tariffs: Record<string, unknown>[]; default: string }> {
+    return this.json("GET", "/v1/tariffs");
+  }
+
+  /** `GET /v1/account`: the caller's account (balance, usage, limits), as brigd sends it. */
+  async account(): Promise<Record<string, unknown>> {
+    return this.json("GET", "/v1/account");
+  }
+
   /**
    * Sends a request and returns the response once its headers arrived; a
    * non-2xx answer is read and thrown as a BrigError.  The caller consumes (or
@@ -154,7 +163,11 @@ export class BrigClient {
     throw errorFromBody(status, text);
   }
 
-  /** A request whose answer is JSON (or empty: then `undefined`). */
+  /**
+   * A request whose answer is JSON (or empty: then `undefined`).  Also the way
+   * to any route the SDK has no method for (projects, keys, secrets, accounts):
+   * `client.json("PATCH", "/v1/account", { json: { daily_limit_micro_usd: null } })`.
+   */
   async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const res = await this.request(method, path, options);
     const buf = await readBody(res);
@@ -229,7 +242,15 @@ async function pump(req: http.ClientRequest, src: AsyncIterable<Uint8Array | str
   for await (const chunk of src) {
     if (req.destroyed) return;
     if (!req.write(chunk)) {
-      await Promise.race([once(req, "drain"), once(req, "close")]);
+      await new Promise<void>((resolve) => {
+        const go = () => {
+          req.off("drain", go);
+          req.off("close", go);
+          resolve();
+        };
+        req.on("drain", go);
+        req.on("close", go);
+      });
       if (req.destroyed) return;
     }
   }

@@ -62,11 +62,16 @@ export class Sandbox {
     if (options.secretRefs !== undefined) body.secret_refs = options.secretRefs;
     if (options.idleTimeoutMs !== undefined) body.idle_timeout = seconds(options.idleTimeoutMs);
     if (options.maxLifetimeMs !== undefined) body.max_lifetime = seconds(options.maxLifetimeMs);
+    if (options.project !== undefined) body.project = options.project;
     const info = await client.json("POST", "/v1/sandboxes", { json: body, signal: options.signal });
     return new Sandbox(client, camel<SandboxInfo>(info));
   }
 
-  /** A handle on an existing sandbox; NotFoundError if there is none with this id. */
+  /**
+   * A handle on an existing sandbox; NotFoundError if there is none with this
+   * id (or it is another account's).  A sandbox that ended within the retention
+   * period comes back with `info.state === "deleted"` (and `reason`, cost).
+   */
   static async connect(id: string, options: ConnectOptions = {}): Promise<Sandbox> {
     const client = BrigClient.from(options);
     const info = await client.json("GET", `/v1/sandboxes/${encodeURIComponent(id)}`);
@@ -99,11 +104,17 @@ export class Sandbox {
   }
 
   /**
-   * Extends the sandbox's lifetime: it is deleted `timeoutMs` from now
-   * (`POST /v1/sandboxes/{id}/timeout`, as the Python SDK's `set_timeout`).
+   * Lets the sandbox live until `timeoutMs` from now (within brigd's maximum
+   * lifetime); returns the updated info (`expiresAt`).
    */
-  async setTimeout(timeoutMs: number): Promise<void> {
-    await this.client.json("POST", `${this.#path}/timeout`, { json: { timeout: seconds(timeoutMs) } });
+  async setTimeout(timeoutMs: number): Promise<SandboxInfo> {
+    const info = await this.client.json("POST", `${this.#path}/timeout`, { json: { timeout: seconds(timeoutMs) } });
+    return (this.info = camel<SandboxInfo>(info));
+  }
+
+  /** DNS queries and denied connections of the sandbox (see docs/network.md). */
+  async networkLog(): Promise<Record<string, unknown>[]> {
+    return (await this.client.json<{ entries: Record<string, unknown>[] }>("GET", `${this.#path}/network-log`)).entries;
   }
 
   // ---- commands ---------------------------------------------------------------

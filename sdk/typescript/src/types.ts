@@ -3,15 +3,38 @@
  * seconds; in this SDK every duration is in milliseconds (`…Ms`).
  */
 
-/** A sandbox as brigd describes it (`GET /v1/sandboxes/{id}`), keys in camelCase. */
+/**
+ * A sandbox as brigd describes it (`GET /v1/sandboxes/{id}`), keys in camelCase.
+ * After it ended, brigd keeps answering for a retention period (7 days by
+ * default) with `state: "deleted"`, the `reason`, `deletedAt` and the cost.
+ */
 export interface SandboxInfo {
   id: string;
   template: string;
-  /** `running`, … */
+  /** `running`, or `deleted` once it ended. */
   state: string;
   /** ISO 8601. */
   createdAt: string;
-  /** Fields brigd adds later (tariff, timeouts, …) appear here in camelCase too. */
+  projectId?: string;
+  tariff?: string;
+  /** Names of the sandbox's environment variables (never their values). */
+  env?: string[];
+  /** Names of its secrets (never their values). */
+  secrets?: string[];
+  /** Seconds without API use before it is deleted. */
+  idleTimeout?: number;
+  priceMicroUsdPerSecond?: number;
+  /** When it will be deleted whatever it does (ISO 8601). */
+  expiresAt?: string;
+  /** When it will be deleted if unused until then (ISO 8601). */
+  idleExpiresAt?: string;
+  /** Why it ended: `deleted_by_api`, `idle_timeout`, `max_lifetime`, `cpu_abuse`, `balance_exhausted`, `lost_on_restart`. */
+  reason?: string;
+  deletedAt?: string;
+  /** What it cost, in micro-dollars (integer), and formatted (`"$0.000600"`). */
+  costMicroUsd?: number;
+  cost?: string;
+  /** Fields brigd adds later appear here in camelCase too. */
   [key: string]: unknown;
 }
 
@@ -22,13 +45,15 @@ export interface CreateOptions {
   tariff?: string;
   /** Environment variables for every command in the sandbox. */
   env?: Record<string, string>;
-  /** Secret environment variables: stored encrypted, redacted from output, never returned. */
+  /** Secret environment variables: sealed at rest, redacted from output as `[REDACTED:NAME]`, never returned (values ≥ 4 bytes). */
   secrets?: Record<string, string>;
-  /** Names of secrets stored in brigd to pass in (sent as `secret_refs`). */
+  /** Names of the project's stored secrets to pass in (sent as `secret_refs`). */
   secretRefs?: string[];
-  /** Delete the sandbox after this long without API activity. */
+  /** The project (`prj_…`) to create it in; an admin key may choose, a sandbox key has its own. */
+  project?: string;
+  /** Delete the sandbox after this long without API use and no command running (brigd's default: 5 min). */
   idleTimeoutMs?: number;
-  /** Delete the sandbox this long after creation, whatever it does. */
+  /** Delete the sandbox this long after creation, whatever it does (brigd's default: 1 h). */
   maxLifetimeMs?: number;
   signal?: AbortSignal;
 }

@@ -23,11 +23,17 @@ describe("files", () => {
     assert.ok(back instanceof Uint8Array);
     assert.deepEqual(back, all);
 
-    // A Node stream of 3 MiB, sent as it is read (chunked).
+    // A Node stream of 3 MiB, sent as it is read (chunked, waiting for the socket to drain).
     const chunk = new Uint8Array(64 * 1024).fill(0x61);
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on("warning", onWarning);
     await sb.upload("/tmp/stream.bin", Readable.from((function* () {
       for (let i = 0; i < 48; i++) yield chunk;
     })()));
+    await new Promise((r) => setImmediate(r));
+    process.off("warning", onWarning);
+    assert.deepEqual(warnings.map(String), [], "no listener leak while waiting for drain");
     assert.equal((await sb.exec("wc -c < /tmp/stream.bin")).stdout.trim(), String(48 * 64 * 1024));
     let streamed = 0;
     for await (const c of await sb.downloadStream("/tmp/stream.bin")) streamed += c.byteLength;

@@ -7,10 +7,12 @@ import {
   BrigError,
   ConnectionError,
   InvalidRequestError,
+  LimitExceededError,
   NotFoundError,
+  PaymentRequiredError,
   Sandbox,
 } from "@brig/sdk";
-import { useBrigd } from "../../testlib/brigd.js";
+import { startBrigd, useBrigd, type Brigd } from "../../testlib/brigd.js";
 
 describe("sandboxes", () => {
   const { brigd } = useBrigd(before, after);
@@ -38,7 +40,14 @@ describe("sandboxes", () => {
     } finally {
       await sb.kill();
     }
-    await assert.rejects(Sandbox.connect(sb.id, { client: client() }), NotFoundError);
+    // An ended sandbox is kept on record for a while: state, reason, cost.
+    const ended = await Sandbox.connect(sb.id, { client: client() });
+    assert.equal(ended.info.state, "deleted");
+    assert.equal(ended.info.reason, "deleted_by_api");
+    assert.ok(Date.parse(ended.info.deletedAt!) >= Date.parse(sb.info.createdAt));
+    assert.equal(typeof ended.info.costMicroUsd, "number");
+    assert.ok(ended.info.costMicroUsd! > 0, "charged at least the 60-second minimum");
+    await assert.rejects(ended.exec("true"), NotFoundError);
     await sb.kill(); // a sandbox already gone is fine
     assert.deepEqual(await Sandbox.list({ client: client() }), []);
   });
@@ -50,14 +59,15 @@ describe("sandboxes", () => {
       id = sb.id;
       assert.equal((await sb.exec("true")).exitCode, 0);
     }
-    await assert.rejects(Sandbox.connect(id, { client: client() }), NotFoundError);
+    assert.equal((await Sandbox.connect(id, { client: client() })).info.state, "deleted");
 
     await assert.rejects(async () => {
       await using sb = await Sandbox.create({ template: "minimal", client: client() });
       id = sb.id;
       throw new Error("boom");
     }, /boom/);
-    await assert.rejects(Sandbox.connect(id, { client: client() }), NotFoundError);
+    assert.equal((await Sandbox.connect(id, { client: client() })).info.state, "deleted");
+    assert.deepEqual(await Sandbox.list({ client: client() }), []);
   });
 
   test("url and apiKey options, and BRIG_URL / BRIG_API_KEY from the environment", async () => {
@@ -109,47 +119,88 @@ describe("sandboxes", () => {
     assert.equal(conn.status, 0);
   });
 
-  test("health and templates", async () => {
+  test("health, templates, tariffs, account", async () => {
     const h = await client().health();
     assert.equal(h.status, "ok");
     const names = (await client().templates()).map((t) => t.name);
     assert.ok(names.includes("minimal") && names.includes("base"), names.join(","));
+    const t = await client().tariffs();
+    assert.ok(t.tariffs.some((x) => x.name === t.default), JSON.stringify(t));
+    const acct = await client().account();
+    assert.equal(typeof acct.balance_micro_usd, "number");
   });
 
-  test("create fields brigd does not know yet are refused, not dropped", async (t) => {
-    // env and tariff are being added to brigd; until then a 400 names the field.
-    for (const [field, opts] of [
-      ["env", { env: { GREETING: "hello" } }],
-      ["tariff", { tariff: "small" }],
-    ] as const) {
-      let sb: Sandbox;
-      try {
-        sb = await Sandbox.create({ template: "minimal", client: client(), ...opts });
-      } catch (e) {
-        assert.ok(e instanceof InvalidRequestError, String(e));
-        assert.match(e.message, new RegExp(field));
-        t.diagnostic(`brigd does not take '${field}' yet: ${e.message}`);
-        continue;
-      }
-      try {
-        if (field === "env") assert.equal((await sb.exec("echo $GREETING")).stdout, "hello\n");
-      } finally {
-        await sb.kill();
-      }
-    }
+  test("create with tariff, env, secrets, timeouts; setTimeout; network log", async () => {
+    const before = Date.now();
+    await using sb = await Sandbox.create({
+      template: "minimal",
+      client: client(),
+      tariff: "small",
+      env: { GREETING: "hello", SHARED: "from-sandbox" },
+      secrets: { API_TOKEN: "s3cr3t-value" },
+      idleTimeoutMs: 120_000,
+      maxLifetimeMs: 600_000,
+    });
+    assert.equal(sb.info.tariff, "small");
+    assert.deepEqual([...sb.info.env!].sort(), ["GREETING", "SHARED"]);
+    assert.deepEqual(sb.info.secrets, ["API_TOKEN"]);
+    assert.equal(sb.info.idleTimeout, 120);
+    const lifetime = Date.parse(sb.info.expiresAt!) - before;
+    assert.ok(lifetime > 590_000 && lifetime < 610_000, `expires ${lifetime} ms after create`);
+
+    const r = await sb.exec("echo $GREETING $SHARED $API_TOKEN", { env: { SHARED: "from-exec" } });
+    assert.equal(r.stdout, "hello from-exec [REDACTED:API_TOKEN]\n");
+    let streamed = "";
+    await sb.exec("echo s3cr3t-value", { onStdout: (d) => (streamed += d) });
+    assert.equal(streamed, "[REDACTED:API_TOKEN]\n");
+
+    const info = await sb.setTimeout(300_000);
+    assert.equal(sb.info, info);
+    const left = Date.parse(info.expiresAt!) - Date.now();
+    assert.ok(left > 290_000 && left <= 301_000, `expires in ${left} ms`);
+    assert.ok(Array.isArray(await sb.networkLog()));
+
+    await assert.rejects(Sandbox.create({ template: "minimal", client: client(), tariff: "no-such-tariff" }), InvalidRequestError);
   });
 
-  test("setTimeout extends the sandbox's lifetime", async (t) => {
-    await using sb = await Sandbox.create({ template: "minimal", client: client() });
+  test("limits: a daily spend limit is a LimitExceededError (429)", async () => {
+    await client().json("PATCH", "/v1/account", { json: { daily_limit_micro_usd: 0 } });
     try {
-      await sb.setTimeout(120_000);
-    } catch (e) {
-      if (e instanceof BrigError && (e.status === 404 || e.status === 405) && (await Sandbox.list({ client: client() })).length) {
-        t.skip(`brigd has no POST /v1/sandboxes/{id}/timeout yet (${e.status}: ${e.message})`);
-        return;
-      }
-      throw e;
+      const e = await Sandbox.create({ template: "minimal", client: client() }).catch((x: unknown) => x);
+      assert.ok(e instanceof LimitExceededError && !(e instanceof PaymentRequiredError), String(e));
+      assert.equal(e.status, 429);
+      assert.equal(e.code, "limit_exceeded");
+      assert.match(e.message, /daily spend limit/);
+    } finally {
+      await client().json("PATCH", "/v1/account", { json: { daily_limit_micro_usd: null } });
     }
+  });
+});
+
+describe("an account without credit, one live sandbox at most", () => {
+  let d: Brigd;
+  before(async () => {
+    d = await startBrigd({ config: "[brigd]\ninitial_credit_micro_usd = 0\nmax_live_per_account = 1\n" });
+  });
+  after(async () => {
+    assert.deepEqual(await d?.stop(), []);
+  });
+
+  test("no balance is a PaymentRequiredError (402); over the concurrency limit a LimitExceededError (429)", async () => {
+    const e = await Sandbox.create({ template: "minimal", client: d.client }).catch((x: unknown) => x);
+    assert.ok(e instanceof PaymentRequiredError && e instanceof LimitExceededError, String(e));
+    assert.equal(e.status, 402);
+    assert.equal(e.code, "payment_required");
+
+    const operator = new BrigClient({ url: d.url, apiKey: d.operatorKey });
+    await operator.json("POST", `/v1/accounts/${(await d.client.account()).id}/credits`, {
+      json: { amount_micro_usd: 1_000_000, note: "sdk test" },
+    });
+    operator.close();
+    await using sb = await Sandbox.create({ template: "minimal", client: d.client });
+    const over = await Sandbox.create({ template: "minimal", client: d.client }).catch((x: unknown) => x);
+    assert.ok(over instanceof LimitExceededError && !(over instanceof PaymentRequiredError), String(over));
+    assert.equal(over.status, 429);
     assert.equal((await sb.exec("true")).exitCode, 0);
   });
 });
