@@ -6,7 +6,7 @@
  * /var/cache/brig/templates).  Needs root, like brig's integration tests.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -40,6 +40,21 @@ function searchable(path: string): void {
     const mode = statSync(p).mode;
     if (!(mode & 0o001)) chmodSync(p, (mode & 0o7777) | 0o111);
   }
+}
+
+/** What deleted sandboxes could leave behind: mounts below the state dir, sandbox directories. */
+function leftovers(stateDir: string): string[] {
+  const left = readFileSync("/proc/self/mounts", "utf8")
+    .split("\n")
+    .map((l) => l.split(" ")[1] ?? "")
+    .filter((m) => m.startsWith(stateDir + "/"))
+    .map((m) => `mount ${m}`);
+  try {
+    left.push(...readdirSync(join(stateDir, "sandboxes")).map((d) => `sandbox dir ${d}`));
+  } catch {
+    /* no sandboxes directory */
+  }
+  return left;
 }
 
 function waitReady(child: ChildProcess, log: () => string, timeoutMs: number): Promise<string> {
@@ -141,6 +156,8 @@ export async function startBrigd(options: { args?: string[]; config?: string } =
         clearTimeout(timer);
         if (rc === "timeout") child.kill("SIGKILL");
         if (rc !== 0) throw new Error(`brigd stopped with ${rc}:\n${log()}`);
+        const leaks = leftovers(stateDir);
+        if (leaks.length) throw new Error(`brigd left behind: ${leaks.join(", ")}`);
         rmSync(stateDir, { recursive: true, force: true });
       }
       return left;

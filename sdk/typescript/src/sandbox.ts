@@ -64,7 +64,7 @@ export class Sandbox {
     if (options.maxLifetimeMs !== undefined) body.max_lifetime = seconds(options.maxLifetimeMs);
     if (options.project !== undefined) body.project = options.project;
     const info = await client.json("POST", "/v1/sandboxes", { json: body, signal: options.signal });
-    return new Sandbox(client, camel<SandboxInfo>(info));
+    return new Sandbox(client, sandboxInfo(info));
   }
 
   /**
@@ -75,18 +75,18 @@ export class Sandbox {
   static async connect(id: string, options: ConnectOptions = {}): Promise<Sandbox> {
     const client = BrigClient.from(options);
     const info = await client.json("GET", `/v1/sandboxes/${encodeURIComponent(id)}`);
-    return new Sandbox(client, camel<SandboxInfo>(info));
+    return new Sandbox(client, sandboxInfo(info));
   }
 
   /** The caller's live sandboxes. */
   static async list(options: ConnectOptions = {}): Promise<SandboxInfo[]> {
     const r = await BrigClient.from(options).json<{ sandboxes: unknown[] }>("GET", "/v1/sandboxes");
-    return r.sandboxes.map((s) => camel<SandboxInfo>(s));
+    return r.sandboxes.map((s) => sandboxInfo(s));
   }
 
   /** Fetches the sandbox's current state. */
   async refresh(): Promise<SandboxInfo> {
-    return (this.info = camel<SandboxInfo>(await this.client.json("GET", this.#path)));
+    return (this.info = sandboxInfo(await this.client.json("GET", this.#path)));
   }
 
   /** Deletes the sandbox: every process is killed, its files are gone. A sandbox already gone is fine. */
@@ -109,7 +109,7 @@ export class Sandbox {
    */
   async setTimeout(timeoutMs: number): Promise<SandboxInfo> {
     const info = await this.client.json("POST", `${this.#path}/timeout`, { json: { timeout: seconds(timeoutMs) } });
-    return (this.info = camel<SandboxInfo>(info));
+    return (this.info = sandboxInfo(info));
   }
 
   /** DNS queries and denied connections of the sandbox (see docs/network.md). */
@@ -279,6 +279,19 @@ export class Sandbox {
   async downloadTar(dir: string): Promise<Uint8Array> {
     return readBytes(await this.client.request("GET", `${this.#path}/files/tar`, { query: { path: dir } }));
   }
+}
+
+/** brigd's sandbox object as a SandboxInfo: camelCase keys, durations in ms like the rest of the SDK. */
+function sandboxInfo(json: unknown): SandboxInfo {
+  const info = camel<SandboxInfo>(json);
+  for (const key of ["idleTimeout", "maxLifetime"] as const) {
+    const v = info[key];
+    if (typeof v === "number") {
+      info[`${key}Ms`] = v * 1000;
+      delete info[key];
+    }
+  }
+  return info;
 }
 
 /** The JSON body of an exec request: only what the caller set. */

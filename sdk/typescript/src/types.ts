@@ -21,8 +21,10 @@ export interface SandboxInfo {
   env?: string[];
   /** Names of its secrets (never their values). */
   secrets?: string[];
-  /** Seconds without API use before it is deleted. */
-  idleTimeout?: number;
+  /** How long without API use before it is deleted (brigd's `idle_timeout`, in ms). */
+  idleTimeoutMs?: number;
+  /** Its maximum lifetime, when brigd reports one (`max_lifetime`, in ms). */
+  maxLifetimeMs?: number;
   priceMicroUsdPerSecond?: number;
   /** When it will be deleted whatever it does (ISO 8601). */
   expiresAt?: string;

@@ -144,7 +144,7 @@ describe("sandboxes", () => {
     assert.equal(sb.info.tariff, "small");
     assert.deepEqual([...sb.info.env!].sort(), ["GREETING", "SHARED"]);
     assert.deepEqual(sb.info.secrets, ["API_TOKEN"]);
-    assert.equal(sb.info.idleTimeout, 120);
+    assert.equal(sb.info.idleTimeoutMs, 120_000);
     const lifetime = Date.parse(sb.info.expiresAt!) - before;
     assert.ok(lifetime > 590_000 && lifetime < 610_000, `expires ${lifetime} ms after create`);
 
