@@ -39,9 +39,9 @@ json_t *brig_egress_to_json(const brig_egress *e);
 void brig_egress_dispose(brig_egress *e);
 
 typedef struct brig_net_config {
-    const char *state_dir; /* for anything the module must persist across restarts */
-    const char *pool;      /* address pool for sandbox links, e.g. "10.201.0.0/16" (the
-                              default when NULL); cut into one /31 per sandbox */
+    const char *state_dir;    /* for anything the module must persist across restarts */
+    const char *pool;         /* address pool for sandbox links, e.g. "10.201.0.0/16" (the
+                                 default when NULL); cut into one /31 per sandbox */
     const char *dns_upstream; /* "IP" or "IP:PORT" the DNS proxy forwards to; NULL: the
                                  environment's BRIG_DNS_UPSTREAM, else the first nameserver
                                  of the host's /etc/resolv.conf */

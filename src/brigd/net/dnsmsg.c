@@ -1,0 +1,188 @@
+/*
+ * dnsmsg.c - the DNS messages the proxy reads and writes, over ldns.  Pure
+ * functions of their input (no sockets, no state): the fuzz target
+ * fuzz/fuzz_dns.c and tests/unit/test_net_dns.c call them directly.
+ *
+ * Every message from a sandbox is hostile: it is parsed with ldns, must be one
+ * standard query (QR=0, opcode QUERY) with exactly one question, and only then
+ * is it forwarded (with a fresh id).  An upstream answer is accepted only
+ * with the id we sent and the question we asked.
+ */
+#include <ctype.h>
+#include <ldns/ldns.h>
+#include <string.h>
+
+#include "net_internal.h"
+
+static void name_of(const ldns_rdf *rdf, char *out, size_t cap)
+{
+    char *s = ldns_rdf2str(rdf);
+    if (s == NULL) {
+        snprintf(out, cap, "?");
+        return;
+    }
+    size_t n = strlen(s);
+    if (n > 1 && s[n - 1] == '.')
+        s[--n] = '\0';
+    snprintf(out, cap, "%s", s);
+    for (char *p = out; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    free(s);
+}
+
+static void type_of(uint16_t t, char *out, size_t cap)
+{
+    const ldns_rr_descriptor *d = ldns_rr_descript(t);
+    if (d && d->_name)
+        snprintf(out, cap, "%s", d->_name);
+    else
+        snprintf(out, cap, "TYPE%u", (unsigned)t);
+}
+
+int brig_dns_parse_query(const uint8_t *msg, size_t len, brig_dns_question *q)
+{
+    memset(q, 0, sizeof(*q));
+    if (len < 12)
+        return -1;
+    q->id = (uint16_t)(msg[0] << 8 | msg[1]);
+    if (msg[2] & 0x80) /* a response sent to us: never answer one */
+        return -1;
+    ldns_pkt *p = NULL;
+    if (ldns_wire2pkt(&p, msg, len) != LDNS_STATUS_OK)
+        return BRIG_DNS_FORMERR;
+    int rc = 0;
+    if (ldns_pkt_get_opcode(p) != LDNS_PACKET_QUERY) {
+        rc = BRIG_DNS_NOTIMP;
+        goto out;
+    }
+    ldns_rr_list *qs = ldns_pkt_question(p);
+    if (ldns_pkt_qdcount(p) != 1 || qs == NULL || ldns_rr_list_rr_count(qs) != 1) {
+        rc = BRIG_DNS_FORMERR;
+        goto out;
+    }
+    ldns_rr *rr = ldns_rr_list_rr(qs, 0);
+    if (ldns_rr_get_class(rr) != LDNS_RR_CLASS_IN) {
+        rc = BRIG_DNS_REFUSED;
+        goto out;
+    }
+    name_of(ldns_rr_owner(rr), q->name, sizeof(q->name));
+    q->qtype = (uint16_t)ldns_rr_get_type(rr);
+    type_of(q->qtype, q->type, sizeof(q->type));
+    q->has_edns = ldns_pkt_edns(p);
+out:
+    ldns_pkt_free(p);
+    return rc;
+}
+
+int brig_dns_reply(const uint8_t *msg, size_t len, int rcode, uint8_t **out, size_t *out_len)
+{
+    if (len < 12)
+        return -1;
+    ldns_pkt *q = NULL;
+    ldns_pkt *r = ldns_pkt_new();
+    if (r == NULL)
+        return -1;
+    ldns_pkt_set_id(r, (uint16_t)(msg[0] << 8 | msg[1]));
+    ldns_pkt_set_qr(r, true);
+    ldns_pkt_set_ra(r, true);
+    ldns_pkt_set_rd(r, (msg[2] & 0x01) != 0);
+    ldns_pkt_set_rcode(r, (uint8_t)rcode);
+    /* The question is echoed when there is exactly one that parses. */
+    if (ldns_wire2pkt(&q, msg, len) == LDNS_STATUS_OK && ldns_pkt_qdcount(q) == 1 &&
+        ldns_pkt_get_opcode(q) == LDNS_PACKET_QUERY) {
+        ldns_rr_list *qs = ldns_pkt_question(q);
+        if (qs && ldns_rr_list_rr_count(qs) == 1) {
+            ldns_pkt_push_rr(r, LDNS_SECTION_QUESTION, ldns_rr_clone(ldns_rr_list_rr(qs, 0)));
+        }
+    }
+    ldns_pkt_free(q);
+    int rc = ldns_pkt2wire(out, r, out_len) == LDNS_STATUS_OK ? 0 : -1;
+    ldns_pkt_free(r);
+    return rc;
+}
+
+int brig_dns_upstream_query(const uint8_t *msg, size_t len, uint16_t new_id, bool for_tcp,
+                            uint8_t **out, size_t *out_len)
+{
+    if (len < 12)
+        return -1;
+    if (for_tcp) {
+        ldns_pkt *p = NULL;
+        if (ldns_wire2pkt(&p, msg, len) != LDNS_STATUS_OK)
+            return -1;
+        if (!ldns_pkt_edns(p))
+            ldns_pkt_set_edns_udp_size(p, 4096);
+        ldns_pkt_set_id(p, new_id);
+        int rc = ldns_pkt2wire(out, p, out_len) == LDNS_STATUS_OK ? 0 : -1;
+        ldns_pkt_free(p);
+        return rc;
+    }
+    *out = brig_xmalloc(len);
+    memcpy(*out, msg, len);
+    (*out)[0] = (uint8_t)(new_id >> 8);
+    (*out)[1] = (uint8_t)new_id;
+    *out_len = len;
+    return 0;
+}
+
+int brig_dns_parse_answer(const uint8_t *msg, size_t len, uint16_t upstream_id,
+                          const brig_dns_question *q, brig_dns_answer *a)
+{
+    memset(a, 0, sizeof(*a));
+    if (len < 12 || (uint16_t)(msg[0] << 8 | msg[1]) != upstream_id || !(msg[2] & 0x80))
+        return -1;
+    ldns_pkt *p = NULL;
+    if (ldns_wire2pkt(&p, msg, len) != LDNS_STATUS_OK)
+        return -1;
+    int rc = -1;
+    ldns_rr_list *qs = ldns_pkt_question(p);
+    if (ldns_pkt_qdcount(p) != 1 || qs == NULL || ldns_rr_list_rr_count(qs) != 1)
+        goto out;
+    ldns_rr *qr = ldns_rr_list_rr(qs, 0);
+    char name[sizeof(q->name)];
+    name_of(ldns_rr_owner(qr), name, sizeof(name));
+    if (strcmp(name, q->name) != 0 || (uint16_t)ldns_rr_get_type(qr) != q->qtype)
+        goto out;
+    a->rcode = (int)ldns_pkt_get_rcode(p);
+    a->truncated = ldns_pkt_tc(p);
+    ldns_rr_list *an = ldns_pkt_answer(p);
+    for (size_t i = 0; an && i < ldns_rr_list_rr_count(an); i++) {
+        ldns_rr *rr = ldns_rr_list_rr(an, i);
+        if (ldns_rr_get_class(rr) != LDNS_RR_CLASS_IN || ldns_rr_rd_count(rr) < 1)
+            continue;
+        const ldns_rdf *rd = ldns_rr_rdf(rr, 0);
+        if (ldns_rr_get_type(rr) == LDNS_RR_TYPE_A && ldns_rdf_size(rd) == 4 &&
+            a->n_a < BRIG_ARRAY_LEN(a->a)) {
+            memcpy(&a->a[a->n_a], ldns_rdf_data(rd), 4);
+            uint32_t ttl = ldns_rr_ttl(rr);
+            a->a_ttl[a->n_a++] = ttl > BRIG_NET_TTL_MAX ? BRIG_NET_TTL_MAX : (int)ttl;
+        } else if (ldns_rr_get_type(rr) == LDNS_RR_TYPE_AAAA && ldns_rdf_size(rd) == 16 &&
+                   a->n_aaaa < BRIG_ARRAY_LEN(a->aaaa)) {
+            memcpy(&a->aaaa[a->n_aaaa++], ldns_rdf_data(rd), 16);
+        }
+    }
+    rc = 0;
+out:
+    ldns_pkt_free(p);
+    return rc;
+}
+
+bool brig_dns_name_allowed(const brig_egress *policy, const char *name)
+{
+    if (policy->mode == BRIG_EGRESS_OPEN)
+        return true;
+    if (policy->mode != BRIG_EGRESS_ALLOWLIST)
+        return false;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < policy->n_domains; i++) {
+        const char *d = policy->domains[i];
+        if (strncmp(d, "*.", 2) == 0) {
+            size_t sl = strlen(d + 1); /* ".example.org" */
+            if (n > sl && strcmp(name + n - sl, d + 1) == 0)
+                return true;
+        } else if (strcmp(name, d) == 0) {
+            return true;
+        }
+    }
+    return false;
+}

@@ -1,0 +1,323 @@
+/*
+ * fw.c - the host's firewall for sandboxes: one nftables table ("inet brig")
+ * whose rules never change after start-up; each sandbox is only set and map
+ * elements keyed by its host-side link name, so attaching, changing a policy
+ * and detaching are one small transaction each (about 0.2 ms through
+ * libnftables), and the cost does not grow with the number of sandboxes.
+ *
+ * Keys are link names ("brg" + hash of the sandbox id), never addresses: an
+ * address is reused by a later sandbox, a name is not, so an element a
+ * detached sandbox left behind (a DNS grant still in its timeout) can never
+ * open anything for another one.
+ *
+ * The order of checks for a packet from a sandbox (chain egress) is the
+ * security contract of docs/network.md:
+ *   1. a connection already accepted under the sandbox's current policy
+ *      generation (conntrack mark in @live) goes on;
+ *   2. always denied: link-local and metadata, loopback, multicast, the
+ *      sandbox pool (other sandboxes), "this network";
+ *   3. allow-listed CIDRs (they may open private ranges);
+ *   4. private ranges are denied;
+ *   5. by mode: open accepts, allowlist accepts addresses the DNS proxy
+ *      returned, none (no element) falls through;
+ *   6. ports (allowlist), then accept with the conntrack mark, else deny.
+ * Anything addressed to the host itself (any of its addresses) is input, not
+ * forward: only DNS to the sandbox's own gateway passes.  IPv6 from a sandbox
+ * link is dropped before routing.  Forwarded or host traffic towards a
+ * sandbox passes only as a reply (conntrack established/related).
+ * Denied packets are logged to NFLOG group BRIG_NET_LOG_GROUP, at most 10 a
+ * second per link (burst 20); proxy.c turns them into network-log records.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <nftables/libnftables.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "net_internal.h"
+
+struct brig_fw {
+    struct nft_ctx *ctx;
+};
+
+#define T "inet " BRIG_NET_TABLE
+
+/* The whole table; %1$s = the pool, %2$s = the forward isolation rule, %3$d
+ * = the log group.  Chains end in an explicit verdict: a chain that merely
+ * returns would hand the packet back to a base chain whose policy is accept. */
+static const char table_fmt[] =
+    "table inet brig {\n"
+    "  set sb_src { type ifname . ipv4_addr; }\n" /* link . its sandbox's address */
+    "  set sb_gw { type ifname . ipv4_addr; }\n"  /* link . its gateway (DNS) */
+    "  map sb_mode { type ifname : verdict; }\n"  /* link : open / allowlist */
+    "  map sb_gen { type ifname : mark; }\n"      /* link : policy generation */
+    "  set live { type mark; }\n"                 /* current generations */
+    "  set allow_cidr { type ifname . ipv4_addr; flags interval; }\n"
+    "  set allow_dns { type ifname . ipv4_addr; flags timeout; }\n"
+    "  set sb_ports { type ifname . inet_service; }\n"
+    "  set sb_anyport { type ifname; }\n"
+    "  set logrl { type ifname; flags dynamic,timeout; timeout 1m; }\n"
+    "  set deny_always { type ipv4_addr; flags interval; elements = { 0.0.0.0/8, 127.0.0.0/8,"
+    " 169.254.0.0/16, 100.100.100.200, 192.0.0.0/24, 224.0.0.0/3, %1$s } }\n"
+    "  set deny_private { type ipv4_addr; flags interval; elements = { 10.0.0.0/8,"
+    " 100.64.0.0/10, 172.16.0.0/12, 192.168.0.0/16, 198.18.0.0/15 } }\n"
+    "  chain prerouting { type filter hook prerouting priority raw; policy accept;\n"
+    "    iifname \"brg*\" meta nfproto ipv6 drop\n"
+    "    iifname \"brg*\" iifname . ip saddr != @sb_src jump deny_spoof\n"
+    "  }\n"
+    "  chain input { type filter hook input priority filter; policy accept;\n"
+    "    iifname \"brg*\" jump sb_input\n"
+    "  }\n"
+    "  chain sb_input {\n"
+    "    meta l4proto { udp, tcp } th dport 53 iifname . ip daddr @sb_gw accept\n"
+    "    jump deny_host\n"
+    "  }\n"
+    "  chain output { type filter hook output priority filter; policy accept;\n"
+    "    oifname \"brg*\" ct state established,related accept\n"
+    "    oifname \"brg*\" jump deny_in\n"
+    "  }\n"
+    "  chain forward { type filter hook forward priority filter; policy accept;\n"
+    "    oifname \"brg*\" ct state established,related accept\n"
+    "    oifname \"brg*\" iifname != \"brg*\" jump deny_in\n"
+    "    iifname \"brg*\" jump egress\n"
+    "    iifname \"brg*\" drop\n"
+    "%2$s"
+    "  }\n"
+    "  chain egress {\n"
+    "    ct state established,related ct mark @live accept\n"
+    "    ip daddr @deny_always jump deny_out\n"
+    "    iifname . ip daddr @allow_cidr jump allowed\n"
+    "    ip daddr @deny_private jump deny_out\n"
+    "    iifname vmap @sb_mode\n"
+    "    jump deny_out\n"
+    "  }\n"
+    "  chain egress_open {\n"
+    "    jump accept_conn\n"
+    "  }\n"
+    "  chain egress_allow {\n"
+    "    iifname . ip daddr @allow_dns jump allowed\n"
+    "    jump deny_out\n"
+    "  }\n"
+    "  chain allowed {\n"
+    "    iifname @sb_anyport jump accept_conn\n"
+    "    meta l4proto { tcp, udp } iifname . th dport @sb_ports jump accept_conn\n"
+    "    jump deny_out\n"
+    "  }\n"
+    "  chain accept_conn {\n"
+    "    ct mark set iifname map @sb_gen\n"
+    "    accept\n"
+    "  }\n"
+    "  chain deny_out {\n"
+    "    update @logrl { iifname limit rate 10/second burst 20 packets } log prefix \"out \""
+    " group %3$d\n"
+    "    drop\n"
+    "  }\n"
+    "  chain deny_host {\n"
+    "    update @logrl { iifname limit rate 10/second burst 20 packets } log prefix \"host \""
+    " group %3$d\n"
+    "    drop\n"
+    "  }\n"
+    "  chain deny_spoof {\n"
+    "    update @logrl { iifname limit rate 10/second burst 20 packets } log prefix \"spoof \""
+    " group %3$d\n"
+    "    drop\n"
+    "  }\n"
+    "  chain deny_in {\n"
+    "    update @logrl { oifname limit rate 10/second burst 20 packets } log prefix \"in \""
+    " group %3$d\n"
+    "    drop\n"
+    "  }\n"
+    "  chain postrouting { type nat hook postrouting priority srcnat; policy accept;\n"
+    "    ip saddr %1$s oifname != \"brg*\" masquerade\n"
+    "  }\n"
+    "}\n";
+
+int brig_fw_run(brig_fw *fw, const char *cmds, brig_error **err)
+{
+    if (nft_run_cmd_from_buffer(fw->ctx, cmds) != 0) {
+        const char *e = nft_ctx_get_error_buffer(fw->ctx);
+        /* The first line is the kernel's or the parser's message. */
+        size_t n = e ? strcspn(e, "\n") : 0;
+        brig_error_set(err, BRIG_E_INTERNAL, 0, "nftables: %.*s", (int)n, e ? e : "");
+        return -1;
+    }
+    nft_ctx_get_error_buffer(fw->ctx); /* drains warnings */
+    return 0;
+}
+
+int brig_fw_new(const char *pool, bool isolate_forward, brig_fw **out, brig_error **err)
+{
+    brig_fw *fw = brig_xcalloc(1, sizeof(*fw));
+    fw->ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+    if (fw->ctx == NULL) {
+        free(fw);
+        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "nftables: cannot create a context");
+    }
+    nft_ctx_buffer_output(fw->ctx);
+    nft_ctx_buffer_error(fw->ctx);
+    const char *iso = isolate_forward ? "    iifname != \"brg*\" oifname != \"brg*\" drop\n" : "";
+    /* One transaction: whatever a previous run left is replaced atomically
+     * (its sandboxes are re-attached by brig_net_reattach). */
+    _cleanup_free_ char *body = brig_asprintf(table_fmt, pool, iso, BRIG_NET_LOG_GROUP);
+    _cleanup_free_ char *cmds = brig_asprintf("table " T "\ndelete table " T "\n%s", body);
+    if (brig_fw_run(fw, cmds, err) < 0) {
+        brig_error_prefix(err, "install the firewall table");
+        nft_ctx_free(fw->ctx);
+        free(fw);
+        return -1;
+    }
+    *out = fw;
+    return 0;
+}
+
+void brig_fw_free(brig_fw *fw)
+{
+    if (fw == NULL)
+        return;
+    nft_ctx_free(fw->ctx);
+    free(fw);
+}
+
+void brig_fw_drop_table(brig_fw *fw)
+{
+    brig_error *err = NULL;
+    if (brig_fw_run(fw, "delete table " T "\n", &err) < 0) {
+        brig_warn("%s", err->msg);
+        brig_error_clear(&err);
+    }
+}
+
+static void ip4(uint32_t a, char out[INET_ADDRSTRLEN])
+{
+    inet_ntop(AF_INET, &a, out, INET_ADDRSTRLEN);
+}
+
+static void buf_printf(brig_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(brig_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = brig_vasprintf(fmt, ap);
+    va_end(ap);
+    brig_buf_append(b, s, strlen(s));
+    free(s);
+}
+
+/* The elements that depend on the policy (verb "add" or "delete"). */
+static void policy_elements(brig_buf *b, const char *verb, const brig_fw_sandbox *s)
+{
+    const char *ifn = s->ifname;
+    buf_printf(b, "%s element " T " sb_gen { \"%s\" : 0x%08x }\n", verb, ifn, s->gen);
+    buf_printf(b, "%s element " T " live { 0x%08x }\n", verb, s->gen);
+    const brig_egress *p = s->policy;
+    if (p->mode == BRIG_EGRESS_OPEN)
+        buf_printf(b, "%s element " T " sb_mode { \"%s\" : jump egress_open }\n", verb, ifn);
+    if (p->mode != BRIG_EGRESS_ALLOWLIST)
+        return;
+    buf_printf(b, "%s element " T " sb_mode { \"%s\" : jump egress_allow }\n", verb, ifn);
+    uint32_t *addrs = NULL;
+    int *lens = NULL;
+    size_t n = brig_egress_cidrs4(p, &addrs, &lens);
+    for (size_t i = 0; i < n; i++) {
+        char a[INET_ADDRSTRLEN];
+        ip4(addrs[i], a);
+        buf_printf(b, "%s element " T " allow_cidr { \"%s\" . %s/%d }\n", verb, ifn, a, lens[i]);
+    }
+    free(addrs);
+    free(lens);
+    if (p->n_ports == 0)
+        buf_printf(b, "%s element " T " sb_anyport { \"%s\" }\n", verb, ifn);
+    for (size_t i = 0; i < p->n_ports; i++) {
+        /* Duplicates would make "delete" fail: skip repeats. */
+        bool dup = false;
+        for (size_t k = 0; k < i && !dup; k++)
+            dup = p->ports[k] == p->ports[i];
+        if (!dup)
+            buf_printf(b, "%s element " T " sb_ports { \"%s\" . %d }\n", verb, ifn, p->ports[i]);
+    }
+}
+
+static void link_elements(brig_buf *b, const char *verb, const brig_fw_sandbox *s)
+{
+    char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
+    ip4(s->addr, a);
+    ip4(s->gw, g);
+    buf_printf(b, "%s element " T " sb_src { \"%s\" . %s }\n", verb, s->ifname, a);
+    buf_printf(b, "%s element " T " sb_gw { \"%s\" . %s }\n", verb, s->ifname, g);
+}
+
+int brig_fw_sandbox_add(brig_fw *fw, const brig_fw_sandbox *s, brig_error **err)
+{
+    brig_buf b = {0};
+    link_elements(&b, "add", s);
+    policy_elements(&b, "add", s);
+    int rc = brig_fw_run(fw, b.data, err);
+    brig_buf_dispose(&b);
+    return rc;
+}
+
+int brig_fw_sandbox_del(brig_fw *fw, const brig_fw_sandbox *s, brig_error **err)
+{
+    brig_buf b = {0};
+    policy_elements(&b, "delete", s);
+    link_elements(&b, "delete", s);
+    int rc = brig_fw_run(fw, b.data, err);
+    brig_buf_dispose(&b);
+    return rc;
+}
+
+int brig_fw_sandbox_update(brig_fw *fw, const brig_fw_sandbox *old, const brig_fw_sandbox *new_,
+                           brig_error **err)
+{
+    brig_buf b = {0};
+    policy_elements(&b, "delete", old);
+    policy_elements(&b, "add", new_);
+    int rc = brig_fw_run(fw, b.data, err);
+    brig_buf_dispose(&b);
+    return rc;
+}
+
+int brig_fw_grant(brig_fw *fw, const char *ifname, const uint32_t *addrs, const int *ttls, size_t n,
+                  brig_error **err)
+{
+    if (n == 0)
+        return 0;
+    brig_buf b = {0};
+    buf_printf(&b, "add element " T " allow_dns { ");
+    for (size_t i = 0; i < n; i++) {
+        char a[INET_ADDRSTRLEN];
+        ip4(addrs[i], a);
+        /* An element that is there already gets the new timeout. */
+        buf_printf(&b, "%s\"%s\" . %s timeout %ds", i ? ", " : "", ifname, a, ttls[i]);
+    }
+    buf_printf(&b, " }\n");
+    int rc = brig_fw_run(fw, b.data, err);
+    brig_buf_dispose(&b);
+    return rc;
+}
+
+void brig_fw_revoke(brig_fw *fw, const char *ifname, const uint32_t *addrs, size_t n)
+{
+    /* Elements may have timed out meanwhile, and one missing element fails a
+     * whole transaction: try all at once, then one by one. */
+    brig_buf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        char a[INET_ADDRSTRLEN];
+        ip4(addrs[i], a);
+        buf_printf(&b, "delete element " T " allow_dns { \"%s\" . %s }\n", ifname, a);
+    }
+    brig_error *err = NULL;
+    if (n > 0 && brig_fw_run(fw, b.data, &err) < 0) {
+        brig_error_clear(&err);
+        for (size_t i = 0; i < n; i++) {
+            char a[INET_ADDRSTRLEN], cmd[160];
+            ip4(addrs[i], a);
+            snprintf(cmd, sizeof(cmd), "delete element " T " allow_dns { \"%s\" . %s }\n", ifname,
+                     a);
+            brig_fw_run(fw, cmd, &err);
+            brig_error_clear(&err);
+        }
+    }
+    brig_buf_dispose(&b);
+}
