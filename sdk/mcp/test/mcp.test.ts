@@ -165,6 +165,24 @@ describe("brig-mcp over stdio", () => {
     assert.deepEqual(await Sandbox.list({ client: brigd().client }), []);
   });
 
+  test("a cancelled call kills the command", async () => {
+    await using sb = await Sandbox.create({ template: "minimal", client: brigd().client });
+    const ac = new AbortController();
+    const call = client.callTool({ name: "sandbox_exec", arguments: { sandbox_id: sb.id, command: "sleep 41" } }, undefined, {
+      signal: ac.signal,
+    });
+    for (let i = 0; i < 100 && !(await sb.exec("ps -o args | grep '[s]leep 41' || true")).stdout; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    ac.abort();
+    await assert.rejects(call);
+    let left = "running";
+    for (let i = 0; i < 100 && left; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      left = (await sb.exec("ps -o args | grep '[s]leep 41' || true")).stdout;
+    }
+    assert.equal(left, "", "the command of a cancelled call still runs");
+  });
+
   test("a long command reports progress to a client that asks", async () => {
     const sb = await Sandbox.create({ template: "minimal", client: brigd().client });
     try {
