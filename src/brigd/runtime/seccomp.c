@@ -6,6 +6,11 @@
  * refused because they widen the kernel attack surface and a sandboxed program
  * does not need them:
  *   io_uring_setup/enter/register  a large, often-patched kernel interface
+ *   io_setup, io_submit...         native AIO answers ENOSYS (as on a kernel without
+ *                                  CONFIG_AIO, so libaio users fall back to threads):
+ *                                  its event budget, fs.aio-max-nr, is one host-wide
+ *                                  pool; a single io_setup(65536) in one sandbox left
+ *                                  every other sandbox and the host with EAGAIN
  *   open_by_handle_at              file handles bypass path-based confinement
  *                                  (the "shocker" escape)
  *   keyctl, add_key, request_key   the kernel keyring is not namespaced
@@ -125,15 +130,9 @@ static const char *const allowed[] = {"accept",
                                       "inotify_init",
                                       "inotify_init1",
                                       "inotify_rm_watch",
-                                      "io_cancel",
                                       "ioctl",
-                                      "io_destroy",
-                                      "io_getevents",
-                                      "io_pgetevents",
                                       "ioprio_get",
                                       "ioprio_set",
-                                      "io_setup",
-                                      "io_submit",
                                       "kill",
                                       "landlock_add_rule",
                                       "landlock_create_ruleset",
@@ -350,9 +349,13 @@ json_t *brig_seccomp_profile(void)
     /* clone: only without namespace flags.  For SCMP_CMP_MASKED_EQ the OCI
      * "value" is the mask and "valueTwo" the result: (flags & CLONE_NS_FLAGS) == 0.
      * (The other way round, mask 0, every clone matched: clone(CLONE_NEWUSER)
-     * was allowed; tests/security/test_syscalls.py checks it is not.) */
+     * was allowed; tests/security/test_attack_syscalls.py checks it is not.) */
     json_array_append_new(rules, allow_if("clone", 0, CLONE_NS_FLAGS, 0, "SCMP_CMP_MASKED_EQ"));
     json_array_append_new(rules, json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action",
+                                           "SCMP_ACT_ERRNO", "errnoRet", ENOSYS));
+    static const char *const no_aio[] = {"io_setup",     "io_destroy",    "io_submit", "io_cancel",
+                                         "io_getevents", "io_pgetevents", NULL};
+    json_array_append_new(rules, json_pack("{s:o, s:s, s:i}", "names", names(no_aio), "action",
                                            "SCMP_ACT_ERRNO", "errnoRet", ENOSYS));
     json_array_append_new(rules, allow_if("socket", 0, AF_VSOCK_, 0, "SCMP_CMP_NE"));
     static const json_int_t personas[] = {0, 8, 0x20000, 0x20008, 0xffffffff};
