@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "log.h"
+#include "sandbox.h"
+#include "tenants.h"
 #include "store.h"
 #include "util.h"
 
@@ -171,4 +173,51 @@ int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_
                             "sii", account_id, from_ms, to_ms) < 0
                ? -1
                : 0;
+}
+
+int brig_billing_admit(brigd *d, const char *account_id, int64_t now, int64_t live,
+                       brig_error **err)
+{
+    brig_account_limits l;
+    if (brig_account_limits_get(d, account_id, &l, err) < 0)
+        return -1;
+    char a[32], b[32], when[32];
+    if (l.balance <= 0) {
+        brig_money_format(l.balance, a);
+        return brig_error_set(err, BRIG_E_PAYMENT, 0,
+                              "the account's balance is %s: add credit to create sandboxes", a);
+    }
+    int64_t spent = 0;
+    if (l.daily_limit >= 0) {
+        if (brig_billing_spent(d, account_id, brig_day_start(now), INT64_MAX, &spent, err) < 0)
+            return -1;
+        if (spent >= l.daily_limit) {
+            brig_money_format(l.daily_limit, a);
+            brig_money_format(spent, b);
+            brig_format_time(brig_next_day(now), when);
+            return brig_error_set(err, BRIG_E_LIMIT, 0,
+                                  "daily spend limit of %s reached (%s spent today); it resets "
+                                  "at %s",
+                                  a, b, when);
+        }
+    }
+    if (l.monthly_limit >= 0) {
+        if (brig_billing_spent(d, account_id, brig_month_start(now), INT64_MAX, &spent, err) < 0)
+            return -1;
+        if (spent >= l.monthly_limit) {
+            brig_money_format(l.monthly_limit, a);
+            brig_money_format(spent, b);
+            brig_format_time(brig_next_month(now), when);
+            return brig_error_set(err, BRIG_E_LIMIT, 0,
+                                  "monthly spend limit of %s reached (%s spent this month); it "
+                                  "resets at %s",
+                                  a, b, when);
+        }
+    }
+    if (live >= l.max_live)
+        return brig_error_set(err, BRIG_E_LIMIT, 0,
+                              "concurrency limit reached: the account may have %lld live "
+                              "sandboxes; delete one first",
+                              (long long)l.max_live);
+    return 0;
 }

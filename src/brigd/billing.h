@@ -49,6 +49,12 @@ int brig_billing_credit(brigd *d, const char *account_id, int64_t amount, const 
 int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool final,
                         int64_t *balance, brig_error **err);
 
+/* May account_id start one more sandbox at time now (with `live` running)?
+ * BRIG_E_PAYMENT when its balance is used up, BRIG_E_LIMIT for a daily or
+ * monthly spend limit (saying when it resets) or the concurrency limit. */
+int brig_billing_admit(brigd *d, const char *account_id, int64_t now, int64_t live,
+                       brig_error **err);
+
 /* Sum of charges of an account in [from_ms, to_ms). */
 int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_t to_ms,
                        int64_t *out, brig_error **err);

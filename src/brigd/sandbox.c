@@ -226,52 +226,6 @@ int brig_sandbox_count(brigd *d, const char *account_id)
 
 /* ---- admission --------------------------------------------------------------------- */
 
-static int check_limits(brigd *d, const char *account_id, brig_error **err)
-{
-    brig_account_limits l;
-    if (brig_account_limits_get(d, account_id, &l, err) < 0)
-        return -1;
-    char a[32], b[32], when[32];
-    if (l.balance <= 0) {
-        brig_money_format(l.balance, a);
-        return brig_error_set(err, BRIG_E_PAYMENT, 0,
-                              "the account's balance is %s: add credit to create sandboxes", a);
-    }
-    int64_t now = brig_now_real_ms(), spent = 0;
-    if (l.daily_limit >= 0) {
-        if (brig_billing_spent(d, account_id, brig_day_start(now), INT64_MAX, &spent, err) < 0)
-            return -1;
-        if (spent >= l.daily_limit) {
-            brig_money_format(l.daily_limit, a);
-            brig_money_format(spent, b);
-            brig_format_time(brig_next_day(now), when);
-            return brig_error_set(err, BRIG_E_LIMIT, 0,
-                                  "daily spend limit of %s reached (%s spent today); it resets "
-                                  "at %s",
-                                  a, b, when);
-        }
-    }
-    if (l.monthly_limit >= 0) {
-        if (brig_billing_spent(d, account_id, brig_month_start(now), INT64_MAX, &spent, err) < 0)
-            return -1;
-        if (spent >= l.monthly_limit) {
-            brig_money_format(l.monthly_limit, a);
-            brig_money_format(spent, b);
-            brig_format_time(brig_next_month(now), when);
-            return brig_error_set(err, BRIG_E_LIMIT, 0,
-                                  "monthly spend limit of %s reached (%s spent this month); it "
-                                  "resets at %s",
-                                  a, b, when);
-        }
-    }
-    if (brig_sandbox_count(d, account_id) >= l.max_live)
-        return brig_error_set(err, BRIG_E_LIMIT, 0,
-                              "concurrency limit reached: the account may have %lld live "
-                              "sandboxes; delete one first",
-                              (long long)l.max_live);
-    return 0;
-}
-
 /* ---- create ------------------------------------------------------------------------- */
 
 /* Seals the sandbox's secrets (inline values and project references). */
@@ -363,7 +317,8 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
                               "template '%s' is not built yet: run `brig template build %s`", tname,
                               tname);
     }
-    if (check_limits(d, c->account_id, err) < 0 ||
+    if (brig_billing_admit(d, c->account_id, brig_now_real_ms(),
+                           brig_sandbox_count(d, c->account_id), err) < 0 ||
         brig_admission_take(&d->admission, c->account_id, d->cfg.create_queue_timeout_ms, err) <
             0) {
         brig_template_dispose(&t);

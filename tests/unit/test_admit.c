@@ -1,0 +1,144 @@
+/*
+ * test_admit.c - admission against money and limits with an injected clock, on
+ * a real SQLite store in a temporary directory: a daily limit reached today
+ * refuses, the same spend tomorrow does not; months likewise; balance and
+ * concurrency.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "billing.h"
+#include "server.h"
+#include "store.h"
+
+#define DAY (INT64_C(86400000))
+/* 2026-12-15T10:00:00Z, and 2026-12-31T23:00:00Z */
+#define MID_DEC INT64_C(1797328800000)
+#define NYE     INT64_C(1798758000000)
+
+typedef struct fixture {
+    char dir[64];
+    brigd d;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    strcpy(f->dir, "/tmp/brig-admit-XXXXXX");
+    if (mkdtemp(f->dir) == NULL)
+        return -1;
+    char db[128];
+    snprintf(db, sizeof(db), "%s/brig.db", f->dir);
+    if (brig_store_open(&f->d.store, db, NULL) < 0)
+        return -1;
+    brig_store_run(f->d.store, NULL, NULL,
+                   "INSERT INTO accounts(id, name, created_at, balance_micro_usd,"
+                   " max_live_sandboxes) VALUES ('acc_t', 't', 0, 5000, 2)",
+                   "");
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    brig_store_close(f->d.store);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+    if (system(cmd) != 0)
+        return -1;
+    free(f);
+    return 0;
+}
+
+static void charge_at(fixture *f, int64_t at, int64_t amount)
+{
+    assert_int_equal(brig_store_run(f->d.store, NULL, NULL,
+                                    "INSERT INTO ledger(account_id, at, kind, amount_micro_usd)"
+                                    " VALUES ('acc_t', ?, 'charge', ?)",
+                                    "ii", at, amount),
+                     0);
+}
+
+/* -1 when admitted, else the kind of the refusal. */
+static int admit(fixture *f, int64_t now, int64_t live, char **msg)
+{
+    brig_error *err = NULL;
+    int r = brig_billing_admit(&f->d, "acc_t", now, live, &err);
+    if (r == 0)
+        return -1;
+    int k = (int)err->kind;
+    if (msg)
+        *msg = strdup(err->msg);
+    brig_error_clear(&err);
+    return k;
+}
+
+static void test_daily_limit_resets_next_day(void **state)
+{
+    fixture *f = *state;
+    brig_store_run(f->d.store, NULL, NULL,
+                   "UPDATE accounts SET daily_limit_micro_usd = 1000 WHERE id = 'acc_t'", "");
+    charge_at(f, MID_DEC - 3600000, 600);
+    assert_int_equal(admit(f, MID_DEC, 0, NULL), -1); /* 600 of 1000 */
+    charge_at(f, MID_DEC - 60000, 400);
+    char *msg = NULL;
+    assert_int_equal(admit(f, MID_DEC, 0, &msg), BRIG_E_LIMIT);
+    assert_non_null(strstr(msg, "daily spend limit of $0.001000"));
+    assert_non_null(strstr(msg, "resets at 2026-12-16T00:00:00.000Z"));
+    free(msg);
+    /* The next UTC day starts from zero. */
+    assert_int_equal(admit(f, MID_DEC + DAY, 0, NULL), -1);
+    /* ...but only from midnight on. */
+    assert_int_equal(admit(f, MID_DEC + 13 * 3600000 + 59 * 60000, 0, NULL), BRIG_E_LIMIT);
+}
+
+static void test_monthly_limit_resets_next_month(void **state)
+{
+    fixture *f = *state;
+    brig_store_run(f->d.store, NULL, NULL,
+                   "UPDATE accounts SET monthly_limit_micro_usd = 2000 WHERE id = 'acc_t'", "");
+    charge_at(f, MID_DEC - 10 * DAY, 1500); /* Dec 5th */
+    charge_at(f, NYE - 3600000, 500);       /* Dec 31st */
+    char *msg = NULL;
+    assert_int_equal(admit(f, NYE, 0, &msg), BRIG_E_LIMIT);
+    assert_non_null(strstr(msg, "monthly spend limit"));
+    assert_non_null(strstr(msg, "resets at 2027-01-01T00:00:00.000Z"));
+    free(msg);
+    assert_int_equal(admit(f, NYE + 3600000, 0, NULL), -1); /* 2027-01-01T00:00Z */
+}
+
+static void test_balance_and_concurrency(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(admit(f, MID_DEC, 1, NULL), -1);
+    assert_int_equal(admit(f, MID_DEC, 2, NULL), BRIG_E_LIMIT); /* max_live_sandboxes = 2 */
+    brig_store_run(f->d.store, NULL, NULL,
+                   "UPDATE accounts SET balance_micro_usd = 0 WHERE id = 'acc_t'", "");
+    char *msg = NULL;
+    assert_int_equal(admit(f, MID_DEC, 0, &msg), BRIG_E_PAYMENT);
+    assert_non_null(strstr(msg, "$0.000000"));
+    free(msg);
+    brig_error *err = NULL;
+    assert_int_equal(brig_billing_admit(&f->d, "acc_nobody", MID_DEC, 0, &err), -1);
+    assert_int_equal(err->kind, BRIG_E_NOT_FOUND);
+    brig_error_clear(&err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_daily_limit_resets_next_day, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_monthly_limit_resets_next_month, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_balance_and_concurrency, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
