@@ -10,6 +10,11 @@ metadata and a private address), routed from the host to it, so that a
 "denied" result means the firewall said no, not that nothing was there.
 No packet leaves the namespaces these tests create.
 
+The module's tests run the network module in a namespace of their own
+(brigtest-host) standing for the host: its nftables table, NFLOG group,
+links and forwarding switch are that namespace's, so these tests neither see
+nor disturb a brigd running on the real host (or the session's).
+
 Two tiers:
 - the module, driven by tests/unit/test_net_harness (a test binary calling
   brig_net_attach & co. on namespaces made with `ip netns add`);
@@ -40,6 +45,7 @@ if os.geteuid() != 0:
 
 HARNESS = os.path.join(brigtest.BUILD, "tests", "unit", "test_net_harness")
 INET = "brigtest-inet"
+HOSTNS = "brigtest-host"  # the module's "host": a namespace of its own (see below)
 HOST_IF = "bt-inet0"
 HOST_ADDR = "198.51.100.1"
 INET_ADDR = "198.51.100.2"
@@ -170,9 +176,10 @@ if cmd == "keep":  # keep HOST PORT: echo once, then again after each stdin line
             s.sendall(b"again\n"); print(json.dumps({"ok": True, "got": s.recv(10).decode()}), flush=True)
         except OSError as e:
             print(json.dumps({"ok": False, "error": str(e)}), flush=True)
-if cmd == "listen":  # listen ADDR PORT: accept one connection (timeout 3 s)
+if cmd == "listen":  # listen ADDR PORT [SECONDS]: accept one connection
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((sys.argv[2], int(sys.argv[3]))); s.listen(1); s.settimeout(3)
+    s.bind((sys.argv[2], int(sys.argv[3]))); s.listen(1)
+    s.settimeout(float(sys.argv[4]) if len(sys.argv) > 4 else 3)
     print("listening", flush=True)
     try: c, peer = s.accept(); out(accepted=peer[0])
     except OSError: out(accepted=None)
@@ -183,20 +190,25 @@ def sh(*cmd, check=True, **kw):
     return subprocess.run(cmd, check=check, capture_output=True, text=True, **kw)
 
 
+def hx(*cmd, check=True, **kw):
+    """A command in the test host namespace."""
+    return sh("ip", "netns", "exec", HOSTNS, *cmd, check=check, **kw)
+
+
 def netns_list():
     r = sh("ip", "netns", "list", check=False)
     return [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
 
 
-def sandbox_links():
-    r = sh("ip", "-o", "link", "show", check=False)
+def sandbox_links(run=None):
+    r = (run or hx)("ip", "-o", "link", "show", check=False)
     names = [line.split(":")[1].strip().split("@")[0] for line in r.stdout.splitlines()]
     return [n for n in names if n.startswith("brg") and len(n) == 15]
 
 
-def table_elements():
+def table_elements(run=None):
     """Elements of the per-sandbox sets of the table (none when it is absent)."""
-    r = sh("nft", "-j", "list", "table", "inet", "brig", check=False)
+    r = (run or hx)("nft", "-j", "list", "table", "inet", "brig", check=False)
     if r.returncode != 0:
         return []
     left = []
@@ -220,12 +232,13 @@ def inet():
     (tmp / "client.py").write_text(CLIENT)
     dnslog = tmp / "dns.log"
     dnslog.write_text("")
-    fwd = open("/proc/sys/net/ipv4/ip_forward").read().strip()
     teardown_inet()
     sh("ip", "netns", "add", INET)
-    sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "eth0", "netns", INET)
-    sh("ip", "addr", "add", f"{HOST_ADDR}/24", "dev", HOST_IF)
-    sh("ip", "link", "set", HOST_IF, "up")
+    sh("ip", "netns", "add", HOSTNS)
+    hx("ip", "link", "set", "lo", "up")
+    hx("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "eth0", "netns", INET)
+    hx("ip", "addr", "add", f"{HOST_ADDR}/24", "dev", HOST_IF)
+    hx("ip", "link", "set", HOST_IF, "up")
     n = ["ip", "netns", "exec", INET]
     sh(*n, "ip", "link", "set", "lo", "up")
     sh(*n, "ip", "link", "set", "eth0", "up")
@@ -239,8 +252,8 @@ def inet():
         f.write(f"nameserver {DNS}\n")
     # Host routes for the two "must never be reached" addresses lead into our
     # own namespace, never out of the machine.
-    sh("ip", "route", "add", f"{META}/32", "via", INET_ADDR, "dev", HOST_IF)
-    sh("ip", "route", "add", f"{PRIV}/32", "via", INET_ADDR, "dev", HOST_IF)
+    hx("ip", "route", "add", f"{META}/32", "via", INET_ADDR, "dev", HOST_IF)
+    hx("ip", "route", "add", f"{PRIV}/32", "via", INET_ADDR, "dev", HOST_IF)
     srv = subprocess.Popen(n + ["/usr/bin/python3", str(tmp / "server.py"), str(dnslog)],
                            stdout=subprocess.PIPE, text=True)
     assert srv.stdout.readline().strip() == "ready"
@@ -250,20 +263,15 @@ def inet():
     srv.kill()
     srv.wait()
     teardown_inet()
-    sh("nft", "delete", "table", "inet", "brig", check=False)
-    with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
-        f.write(fwd + "\n")
     shutil.rmtree(tmp, ignore_errors=True)
-    assert INET not in netns_list()
+    assert INET not in netns_list() and HOSTNS not in netns_list()
 
 
 def teardown_inet():
     shutil.rmtree(f"/etc/netns/{INET}", ignore_errors=True)
-    sh("ip", "route", "del", f"{META}/32", check=False)
-    sh("ip", "route", "del", f"{PRIV}/32", check=False)
-    sh("ip", "link", "del", HOST_IF, check=False)
-    if INET in netns_list():
-        sh("ip", "netns", "del", INET)
+    for ns in (HOSTNS, INET):  # the host namespace takes every link in it along
+        if ns in netns_list():
+            sh("ip", "netns", "del", ns)
 
 
 # ---------------------------------------------------------------- the module
@@ -276,7 +284,7 @@ class Harness:
         env = dict(os.environ, BRIG_DNS_UPSTREAM=f"{DNS}:53", BRIG_NET_STATE=state,
                    ASAN_OPTIONS="detect_leaks=1")
         self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([HARNESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(["ip", "netns", "exec", HOSTNS, HARNESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, text=True, env=env)
         assert self.read()["ok"], self.log()
 
@@ -335,15 +343,10 @@ class Sandbox:
         self.attached = True
 
     def run(self, *args, timeout=15):
-        r = sh("ip", "netns", "exec", self.name, "/usr/bin/python3", self.inet["client"], *args,
-               timeout=timeout, check=False)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
+        return client(self.inet, self.name, *args, timeout=timeout)
 
     def popen(self, *args):
-        return subprocess.Popen(["ip", "netns", "exec", self.name, "/usr/bin/python3",
-                                 self.inet["client"], *args], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
+        return client_popen(self.inet, self.name, *args)
 
     def dns(self, name, *extra):
         return self.run("dns", name, self.gw, *extra)
@@ -391,7 +394,21 @@ def harness(inet):
     assert sandbox_links() == []
     assert [n for n in netns_list() if n.startswith("brigtest-sb")] == []
     assert table_elements() == []
-    assert sh("pgrep", "-f", "test_net_harness", check=False).stdout.strip() == ""
+    assert h.proc.poll() is not None
+    assert sh("pgrep", "-f", inet["client"], check=False).stdout.strip() == "", "client left"
+
+
+def client(inet, ns, *args, timeout=15):
+    """client.py in namespace ns: its one JSON line."""
+    r = sh("ip", "netns", "exec", ns, "/usr/bin/python3", inet["client"], *args,
+           timeout=timeout, check=False)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def client_popen(inet, ns, *args):
+    return subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", inet["client"], *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 def wait_log(sb, pred, timeout=3.0):
@@ -478,18 +495,16 @@ def test_dns_exfiltration_is_refused_and_logged(harness, inet):
     assert {r["type"] for r in logged} == {"A", "TXT"}
 
 
-def test_always_denied(harness):
+def test_always_denied(harness, inet):
     sb = harness.new(OPEN)
-    # a stand-in for brigd's API: listening on every host address
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("0.0.0.0", 0))
-    ls.listen(8)
-    port = ls.getsockname()[1]
+    # a stand-in for brigd's API: listening on every address of the host
+    port = "7070"
+    ls = client_popen(inet, HOSTNS, "listen", "0.0.0.0", port, "8")
+    assert ls.stdout.readline().strip() == "listening"
     try:
-        for host in (sb.gw, HOST_ADDR):
-            assert not sb.http(host, port)["ok"], host
-        assert not sb.http("127.0.0.1", port)["ok"]  # the sandbox's own loopback
+        for host in (sb.gw, HOST_ADDR, "127.0.0.1"):  # 127.0.0.1: the sandbox's own
+            assert not sb.http(host, int(port))["ok"], host
+        assert json.loads(ls.stdout.readline()) == {"accepted": None}
         assert not sb.http(META)["ok"]
         assert not sb.http(PRIV)["ok"]
         # DNS rebinding: a listed name answering a metadata or private address
@@ -498,14 +513,15 @@ def test_always_denied(harness):
         assert not sb.http("meta.test")["ok"]
         assert not sb.http("priv.test")["ok"]
     finally:
-        ls.close()
+        ls.kill()
+        ls.wait()
     reasons = {(r["dst"], r["reason"]) for r in
                wait_log(sb, lambda r: r["kind"] == "denied")}
     assert (sb.gw, "host") in reasons and (HOST_ADDR, "host") in reasons
     assert (META, "policy") in reasons and (PRIV, "policy") in reasons
 
 
-def test_sandboxes_are_isolated_and_unreachable(harness):
+def test_sandboxes_are_isolated_and_unreachable(harness, inet):
     a, b = harness.new(OPEN), harness.new(OPEN)
     for (src, dst) in ((a, b), (b, a)):
         lp = dst.popen("listen", dst.addr, "8000")
@@ -517,11 +533,7 @@ def test_sandboxes_are_isolated_and_unreachable(harness):
     # from the host namespace into a sandbox
     lp = a.popen("listen", a.addr, "8001")
     assert lp.stdout.readline().strip() == "listening"
-    c = socket.socket()
-    c.settimeout(1.5)
-    with pytest.raises(OSError):
-        c.connect((a.addr, 8001))
-    c.close()
+    assert not client(inet, HOSTNS, "tcp", a.addr, "8001")["ok"]
     assert json.loads(lp.stdout.readline()) == {"accepted": None}
     lp.wait()
     inbound = wait_log(a, lambda r: r["kind"] == "denied" and r["direction"] == "in")
@@ -568,7 +580,7 @@ def test_policy_change_applies_within_a_second(harness):
 def test_dns_answers_open_for_their_ttl(harness):
     sb = harness.new({"mode": "allowlist", "domains": ["short.test"]})
     assert sb.dns("short.test")["answer"] == [OTHER]
-    r = sh("nft", "list", "set", "inet", "brig", "allow_dns").stdout
+    r = hx("nft", "list", "set", "inet", "brig", "allow_dns").stdout
     assert OTHER in r and "timeout 10s" in r  # a 1 s TTL is held for the 10 s minimum
     assert sb.http(OTHER)["ok"]
 
@@ -580,8 +592,8 @@ def test_ipv6_is_no_path(harness):
     routes = sh("ip", "netns", "exec", sb.name, "ip", "-6", "route", "show").stdout
     assert "default" not in routes
     link = [n for n in sandbox_links()][0]
-    assert open(f"/proc/sys/net/ipv6/conf/{link}/disable_ipv6").read().strip() == "1"
-    assert "inet6" not in sh("ip", "-6", "addr", "show", "dev", link).stdout
+    assert hx("cat", f"/proc/sys/net/ipv6/conf/{link}/disable_ipv6").stdout.strip() == "1"
+    assert "inet6" not in hx("ip", "-6", "addr", "show", "dev", link).stdout
     # even a sandbox that gives itself IPv6 gets nothing through the host
     n = ["ip", "netns", "exec", sb.name]
     sh(*n, "ip", "-6", "addr", "add", "fd00:bad::2/64", "dev", "eth0", "nodad")
