@@ -321,6 +321,7 @@ static void grants_revoke(brig_net *n, brig_net_sandbox *s, const brig_egress *p
 int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err)
 {
     *out = NULL;
+    _cleanup_free_ char *marker = NULL;
     brig_net *n = brig_xcalloc(1, sizeof(*n));
     pthread_mutex_init(&n->lock, NULL);
     pthread_mutex_init(&n->fw_lock, NULL);
@@ -336,7 +337,7 @@ int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err)
     /* IPv4 forwarding.  When brigd turns it on, it also confines it to
      * sandbox links (fw.c's isolation rule), and remembers that it did so in
      * the state dir, for the next start to find it on and confine it again. */
-    _cleanup_free_ char *marker = brig_asprintf("%s/net-forwarding", n->state_dir);
+    marker = brig_asprintf("%s/net-forwarding", n->state_dir);
     bool ours = access(marker, F_OK) == 0;
     int fwd = read_file_char("/proc/sys/net/ipv4/ip_forward");
     if (fwd != '1') {
