@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -287,6 +288,20 @@ static int agent_run(agent *a)
     }
 }
 
+/* Limits every command inherits; lowering needs no privilege: no core dumps (a
+ * crashing program must not fill the disk), and open files capped at 65536. */
+static void lower_limits(void)
+{
+    struct rlimit rl = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &rl) < 0)
+        brig_warn("RLIMIT_CORE: %s", strerror(errno));
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536)) {
+        rl.rlim_cur = rl.rlim_max = 65536;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            brig_warn("RLIMIT_NOFILE: %s", strerror(errno));
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -337,6 +352,13 @@ int main(int argc, char **argv)
      * kernels and gVisor may lack close_range. */
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 
+    /* Not dumpable: the sandbox's own root shares our uid, and must not ptrace
+     * PID 1 or its handlers, nor open their /proc files (a traced agent could be
+     * stopped, or made to write without bound to its log outside the sandbox's
+     * disk).  Commands are exec'd, which makes them dumpable again. */
+    if (prctl(PR_SET_DUMPABLE, 0) < 0)
+        brig_warn("PR_SET_DUMPABLE: %s", strerror(errno));
+    lower_limits();
     agent a = {.pid = getpid(), .lfd = -1, .sfd = -1};
     brig_error *err = NULL;
     if (a.pid != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)

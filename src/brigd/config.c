@@ -58,6 +58,8 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"log_level", &cfg->log_level},
         {"default_tariff", &cfg->default_tariff},
         {"net_pool", &cfg->net_pool},
+        {"dns_upstream", &cfg->dns_upstream},
+        {"network", &cfg->network},
     };
     struct {
         const char *name;
@@ -233,6 +235,7 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->billing_interval_ms = 10000;
     cfg->retention_ms = INT64_C(7) * 86400000;
     cfg->net_pool = brig_xstrdup("10.201.0.0/16");
+    cfg->network = brig_xstrdup("on");
     cfg->uid_base = 10000000;
     cfg->uid_ranges = 4096;
     cfg->ready_fd = -1;
@@ -328,6 +331,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     if (cfg->idle_timeout_default_ms > cfg->idle_timeout_max_ms ||
         cfg->lifetime_default_ms > cfg->lifetime_max_ms)
         return brig_error_set(err, BRIG_E_INVALID, 0, "a default exceeds its maximum");
+    if (strcmp(cfg->network, "on") != 0 && strcmp(cfg->network, "off") != 0)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "network must be on or off");
     if (brig_config_tariff(cfg, cfg->default_tariff) == NULL)
         return brig_error_set(err, BRIG_E_INVALID, 0, "default_tariff '%s' is not a tariff",
                               cfg->default_tariff);
@@ -351,5 +356,7 @@ void brig_config_dispose(brig_config *cfg)
     free(cfg->log_level);
     free(cfg->default_tariff);
     free(cfg->net_pool);
+    free(cfg->dns_upstream);
+    free(cfg->network);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -50,6 +50,8 @@ typedef struct brig_config {
     int64_t billing_interval_ms;      /* incremental charges; 10 s */
     int64_t retention_ms;             /* ended sandboxes stay queryable; 7 days */
     char *net_pool;                   /* sandbox link addresses; "10.201.0.0/16" */
+    char *dns_upstream;               /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
+    char *network;                    /* "on" | "off": sandbox networking */
     int print_routes;                 /* --print-routes: print the route table and exit */
     int ready_fd;                     /* write "ready ADDR\n" here when listening; -1 */
     char *log_level;                  /* debug | info | warn | error */

@@ -11,6 +11,7 @@
 #include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -52,12 +53,36 @@ static void raise_nofile(void)
     }
 }
 
+/* The host's open-file table is one pool for every sandbox: its kernel default
+ * (one file per 10 KiB of RAM) lets two sandboxes exhaust it within their memory
+ * limits.  Raised as systemd does, so each sandbox's memory cgroup is the bound. */
+static void tune_host(void)
+{
+    static const char path[] = "/proc/sys/fs/file-max", want[] = "9223372036854775807";
+    char cur[32] = "";
+    FILE *f = fopen(path, "re");
+    if (f) {
+        if (fgets(cur, sizeof(cur), f) == NULL)
+            cur[0] = '\0';
+        fclose(f);
+    }
+    if (strtoll(cur, NULL, 10) >= INT64_MAX)
+        return;
+    f = fopen(path, "we");
+    if (f == NULL || fputs(want, f) < 0 || fclose(f) != 0) {
+        brig_warn("cannot raise fs.file-max (%s): sandboxes share a small file table", path);
+        return;
+    }
+    brig_info("raised fs.file-max to %s (was %lld)", want, strtoll(cur, NULL, 10));
+}
+
 static int run(brigd *d, int sigfd, brig_error **err)
 {
     /* 0711: sandbox roots live below it and a sandbox's root is an unprivileged
      * host uid that must be able to traverse to them (but not list them). */
     if ((mkdir(d->cfg.state_dir, 0711) < 0 && errno != EEXIST) || chmod(d->cfg.state_dir, 0711) < 0)
         return brig_error_sys(err, "create state dir %s", d->cfg.state_dir);
+    tune_host();
     d->cgroup = brig_cgroup_detect("/sys/fs/cgroup");
     brig_info("cgroups: %s (swap limit: %s, I/O weight: %s)", d->cgroup->name,
               d->cgroup->swap_limit ? "yes" : "no", d->cgroup->io_weight ? "yes" : "no");
@@ -75,9 +100,14 @@ static int run(brigd *d, int sigfd, brig_error **err)
         return -1;
     /* Networking is optional: without it sandboxes keep an isolated namespace
      * with loopback only (no egress at all), never an unfiltered one. */
-    brig_net_config nc = {.state_dir = d->cfg.state_dir, .pool = d->cfg.net_pool};
+    brig_net_config nc = {.state_dir = d->cfg.state_dir,
+                          .pool = d->cfg.net_pool,
+                          .dns_upstream = d->cfg.dns_upstream};
     brig_error *nerr = NULL;
-    if (brig_net_new(&nc, &d->net, &nerr) < 0) {
+    if (strcmp(d->cfg.network, "off") == 0) {
+        brig_info("networking off (network = off): sandboxes have loopback only");
+        d->net = NULL;
+    } else if (brig_net_new(&nc, &d->net, &nerr) < 0) {
         brig_warn("networking off: %s", nerr->msg);
         brig_error_clear(&nerr);
         d->net = NULL;

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <poll.h>
 #include <sched.h>
-
+#include <sys/syscall.h>
 #include "log.h"
 
 extern char **environ;
@@ -245,8 +245,15 @@ int brig_proc_userns(unsigned base, unsigned size, int *out, brig_error **err)
     pthread_mutex_lock(&lock);
     pid_t pid = fork();
     if (pid == 0) {
-        /* Child: async-signal-safe calls only (we forked a threaded process). */
-        char c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+        /* Child: async-signal-safe calls only (we forked a threaded process).  It
+         * becomes the range's root first, so that the namespace's owner - whom the
+         * kernel charges per-user counters to (inotify instances, queued signals,
+         * message queue bytes) - is this sandbox, not the host's root. */
+        char c = 'n';
+        if (syscall(SYS_setgroups, 0, NULL) == 0 &&
+            syscall(SYS_setresgid, base, base, base) == 0 &&
+            syscall(SYS_setresuid, base, base, base) == 0 && unshare(CLONE_NEWUSER) == 0)
+            c = 'y';
         (void)!write(up[1], &c, 1);
         (void)!read(down[0], &c, 1);
         _exit(0);

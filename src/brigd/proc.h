@@ -43,8 +43,9 @@ int brig_proc_wait(pid_t pid);
 int brig_proc_run(const char *const *argv, brig_buf *out, size_t cap, int *status,
                   brig_error **err);
 
-/* A new user namespace whose uid and gid maps are `0 base size`; returns an fd
- * of it (O_CLOEXEC) in *out.  Costs a short-lived child process. */
+/* A new user namespace, owned by host uid `base`, whose uid and gid maps are
+ * `0 base size`; returns an fd of it (O_CLOEXEC) in *out.  Costs a short-lived
+ * child process. */
 int brig_proc_userns(unsigned base, unsigned size, int *out, brig_error **err);
 
 /* "exited with status 1" / "killed by signal 9". */

@@ -241,7 +241,9 @@ def test_cpu_hog(sec):
         if loaded <= 2 * idle:
             break
     throttled = dict(line.split() for line in cgroup_file("cpu", hog, "cpu.stat").splitlines())
-    assert int(throttled["nr_throttled"]) > 0
+    # Throttling shows when the hog could have had more than its quota; on a host
+    # busy with other work it may never get that far (then the quota was moot).
+    assert int(throttled["nr_throttled"]) > 0 or used < wall * 0.9, (used, wall, throttled)
     assert any(loaded <= 2 * idle for loaded, idle in rounds), rounds
 
 
@@ -439,7 +441,6 @@ FILE_TABLE_FINDING = (
     "does, to LONG_MAX) so that each sandbox's memory cgroup is the bound")
 
 
-@pytest.mark.xfail(strict=True, reason=FILE_TABLE_FINDING)
 def test_file_table_share(sec):
     """How many open files one sandbox can hold, measured without harming the host:
     open 40,000 more in four processes, measure what each costs the sandbox's memory
@@ -520,7 +521,6 @@ def take():
 }
 
 
-@pytest.mark.xfail(strict=True, reason=USERNS_FINDING)
 @pytest.mark.parametrize("resource", sorted(EXHAUST))
 def test_shared_per_user_counters(sec, resource):
     """One sandbox takes as many inotify instances / queued realtime signals / POSIX

@@ -40,11 +40,21 @@ for p in pids:
     pwn = f'/proc/{{p}}/root' + {h.dir!r} + '/pwn'
     res[pwn] = err(lambda: open(pwn, 'w'))
 out['results'] = sorted(set(res.values()))
-out['targets'] = {{p: os.readlink(f'/proc/{{p}}/root') for p in pids if p.isdigit()}}
+targets = {{}}
+for p in pids:
+    if p.isdigit():
+        try:
+            targets[p] = os.readlink(f'/proc/{{p}}/root')
+        except PermissionError:  # the agent and its handlers are not dumpable
+            targets[p] = 'EACCES'
+out['targets'] = targets
 out['n'] = len(res)
 """)
-    assert out["results"] == ["ENOENT"], out
-    assert set(out["targets"].values()) == {"/"}
+    # ENOENT: the link leads to the sandbox's own root; EACCES: the agent's own
+    # /proc entries (it is not dumpable) do not open at all.
+    assert set(out["results"]) <= {"ENOENT", "EACCES"} and "ENOENT" in out["results"], out
+    assert set(out["targets"].values()) <= {"/", "EACCES"} and "/" in out["targets"].values()
+    assert out["targets"]["1"] == "EACCES"
     assert out["n"] >= 20
 
 
@@ -91,7 +101,7 @@ def test_upload_through_symlink(sec, target):
     assert not os.path.exists(os.path.join(h.dir, "pwn"))
     # The public marker through the same link: the sandbox has no such file.
     pub = "public.txt" if target == "hostdir" else h.public.lstrip("/")
-    assert sec.api.request("GET", files_url(sid, path=f"/root/up/esc/{pub}")).status == 404
+    assert sec.api.request("GET", files_url(sid, path=f"/root/up/esc/{pub}")).status in (403, 404)
 
 
 def _tar(entries):
@@ -240,6 +250,13 @@ def test_sys_writes(sec, path):
 out['r'] = err(lambda: open({path!r}, 'w').write('/tmp/pwn'))
 """)
     assert out["r"] in ("EROFS", "ENOENT"), out
+    if path.endswith("backing_file"):
+        # loop0 may be re-used by another sandbox meanwhile: the check is only that
+        # the sandbox's write did not land.
+        if os.path.exists(path):
+            with open(path) as f:
+                assert "/tmp/pwn" not in f.read()
+        return
     if os.path.exists(path):
         assert out["r"] == "EROFS", out
     if host_before is not None:
@@ -349,7 +366,9 @@ def test_leaked_descriptors_as_cwd(sec, cwd):
     if r.status == 200:
         assert r.json()["stdout"].startswith("/ ['.brig', 'bin', 'boot']"), r.body
     else:
-        assert r.status == 400 and b"Not a directory" in r.body, r.body
+        # 400: not a directory; 403: the agent's /proc entries do not open at all.
+        assert (r.status == 400 and b"Not a directory" in r.body) or (
+            r.status == 403 and b"Permission denied" in r.body), r.body
     out, _ = sec.py(sid, """
 bad = []
 for p in [p for p in os.listdir('/proc') if p.isdigit()]:

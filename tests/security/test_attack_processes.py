@@ -181,12 +181,6 @@ def _as_uid(uid, paths):
     return {k: tuple(v) for k, v in json.loads(data).items()}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "finding: another sandbox's host uid reads sandbox A's world-readable files at "
-    "<state>/sandboxes/<A>/rootfs/... and .../disk/upper/...: the sandbox directory is "
-    "0711 root and the overlay root / upper dir 0755, so only the mount namespace keeps "
-    "sandboxes apart; fix in oci_create/disk: sandbox dir 0710 root:<uid_base> (or disk/ "
-    "0700) so that only the sandbox's own ids can traverse it"))
 def test_world_readable_files_of_another_sandbox_on_the_host(sec, daemon):
     """Defence in depth for a process that leaves its mount namespace but keeps its
     uid: sandbox B's host uid must not read even the world-readable files of sandbox
@@ -302,7 +296,6 @@ AGENT_FINDING = (
     "with a bound, not a host file")
 
 
-@pytest.mark.xfail(strict=True, reason=AGENT_FINDING)
 @pytest.mark.parametrize("how", ["ptrace_attach", "proc_mem", "process_vm_readv"])
 def test_tamper_with_the_agent(sec, how):
     """Taking control of PID 1 (brig-agent): PTRACE_ATTACH (then detached at once, so
@@ -376,7 +369,6 @@ def inject_write(pid, fd, msg, reps):
 """
 
 
-@pytest.mark.xfail(strict=True, reason=AGENT_FINDING)
 def test_host_file_write_through_the_agent(sec, daemon):
     """Injecting write(2) calls into the agent (ptrace) to write through its stdout,
     which is the host file <state>/sandboxes/<id>/agent.log: a way to write to the
@@ -400,7 +392,6 @@ except OSError as e:
     assert out["wrote"] in ("EPERM", "EACCES"), out
 
 
-@pytest.mark.xfail(strict=True, reason=AGENT_FINDING)
 def test_stop_the_agent(sec):
     """Stopping PID 1 from inside: SIGSTOP is ignored for a namespace's init, but a
     ptrace attach by a tracer that then exits leaves it stopped, so the sandbox no

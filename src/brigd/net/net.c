@@ -25,6 +25,7 @@
 #include <net/if.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -318,11 +319,45 @@ static void grants_revoke(brig_net *n, brig_net_sandbox *s, const brig_egress *p
 
 /* ---- host-wide ------------------------------------------------------------- */
 
+/* One brigd manages sandbox networking per network namespace: its table, links
+ * and log group are per namespace, and a second one would replace the first's
+ * firewall.  The lock goes with the process (a crash releases it). */
+static int take_owner_lock(brig_error **err)
+{
+    struct stat ns;
+    if (stat("/proc/self/ns/net", &ns) < 0)
+        return brig_error_sys(err, "stat /proc/self/ns/net");
+    if (mkdir("/run/brig", 0700) < 0 && errno != EEXIST)
+        return brig_error_sys(err, "mkdir /run/brig");
+    char path[64];
+    snprintf(path, sizeof(path), "/run/brig/net-%llu.lock", (unsigned long long)ns.st_ino);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return brig_error_sys(err, "open %s", path);
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                                  "another brigd manages sandbox networking in this network "
+                                  "namespace (%s is locked)",
+                                  path);
+        return brig_error_set(err, BRIG_E_INTERNAL, e, "lock %s", path);
+    }
+    return fd;
+}
+
 int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err)
 {
     *out = NULL;
     _cleanup_free_ char *marker = NULL;
+    int lock = take_owner_lock(err);
+    if (lock < 0) {
+        brig_error_prefix(err, "sandbox networking");
+        return -1;
+    }
     brig_net *n = brig_xcalloc(1, sizeof(*n));
+    n->owner_lock = lock;
     pthread_mutex_init(&n->lock, NULL);
     pthread_mutex_init(&n->fw_lock, NULL);
     n->state_dir = brig_xstrdup(cfg->state_dir ? cfg->state_dir : "/var/lib/brig");
@@ -366,6 +401,7 @@ fail_fw:
     brig_fw_free(n->fw);
 fail:
     brig_error_prefix(err, "sandbox networking");
+    close(n->owner_lock);
     pthread_mutex_destroy(&n->lock);
     pthread_mutex_destroy(&n->fw_lock);
     free(n->slot_used);
@@ -411,6 +447,7 @@ void brig_net_free(brig_net *n)
     pthread_mutex_destroy(&n->fw_lock);
     free(n->slot_used);
     free(n->state_dir);
+    close(n->owner_lock);
     free(n);
 }
 

@@ -215,6 +215,7 @@ struct brig_net_sandbox {
 };
 
 struct brig_net {
+    int owner_lock; /* flock on /run/brig/net-<netns inode>.lock: one brigd per netns */
     char *state_dir;
     uint32_t pool_base; /* host order */
     int pool_prefix;

@@ -6,41 +6,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
-#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "proc.h"
 #include "util.h"
 
-typedef struct ns_entry {
-    unsigned base, size;
-    int fd;
-} ns_entry;
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static ns_entry *cache;
-static size_t n_cache;
-
 int brig_idmap_userns(unsigned base, unsigned size, int *fd, brig_error **err)
 {
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < n_cache; i++) {
-        if (cache[i].base == base && cache[i].size == size) {
-            *fd = cache[i].fd;
-            pthread_mutex_unlock(&lock);
-            return 0;
-        }
-    }
-    int nfd = -1;
-    int r = brig_proc_userns(base, size, &nfd, err);
-    if (r == 0) {
-        cache = brig_xrealloc(cache, (n_cache + 1) * sizeof(*cache));
-        cache[n_cache++] = (ns_entry){base, size, nfd};
-        *fd = nfd;
-    }
-    pthread_mutex_unlock(&lock);
-    return r;
+    return brig_proc_userns(base, size, fd, err);
 }
 
 int brig_idmap_mount(const char *src, const char *dst, int userns_fd, brig_error **err)
@@ -60,15 +34,4 @@ int brig_idmap_mount(const char *src, const char *dst, int userns_fd, brig_error
         r = brig_error_sys(err, "attach the id-mapped template at %s", dst);
     close(tree);
     return r;
-}
-
-void brig_idmap_cleanup(void)
-{
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < n_cache; i++)
-        close(cache[i].fd);
-    free(cache);
-    cache = NULL;
-    n_cache = 0;
-    pthread_mutex_unlock(&lock);
 }

@@ -13,15 +13,14 @@
 
 #include "error.h"
 
-/* A user namespace fd mapping 0..size-1 to base..; cached per base, owned by
- * this module (never close it). */
+/* A new user namespace mapping 0..size-1 to base.., owned by host uid base (so
+ * per-user kernel counters are the sandbox's own); the caller closes the fd.
+ * The sandbox's container joins this namespace, and its template is id-mapped
+ * through it. */
 int brig_idmap_userns(unsigned base, unsigned size, int *fd, brig_error **err);
 
 /* Attaches a read-only, nosuid, nodev, id-mapped recursive bind mount of src
  * at dst (an existing directory). */
 int brig_idmap_mount(const char *src, const char *dst, int userns_fd, brig_error **err);
-
-/* Closes the cached namespaces (shutdown). */
-void brig_idmap_cleanup(void);
 
 #endif

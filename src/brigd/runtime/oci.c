@@ -267,7 +267,7 @@ static json_t *mount_entry(const char *dest, const char *type, const char *src,
 }
 
 /* Builds config.json for spec.  Isolation choices and why are in docs/security.md. */
-static json_t *oci_spec_new(const oci *o, const brig_rt_spec *spec)
+static json_t *oci_spec_new(const oci *o, const brig_rt_spec *spec, const char *userns)
 {
     static const char *const caps[] = {
         "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FOWNER",           "CAP_FSETID",
@@ -302,20 +302,15 @@ static json_t *oci_spec_new(const oci *o, const brig_rt_spec *spec)
     static const char *const o_sys[] = {"nosuid", "noexec", "nodev", "ro", NULL};
     static const char *const o_cg[] = {"nosuid", "noexec", "nodev", "relatime", "ro", NULL};
 
-    /* Raising a hard limit needs CAP_SYS_RESOURCE, which brigd may lack (nested in
-     * another sandbox): never ask for more than we have. */
-    struct rlimit rl;
-    json_int_t nofile = 65536;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
-        (json_int_t)rl.rlim_max < nofile)
-        nofile = (json_int_t)rl.rlim_max;
     json_t *capset = json_pack("{s:o, s:o, s:o}", "bounding", str_array(caps), "effective",
                                str_array(caps), "permitted", str_array(caps));
     json_t *process = json_pack(
-        "{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:[{s:s, s:I, s:I}, {s:s, s:i, s:i}], s:b}",
+        "{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:b}",
         "terminal", 0, "user", "uid", 0, "gid", 0, "args", str_array(args), "env", str_array(env),
-        "cwd", "/", "capabilities", capset, "rlimits", "type", "RLIMIT_NOFILE", "hard", nofile,
-        "soft", nofile, "type", "RLIMIT_CORE", "hard", 0, "soft", 0, "noNewPrivileges", 1);
+        "cwd", "/", "capabilities", capset, "noNewPrivileges", 1);
+    /* No "rlimits": the runtime would set them from outside the sandbox's user
+     * namespace (owned by the sandbox's uid), which needs CAP_SYS_RESOURCE on the
+     * host.  The agent lowers its own limits instead, for every command. */
 
     json_t *mounts = json_array();
     json_array_append_new(mounts, mount_entry("/proc", "proc", "proc", o_proc));
@@ -347,6 +342,11 @@ static json_t *oci_spec_new(const oci *o, const brig_rt_spec *spec)
         "cgroupsPath", cgpath, "resources", resources, "maskedPaths", str_array(masked),
         "readonlyPaths", str_array(readonly), "seccomp", brig_seccomp_profile());
     json_decref(idmap);
+    /* Join the user namespace brigd made (owned by the sandbox's own host uid)
+     * rather than let the runtime make one owned by root. */
+    if (userns)
+        json_object_set_new(json_array_get(json_object_get(linux_, "namespaces"), 0), "path",
+                            json_string(userns));
 
     return json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o}", "ociVersion", "1.0.2", "process",
                      process, "root", "path", "rootfs", "readonly", 0, "hostname", "sandbox",
@@ -472,18 +472,21 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     char *lower = brig_asprintf("%s/lower", dir);
     char *disk = brig_asprintf("%s/disk", dir);
     char *disk_img = brig_asprintf("%s/disk.img", dir);
-    char *opts = NULL, *json = NULL;
+    char *opts = NULL, *json = NULL, *userns_path = NULL;
+    int userns = -1;
     int r = -1;
 
-    if (mkdir(dir, 0711) < 0) {
+    /* 0710 root:<the sandbox's gid>: its own root may pass (runc init reaches the
+     * root file system below), other sandboxes' uids may not even look in. */
+    if (mkdir(dir, 0710) < 0) {
         brig_error_sys(err, "mkdir %s", dir);
         free(sb); /* not ours: never clean up a directory we did not create */
         sb = NULL;
         goto out;
     }
     sb->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (sb->dirfd < 0) {
-        brig_error_sys(err, "open %s", dir);
+    if (sb->dirfd < 0 || chown(dir, 0, spec->uid_base) < 0 || chmod(dir, 0710) < 0) {
+        brig_error_sys(err, "prepare %s", dir);
         goto out;
     }
     if (o->cgroup->check(err) < 0)
@@ -503,10 +506,10 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     }
     free(golden);
     /* 2. The template, read-only, its owners mapped into the sandbox's id range. */
-    int userns = -1;
     if (brig_idmap_userns(spec->uid_base, spec->uid_size, &userns, err) < 0 ||
         brig_idmap_mount(spec->rootfs, lower, userns, err) < 0)
         goto out;
+    userns_path = brig_asprintf("/proc/%d/fd/%d", (int)getpid(), userns);
     /* 3. The root: agent layer + template + writable layer.  volatile: no syncs
      *    for a layer that is thrown away with the sandbox. */
     opts = brig_asprintf("lowerdir=%s:%s,upperdir=%s/upper,workdir=%s/work,volatile",
@@ -524,7 +527,7 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         goto out;
     }
 
-    json_t *cfg = oci_spec_new(o, spec);
+    json_t *cfg = oci_spec_new(o, spec, userns_path);
     json = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     int cfd = open(cfg_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -621,6 +624,9 @@ out:
     free(lower);
     free(disk);
     free(disk_img);
+    free(userns_path);
+    if (userns >= 0) /* the container and the id-mapped mount hold it now */
+        close(userns);
     return r;
 }
 
@@ -739,7 +745,6 @@ static void oci_free(brig_runtime *rt)
     free(o->disk_dir);
     free(o);
     free(rt);
-    brig_idmap_cleanup();
 }
 
 static const brig_runtime_ops oci_ops = {
