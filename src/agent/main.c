@@ -295,7 +295,8 @@ static void lower_limits(void)
     struct rlimit rl = {0, 0};
     if (setrlimit(RLIMIT_CORE, &rl) < 0)
         brig_warn("RLIMIT_CORE: %s", strerror(errno));
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536)) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+        (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536)) {
         rl.rlim_cur = rl.rlim_max = 65536;
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
             brig_warn("RLIMIT_NOFILE: %s", strerror(errno));

@@ -14,6 +14,7 @@
 #include "api_internal.h"
 #include "request.h"
 #include "log.h"
+#include "pool.h"
 #include "sandbox.h"
 #include "template.h"
 
@@ -27,11 +28,11 @@ static void h_healthz(brig_req *r)
     int64_t used = 0, queued = 0;
     brig_admission_stats(&r->d->admission, &used, &queued);
     brig_http_json(r, 200,
-                   json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:b}", "status", "ok", "version",
-                             BRIG_VERSION, "runtime", r->d->rt->ops->name, "sandboxes", n,
-                             "capacity", (json_int_t)r->d->cfg.max_sandboxes, "slots_used",
+                   json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:b, s:o}", "status", "ok",
+                             "version", BRIG_VERSION, "runtime", r->d->rt->ops->name, "sandboxes",
+                             n, "capacity", (json_int_t)r->d->cfg.max_sandboxes, "slots_used",
                              (json_int_t)used, "queued", (json_int_t)queued, "network",
-                             r->d->net != NULL));
+                             r->d->net != NULL, "warm_pool", brig_pool_stats(r->d)));
 }
 
 /* ---- sandboxes ------------------------------------------------------------- */

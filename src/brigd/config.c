@@ -60,6 +60,7 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"net_pool", &cfg->net_pool},
         {"dns_upstream", &cfg->dns_upstream},
         {"network", &cfg->network},
+        {"warm_pool", &cfg->warm_pool},
     };
     struct {
         const char *name;
@@ -165,6 +166,31 @@ static int apply_tariff(brig_config *cfg, const char *tname, const char *key, co
     return brig_error_set(err, BRIG_E_INVALID, 0, "unknown tariff setting '%s'", key);
 }
 
+/* warm_pool = TEMPLATE:TARIFF:COUNT[,…] (after the tariffs are known). */
+static int parse_warm_pool(brig_config *cfg, brig_error **err)
+{
+    _cleanup_free_ char *s = brig_xstrdup(cfg->warm_pool);
+    char *save = NULL;
+    cfg->n_pool = 0;
+    for (char *item = strtok_r(s, ", ", &save); item; item = strtok_r(NULL, ", ", &save)) {
+        char tmpl[64], tariff[32];
+        int n = 0, used = 0;
+        if (sscanf(item, "%63[^:]:%31[^:]:%d%n", tmpl, tariff, &n, &used) != 3 ||
+            item[used] != '\0' || n < 0 || n > 1000)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "warm_pool: '%s' is not TEMPLATE:TARIFF:COUNT", item);
+        if (brig_config_tariff(cfg, tariff) == NULL)
+            return brig_error_set(err, BRIG_E_INVALID, 0, "warm_pool: no tariff '%s'", tariff);
+        if (cfg->n_pool == (int)BRIG_ARRAY_LEN(cfg->pool))
+            return brig_error_set(err, BRIG_E_INVALID, 0, "warm_pool: at most %zu entries",
+                                  BRIG_ARRAY_LEN(cfg->pool));
+        snprintf(cfg->pool[cfg->n_pool].template, sizeof(cfg->pool[0].template), "%s", tmpl);
+        snprintf(cfg->pool[cfg->n_pool].tariff, sizeof(cfg->pool[0].tariff), "%s", tariff);
+        cfg->pool[cfg->n_pool++].count = n;
+    }
+    return 0;
+}
+
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
 {
     struct ini_ctx *c = user;
@@ -236,6 +262,7 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->retention_ms = INT64_C(7) * 86400000;
     cfg->net_pool = brig_xstrdup("10.201.0.0/16");
     cfg->network = brig_xstrdup("on");
+    cfg->warm_pool = brig_xstrdup("");
     cfg->uid_base = 10000000;
     cfg->uid_ranges = 4096;
     cfg->ready_fd = -1;
@@ -331,6 +358,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     if (cfg->idle_timeout_default_ms > cfg->idle_timeout_max_ms ||
         cfg->lifetime_default_ms > cfg->lifetime_max_ms)
         return brig_error_set(err, BRIG_E_INVALID, 0, "a default exceeds its maximum");
+    if (parse_warm_pool(cfg, err) < 0)
+        return -1;
     if (strcmp(cfg->network, "on") != 0 && strcmp(cfg->network, "off") != 0)
         return brig_error_set(err, BRIG_E_INVALID, 0, "network must be on or off");
     if (brig_config_tariff(cfg, cfg->default_tariff) == NULL)
@@ -358,5 +387,6 @@ void brig_config_dispose(brig_config *cfg)
     free(cfg->net_pool);
     free(cfg->dns_upstream);
     free(cfg->network);
+    free(cfg->warm_pool);
     memset(cfg, 0, sizeof(*cfg));
 }

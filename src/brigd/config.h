@@ -52,9 +52,16 @@ typedef struct brig_config {
     char *net_pool;                   /* sandbox link addresses; "10.201.0.0/16" */
     char *dns_upstream;               /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
     char *network;                    /* "on" | "off": sandbox networking */
-    int print_routes;                 /* --print-routes: print the route table and exit */
-    int ready_fd;                     /* write "ready ADDR\n" here when listening; -1 */
-    char *log_level;                  /* debug | info | warn | error */
+    char *warm_pool;                  /* "TEMPLATE:TARIFF:COUNT,…"; "" for none */
+    struct {
+        char template[64];
+        char tariff[32];
+        int count;
+    } pool[16]; /* warm_pool, parsed */
+    int n_pool;
+    int print_routes; /* --print-routes: print the route table and exit */
+    int ready_fd;     /* write "ready ADDR\n" here when listening; -1 */
+    char *log_level;  /* debug | info | warn | error */
 } brig_config;
 
 /* The tariff called name, or NULL. */

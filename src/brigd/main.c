@@ -24,6 +24,7 @@
 #include "config.h"
 #include "http.h"
 #include "lifecycle.h"
+#include "pool.h"
 #include "net/net.h"
 #include "vault.h"
 #include "log.h"
@@ -114,7 +115,7 @@ static int run(brigd *d, int sigfd, brig_error **err)
     }
     brig_admission_init(&d->admission, d->cfg.max_sandboxes);
     brig_sandbox_reconcile(d);
-    if (brig_lifecycle_start(d, err) < 0)
+    if (brig_lifecycle_start(d, err) < 0 || brig_pool_start(d, err) < 0)
         return -1;
     if (brig_http_start(d, brig_api_routes, err) < 0)
         return -1;
@@ -189,6 +190,7 @@ int main(int argc, char **argv)
     }
     brig_http_stop(&d);
     brig_lifecycle_stop(&d);
+    brig_pool_stop(&d); /* warm sandboxes belong to nobody: they go */
     if (d.rt)
         brig_sandbox_forget_all(&d);
     brig_net_free(d.net);

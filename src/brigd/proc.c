@@ -250,8 +250,7 @@ int brig_proc_userns(unsigned base, unsigned size, int *out, brig_error **err)
          * kernel charges per-user counters to (inotify instances, queued signals,
          * message queue bytes) - is this sandbox, not the host's root. */
         char c = 'n';
-        if (syscall(SYS_setgroups, 0, NULL) == 0 &&
-            syscall(SYS_setresgid, base, base, base) == 0 &&
+        if (syscall(SYS_setgroups, 0, NULL) == 0 && syscall(SYS_setresgid, base, base, base) == 0 &&
             syscall(SYS_setresuid, base, base, base) == 0 && unshare(CLONE_NEWUSER) == 0)
             c = 'y';
         (void)!write(up[1], &c, 1);

@@ -20,12 +20,13 @@
 #include "agentc.h"
 #include "billing.h"
 #include "log.h"
+#include "pool.h"
 #include "template.h"
 #include "tenants.h"
 #include "util.h"
 #include "vault.h"
 
-#define UID_RANGE 65536
+#define UID_RANGE BRIG_UID_RANGE
 
 void brig_format_time(int64_t ms, char out[32])
 {
@@ -130,6 +131,21 @@ void brig_sandbox_put(brigd *d, brig_sandbox *sb)
     pthread_mutex_unlock(&d->lock);
     if (dead)
         sandbox_free(d, dead);
+}
+
+int64_t brig_sandbox_uid_take(brigd *d)
+{
+    pthread_mutex_lock(&d->lock);
+    int64_t base = uid_take_locked(d);
+    pthread_mutex_unlock(&d->lock);
+    return base;
+}
+
+void brig_sandbox_uid_release(brigd *d, int64_t base)
+{
+    pthread_mutex_lock(&d->lock);
+    uid_mark_locked(d, base, 0);
+    pthread_mutex_unlock(&d->lock);
 }
 
 void brig_sandbox_ref(brigd *d, brig_sandbox *sb)
@@ -347,9 +363,17 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     int64_t t0 = brig_now_mono_ms();
     int r = -1;
 
-    pthread_mutex_lock(&d->lock);
-    sb->uid_base = uid_take_locked(d);
-    pthread_mutex_unlock(&d->lock);
+    /* A warm sandbox of this template build and tariff, if the pool has one. */
+    brig_pooled warm;
+    if (brig_pool_claim(d, t.name, t.key, tariff->name, &warm) == 0) {
+        memcpy(sb->id, warm.id, sizeof(sb->id));
+        sb->uid_base = warm.uid_base;
+        sb->rt = warm.rt;
+    } else {
+        pthread_mutex_lock(&d->lock);
+        sb->uid_base = uid_take_locked(d);
+        pthread_mutex_unlock(&d->lock);
+    }
     if (sb->uid_base == 0) {
         brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
                        "all %lld user-id ranges are in use: too many live sandboxes",
@@ -394,19 +418,16 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
         .uid_base = (unsigned)sb->uid_base,
         .uid_size = UID_RANGE,
     };
-    brig_rt_sandbox *h = NULL;
-    if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)
-        goto out;
-    sb->rt = h;
+    if (sb->rt == NULL) { /* not from the pool: start it */
+        brig_rt_sandbox *h = NULL;
+        if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)
+            goto out;
+        sb->rt = h;
+    }
     if (attach_network(d, sb, err) < 0) {
-        brig_error *derr = NULL;
         if (sb->net)
             brig_net_detach(d->net, sb->net);
         sb->net = NULL;
-        if (d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr) < 0) {
-            brig_err("sandbox %s: cleanup: %s", sb->id, derr->msg);
-            brig_error_clear(&derr);
-        }
         goto out;
     }
     pthread_mutex_lock(&d->lock);
@@ -426,6 +447,13 @@ out:
         return 0;
     }
     brig_warn("sandbox %s: create failed: %s", sb->id, err && *err ? (*err)->msg : "?");
+    if (sb->rt) { /* started (or claimed warm): nothing of it may stay */
+        brig_error *derr = NULL;
+        if (d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr) < 0) {
+            brig_err("sandbox %s: cleanup: %s", sb->id, derr->msg);
+            brig_error_clear(&derr);
+        }
+    }
     if (stored)
         brig_store_sandbox_set_state(d->store, sb->id, "failed",
                                      err && *err ? (*err)->msg : "create failed",

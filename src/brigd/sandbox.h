@@ -109,6 +109,12 @@ void brig_sandbox_apply_policy(brigd *d, const char *project_id, const brig_egre
 int brig_sandbox_network_log(brigd *d, const brig_caller *c, const char *id, json_t **out,
                              brig_error **err);
 
+#define BRIG_UID_RANGE 65536
+
+/* A free uid range for a sandbox (0 when all are taken) / returning one. */
+int64_t brig_sandbox_uid_take(brigd *d);
+void brig_sandbox_uid_release(brigd *d, int64_t base);
+
 /* Start-up: re-attaches live sandboxes of a previous run and destroys everything
  * else the runtime still holds.  Never fails start-up for one bad sandbox. */
 void brig_sandbox_reconcile(brigd *d);

@@ -37,6 +37,7 @@ typedef struct brigd {
     pthread_cond_t janitor_cond;
     bool janitor_stop; /* guarded by janitor_lock */
     bool janitor_running;
+    struct brig_pool *pool;  /* warm sandboxes ready to be claimed; NULL: no pool */
     struct MHD_Daemon *http; /* the REST API server */
     char *base_url;          /* "http://host:port" actually listened on */
 } brigd;

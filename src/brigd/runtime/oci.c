@@ -304,10 +304,10 @@ static json_t *oci_spec_new(const oci *o, const brig_rt_spec *spec, const char *
 
     json_t *capset = json_pack("{s:o, s:o, s:o}", "bounding", str_array(caps), "effective",
                                str_array(caps), "permitted", str_array(caps));
-    json_t *process = json_pack(
-        "{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:b}",
-        "terminal", 0, "user", "uid", 0, "gid", 0, "args", str_array(args), "env", str_array(env),
-        "cwd", "/", "capabilities", capset, "noNewPrivileges", 1);
+    json_t *process =
+        json_pack("{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:b}", "terminal", 0, "user", "uid", 0,
+                  "gid", 0, "args", str_array(args), "env", str_array(env), "cwd", "/",
+                  "capabilities", capset, "noNewPrivileges", 1);
     /* No "rlimits": the runtime would set them from outside the sandbox's user
      * namespace (owned by the sandbox's uid), which needs CAP_SYS_RESOURCE on the
      * host.  The agent lowers its own limits instead, for every command. */
