@@ -18,6 +18,7 @@ baseline runc containers are deleted and the temporary directory is removed.
 import argparse
 import contextlib
 import datetime
+import glob
 import http.client
 import importlib.util
 import json
@@ -27,6 +28,7 @@ import random
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -44,11 +46,31 @@ print(json.dumps({"sum": sum(data), "python": sys.version.split()[0]}))
 """
 TASK_EXPECT = '"sum": 332833500'
 
-# Default sample sizes: the whole run takes ~1-2 minutes on 2 cores.
-FULL = dict(create=300, exec=1500, exec_fresh=600, py_sandbox=150, seed=150,
-            tput_s=10.0, warmup=5)
-QUICK = dict(create=40, exec=400, exec_fresh=200, py_sandbox=30, seed=25, tput_s=3.0,
-             warmup=2)
+# Default sample sizes: the whole run takes ~2-3 minutes on 2 cores.
+# noisy_*: the noisy-neighbour phase, rounds of (idle, CPU hog, I/O hog) blocks of
+# noisy_block_s seconds of victim execs each, after noisy_settle_s of hog start-up.
+FULL = dict(create=250, exec=1500, exec_fresh=600, py_sandbox=150, seed=150,
+            tput_s=10.0, warmup=5, noisy_rounds=3, noisy_block_s=3.0, noisy_settle_s=0.5)
+QUICK = dict(create=25, exec=400, exec_fresh=200, py_sandbox=30, seed=15, tput_s=2.0,
+             warmup=2, noisy_rounds=1, noisy_block_s=0.7, noisy_settle_s=0.2)
+
+# The id range of the runc-level hardened container: far outside brigd's ranges
+# (uid_base 10000000 + uid_ranges × 65536 ≤ 1.08e9 with the bench's config).
+BENCH_UID_BASE = 2_000_000_000
+UID_RANGE = 65536
+# A pool of its own for the bench's brigd, so that its /31s cannot collide with
+# those of another brigd (a test run) on the same host.
+BENCH_NET_POOL = "10.222.0.0/16"
+
+CPU_HOG = ["sh", "-c", "while :; do :; done"]
+IO_HOG = ["sh", "-c", "while :; do dd if=/dev/zero of=/tmp/f bs=1M count=2000 oflag=direct "
+          "2>/dev/null; done"]
+# The victim's own small I/O: one 4 KiB O_DIRECT write through its overlay to its
+# ext4 layer (fsync would be a no-op: the overlay is mounted volatile).
+NOISY_KINDS = ("idle", "cpu", "cpu2", "io")
+NOISY_NAMES = {"idle": "neighbour idle", "cpu": "CPU hog, 1 sandbox",
+               "cpu2": "CPU hog, 2 sandboxes", "io": "I/O hog"}
+IO_PROBE = ["dd", "if=/dev/zero", "of=/root/probe", "bs=4k", "count=1", "oflag=direct"]
 
 
 class Interrupted(Exception):
@@ -238,6 +260,20 @@ class Client:
         self.conn.request("PUT", f"/v1/sandboxes/{sid}/files?path={path}", data,
                           ctype="application/octet-stream", expect=(204,))
 
+    def start(self, sid, argv):
+        """A background command; its pid."""
+        return self.conn.json("POST", f"/v1/sandboxes/{sid}/exec",
+                              {"argv": argv, "background": True}, expect=(202,))["pid"]
+
+    def kill(self, sid, pid, timeout=20):
+        """SIGKILL a background command (and every descendant) and wait for it."""
+        self.conn.request("POST", f"/v1/sandboxes/{sid}/processes/{pid}/signal",
+                          {"signal": "SIGKILL"}, expect=(204, 404, 409))
+        p = self.conn.json("POST", f"/v1/sandboxes/{sid}/processes/{pid}/wait",
+                           {"timeout": timeout}, expect=(200, 404))
+        if p.get("running"):
+            raise RuntimeError(f"process {pid} in {sid} still runs {timeout} s after SIGKILL")
+
 
 # ---- the bench ------------------------------------------------------------------
 
@@ -259,6 +295,11 @@ class Bench:
         self.runc_root = None
         self.results = {}
         self.notes = []  # odd things seen during the run
+        self.extra_keys = []  # API keys of the accounts the bench created
+        self.hbundle = None  # the hardened runc bundle, once prepared
+        self.variants = []  # (name, bundle): the hardened one less one piece
+        self.prep_bin = None  # bench/prep.c, compiled
+        self.cg_parent = f"brig-bench-{os.getpid()}"
 
     # -- set-up and tear-down
 
@@ -270,13 +311,15 @@ class Bench:
         self.minimal_rootfs = template_rootfs(self.cache, "minimal")
         self.base_rootfs = template_rootfs(self.cache, "base") if not self.args.skip_base else None
         self.setup_runc_bundle()
+        if not self.args.skip_hardening:
+            self.prep_bin = self.compile_prep()
         # Limits that are product features (credit, per-account concurrency) would
         # cap a benchmark account long before the host does: lift them here.
         conf = os.path.join(self.tmp, "brigd.conf")
         with open(conf, "w") as f:
             f.write("[brigd]\ninitial_credit_micro_usd = 1000000000000\n"
                     "max_live_per_account = 100000\nmax_sandboxes = 100000\n"
-                    "uid_ranges = 16384\n")
+                    f"uid_ranges = 16384\nnet_pool = {BENCH_NET_POOL}\n")
         self.brigd = self.bt.Brigd(os.path.join(self.tmp, "state"), ["--config", conf])
         t0 = now()
         self.start_brigd(self.brigd)
@@ -319,12 +362,30 @@ class Bench:
         self.runc_seq = 0
         self.runc = shutil.which("runc")
 
-    def runc_once(self):
-        """One bare `runc run` of /bin/true in the minimal rootfs: wall seconds."""
+    def compile_prep(self):
+        """bench/prep.c (brigd's pre-runc steps, timed) compiled with cc; None when
+        that is not possible (the phase then skips those figures and says so)."""
+        cc = shutil.which("cc") or shutil.which("gcc")
+        out = os.path.join(self.tmp, "prep")
+        if cc is None:
+            self.notes.append("no C compiler: brigd's disk and id-map steps not timed")
+            return None
+        r = subprocess.run([cc, "-O2", "-o", out, os.path.join(REPO, "bench", "prep.c")],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            self.notes.append(f"bench/prep.c did not compile ({r.stderr.strip()[-300:]}): "
+                              "brigd's disk and id-map steps not timed")
+            return None
+        return out
+
+    def runc_once(self, bundle=None):
+        """One `runc run` of /bin/true (the bare bundle unless another is given):
+        wall seconds."""
         self.runc_seq += 1
         cid = f"bench-{os.getpid()}-{self.runc_seq}"
         dt, rc = spawn_wait([self.runc, "--root", self.runc_root, "run", "--bundle",
-                             self.bundle, cid], stdout=self.devnull, stderr=self.runc_log)
+                             bundle or self.bundle, cid], stdout=self.devnull,
+                            stderr=self.runc_log)
         # runc 1.1's foreground run removes the container when it exits; make sure.
         spawn_wait([self.runc, "--root", self.runc_root, "delete", "--force", cid],
                    stdout=self.devnull, stderr=self.devnull)
@@ -332,6 +393,142 @@ class Bench:
             with open(os.path.join(self.tmp, "runc-baseline.log"), errors="replace") as f:
                 raise RuntimeError(f"baseline runc run failed ({rc}): {f.read()[-1000:]}")
         return dt
+
+    def setup_hardened(self, c):
+        """The hardened runc bundle: the config.json brigd generated for a live
+        sandbox (user namespace + id mapping, seccomp allow-list, namespaces, caps,
+        masked and read-only paths, cgroup limits), with /bin/true as the process
+        instead of the agent, a cgroup path of the bench's own, and a copy of the
+        minimal rootfs chowned into an id range of the bench's own as root (brigd
+        id-maps the template instead: bench/prep.c times that mount).  Also finds
+        brigd's golden disk image and agent layer for bench/prep.c."""
+        sid = c.create("minimal")
+        try:
+            with open(os.path.join(self.brigd.state_dir, "sandboxes", sid, "config.json")) as f:
+                cfg = json.load(f)
+        finally:
+            c.delete(sid)
+        lin = cfg["linux"]
+        sc = lin.get("seccomp") or {}
+        self.results["hardened_config"] = {
+            "namespaces": [n["type"] for n in lin.get("namespaces", [])],
+            "uid_mapping": lin.get("uidMappings"),
+            "seccomp_default": sc.get("defaultAction"),
+            "seccomp_rules": len(sc.get("syscalls", [])),
+            "seccomp_syscalls": sum(len(x.get("names", [])) for x in sc.get("syscalls", [])),
+            "capabilities": len(cfg["process"].get("capabilities", {}).get("bounding", [])),
+            "masked_paths": len(lin.get("maskedPaths", [])),
+            "readonly_paths": len(lin.get("readonlyPaths", [])),
+            "resources": sorted(lin.get("resources", {})),
+            "no_new_privileges": cfg["process"].get("noNewPrivileges", False),
+        }
+        root = os.path.join(self.tmp, "hardened-rootfs")
+        subprocess.run(["cp", "-a", self.minimal_rootfs, root], check=True)
+        for dirpath, dirnames, filenames in os.walk(root):
+            for path in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
+                # from the original's owner: hard links must not be shifted twice
+                src = os.lstat(os.path.join(self.minimal_rootfs, os.path.relpath(path, root)))
+                os.lchown(path, src.st_uid + BENCH_UID_BASE, src.st_gid + BENCH_UID_BASE)
+                if not stat.S_ISLNK(src.st_mode):
+                    os.chmod(path, stat.S_IMODE(src.st_mode))  # chown drops set-id bits
+        self.bt.searchable(root)
+        cfg["process"]["args"] = ["/bin/true"]
+        cfg["process"]["terminal"] = False
+        cfg["root"] = {"path": root, "readonly": cfg.get("root", {}).get("readonly", False)}
+        idmap = [{"containerID": 0, "hostID": BENCH_UID_BASE, "size": UID_RANGE}]
+        lin["uidMappings"] = idmap
+        lin["gidMappings"] = idmap
+        lin["cgroupsPath"] = f"/{self.cg_parent}/hardened"
+        hb = self.write_bundle("hardened", cfg)
+        try:
+            self.runc_once(hb)
+            self.hbundle = hb
+        except RuntimeError as e:
+            self.notes.append(f"hardened runc run failed, not measured: {e}")
+        if self.hbundle:
+            self.setup_variants(cfg)
+        self.setup_prep()
+
+    def setup_variants(self, cfg):
+        """The hardened config less one piece each, to split the runc-level cost."""
+        nosc = json.loads(json.dumps(cfg))
+        nosc["linux"].pop("seccomp", None)
+        nous = json.loads(json.dumps(cfg))
+        nous["linux"]["namespaces"] = [x for x in nous["linux"]["namespaces"]
+                                       if x["type"] != "user"]
+        nous["linux"].pop("uidMappings", None)
+        nous["linux"].pop("gidMappings", None)
+        for key, vcfg in (("no_seccomp", nosc), ("no_userns", nous)):
+            vcfg["linux"]["cgroupsPath"] = f"/{self.cg_parent}/{key}"
+            b = self.write_bundle(key, vcfg)
+            try:
+                self.runc_once(b)
+                self.variants.append((key, b))
+            except RuntimeError as e:
+                self.notes.append(f"hardened runc variant {key} failed, not measured: {e}")
+
+    def setup_prep(self):
+        """bench/prep.c's inputs: brigd's golden disk image and agent layer; one try."""
+        if self.prep_bin:
+            golden = sorted(glob.glob(os.path.join(self.brigd.state_dir, "disk", "golden-*.img")))
+            layers = [d for d in sorted(glob.glob(os.path.join(self.brigd.state_dir, "agent", "*")))
+                      if not os.path.basename(d).startswith(".")]
+            if not golden or not layers:
+                self.notes.append("brigd's golden disk image or agent layer not found: "
+                                  "its disk and id-map steps not timed")
+                self.prep_bin = None
+            else:
+                self.golden, self.agent_layer = golden[0], layers[0]
+                self.results["golden_image"] = os.path.basename(golden[0])
+                try:
+                    self.prep_once()
+                except RuntimeError as e:
+                    self.notes.append(f"{e}: brigd's disk and id-map steps not timed")
+                    self.prep_bin = None
+
+    def write_bundle(self, name, cfg):
+        b = os.path.join(self.tmp, f"bundle-{name}")
+        os.makedirs(b)
+        with open(os.path.join(b, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+        return b
+
+    def prep_once(self):
+        """bench/prep.c once: brigd's steps around runc, seconds per step."""
+        r = subprocess.run([self.prep_bin, self.golden, os.path.join(self.tmp, "prep-sb"),
+                            self.minimal_rootfs, self.agent_layer, str(BENCH_UID_BASE),
+                            str(UID_RANGE)], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"bench/prep failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+        return {k: v / 1e9 for k, v in json.loads(r.stdout).items()}
+
+    def cleanup_host(self):
+        """What the hardened runs and bench/prep.c may leave on the host after a
+        failure or a kill: mounts under the temp dir, loop devices backed by its
+        files, the hardened container's cgroups."""
+        problems = []
+        mine = os.path.join(self.tmp, "prep-sb")  # brigd's own leftovers are reported, not hidden
+        for m in sorted(self.bt.mounts_under(mine), key=len, reverse=True):
+            r = subprocess.run(["umount", "-l", m], capture_output=True, text=True)
+            problems.append(f"unmounted leftover {m}" + (f" (failed: {r.stderr.strip()})"
+                                                         if r.returncode else ""))
+        for bf in glob.glob("/sys/block/loop*/loop/backing_file"):
+            with contextlib.suppress(OSError), open(bf) as f:
+                if f.read().strip().startswith(mine + "/"):
+                    dev = "/dev/" + bf.split("/")[3]
+                    subprocess.run(["losetup", "-d", dev], capture_output=True)
+                    problems.append(f"detached leftover {dev}")
+        for top in glob.glob(f"/sys/fs/cgroup/*/{self.cg_parent}") + \
+                glob.glob(f"/sys/fs/cgroup/{self.cg_parent}"):
+            for sub in os.listdir(top):
+                if os.path.isdir(os.path.join(top, sub)):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(os.path.join(top, sub))
+            try:
+                os.rmdir(top)
+            except OSError as e:
+                problems.append(f"cgroup {top}: {e}")
+        return problems
 
     def cleanup(self):
         problems = []
@@ -357,6 +554,7 @@ class Bench:
         if self.runc_root and os.path.isdir(self.runc_root):
             self.force_clean(self.runc_root)
         if self.tmp:
+            problems += self.cleanup_host()
             if self.bt.mounts_under(self.tmp):
                 problems.append(f"mounts left under {self.tmp}: {self.bt.mounts_under(self.tmp)}"
                                 " (directory kept)")
@@ -371,27 +569,42 @@ class Bench:
         return problems
 
     def delete_all(self, d):
+        """Deletes every sandbox of every account the bench used (a key sees only
+        its own account's sandboxes)."""
         problems = []
-        try:
-            c = Conn(*host_port(d.url), d.key)
-            # A create or delete still in flight (interrupted client) must finish
-            # first: brigd deletes only running sandboxes.
-            deadline = now() + 60
-            while True:
-                sbs = c.json("GET", "/v1/sandboxes")["sandboxes"]
-                if now() > deadline or all(s["state"] == "running" for s in sbs):
-                    break
-                time.sleep(0.05)
-            ids = {s["id"] for s in sbs} | self.live.snapshot()
-            for sid in ids:
+        keys = [d.key] + self.extra_keys
+        for key in keys:
+            try:
+                c = Conn(*host_port(d.url), key)
+                # A create or delete still in flight (interrupted client) must finish
+                # first: brigd deletes only running sandboxes.
+                deadline = now() + 60
+                while True:
+                    sbs = c.json("GET", "/v1/sandboxes")["sandboxes"]
+                    if now() > deadline or all(s["state"] == "running" for s in sbs):
+                        break
+                    time.sleep(0.05)
+                for sid in {s["id"] for s in sbs}:
+                    try:
+                        c.request("DELETE", f"/v1/sandboxes/{sid}", expect=(204, 404))
+                        self.live.discard(sid)
+                    except Exception as e:  # noqa: BLE001
+                        problems.append(f"delete {sid}: {e}")
+                c.close()
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"listing sandboxes: {e}")
+        for sid in self.live.snapshot():  # tracked but not listed: try each account
+            for key in keys:
                 try:
-                    c.request("DELETE", f"/v1/sandboxes/{sid}", expect=(204, 404))
-                    self.live.discard(sid)
+                    c = Conn(*host_port(d.url), key)
+                    st, _ = c.request("DELETE", f"/v1/sandboxes/{sid}", expect=(204, 404))
+                    c.close()
+                    if st == 204:
+                        break
                 except Exception as e:  # noqa: BLE001
                     problems.append(f"delete {sid}: {e}")
-            c.close()
-        except Exception as e:  # noqa: BLE001
-            problems.append(f"listing sandboxes: {e}")
+                    break
+            self.live.discard(sid)
         return problems
 
     def stop_brigd(self, d):
@@ -421,22 +634,50 @@ class Bench:
         with open(self.brigd.log_path, errors="replace") as f:
             log = f.read()
         cr, de = [], []
-        for m in re.finditer(r"sandbox (sbx_\w+): (running|deleted) \([^,]*, (\d+) ms\)", log):
+        # "running (minimal, small, 41 ms)", "deleted (deleted_by_api, 12 ms)"
+        for m in re.finditer(r"sandbox (sbx_\w+): (running|deleted) \((?:[^,()]*, )*(\d+) ms\)",
+                             log):
             if m.group(1) in ids:
                 (cr if m.group(2) == "running" else de).append(int(m.group(3)) / 1000.0)
         return cr, de
 
     def phase_create(self):
-        """Cold create -> 201 (and delete) vs a bare `runc run`, interleaved so that
-        drift on a noisy machine hits both alike."""
+        """Cold create -> 201 (and delete) vs a bare `runc run`, and vs a `runc run`
+        with brigd's hardened config.json plus brigd's disk and id-map steps timed
+        by bench/prep.c; all interleaved so that drift on a noisy machine hits each
+        alike."""
         n, w = self.p["create"], self.p["warmup"]
         c = self.client()
+        if not self.args.skip_hardening:
+            self.setup_hardened(c)
         for _ in range(w):
             self.runc_once()
+            if self.hbundle:
+                self.runc_once(self.hbundle)
+            if self.prep_bin:
+                self.prep_once()
             c.delete(c.create("minimal"))
-        runc_t, create_t, delete_t, ids = [], [], [], set()
+        runc_t, hard_t, prep, create_t, delete_t, ids = [], [], [], [], [], set()
+        var_t = {k: [] for k, _ in self.variants}
+        var_d = {k: [] for k, _ in self.variants}  # hardened − variant, same iteration
+        rng = random.Random(1)
         for i in range(n):
-            runc_t.append(self.runc_once())
+            # The runc runs of an iteration in a random order: no systematic
+            # advantage for whichever comes first or after another.
+            runs = [("bare", self.bundle)] + ([("hardened", self.hbundle)] if self.hbundle else [])
+            if i % 2 == 0:  # the variants on every other iteration: enough to split
+                runs += self.variants
+            rng.shuffle(runs)
+            got = {k: self.runc_once(b) for k, b in runs}
+            runc_t.append(got["bare"])
+            if self.hbundle:
+                hard_t.append(got["hardened"])
+            for k, _ in self.variants:
+                if k in got:
+                    var_t[k].append(got[k])
+                    var_d[k].append(got["hardened"] - got[k])
+            if self.prep_bin:
+                prep.append(self.prep_once())
             t0 = now()
             sid = c.create("minimal")
             t1 = now()
@@ -452,8 +693,26 @@ class Bench:
         self.results["create_delete"] = summary([a + b for a, b in zip(create_t, delete_t)])
         self.results["drift"] = {k: [round(summary(v[i * n // 5:(i + 1) * n // 5])["p50"], 1)
                                      for i in range(5)] if n >= 5 else []
-                                 for k, v in (("runc_run", runc_t), ("create", create_t),
-                                              ("delete", delete_t))}
+                                 for k, v in (("runc_run", runc_t), ("runc_hardened", hard_t),
+                                              ("create", create_t), ("delete", delete_t)) if v}
+        for k, v in var_t.items():
+            if v:
+                self.results[f"runc_hardened_{k}"] = summary(v)
+                self.results[f"runc_hardened_minus_{k}"] = summary(var_d[k])
+        if hard_t:
+            self.results["runc_hardened"] = summary(hard_t)
+            self.results["runc_hardened_minus_bare"] = summary(
+                [h - b for h, b in zip(hard_t, runc_t)])
+        if prep:
+            steps = {k: summary([x[k] for x in prep]) for k in prep[0]}
+
+            def per_iter(*ks):
+                return summary([sum(x[k] for k in ks) for x in prep])
+            steps["disk_attach"] = per_iter("disk_copy", "loop_attach", "ext4_mount")
+            steps["hardening_before_runc"] = per_iter("disk_copy", "loop_attach", "ext4_mount",
+                                                      "idmap_mount")
+            steps["disk_teardown"] = per_iter("umount_disk", "unlink_image")
+            self.results["prep"] = steps
         self.results["create_brigd_log"] = summary(srv_c)
         self.results["delete_brigd_log"] = summary(srv_d)
         self.results["http_connections"] = {"create_phase": c.conn.opened}
@@ -548,6 +807,162 @@ class Bench:
         if r["exit_code"] != 0 or TASK_EXPECT not in r["stdout"]:
             raise RuntimeError(f"seed loop: task.py gave {r}")
         return t4 - t0, {"create": t1 - t0, "upload": t2 - t1, "exec": t3 - t2, "delete": t4 - t3}
+
+    # -- noisy neighbour
+
+    def cg_cpu_ns(self, sid):
+        """CPU time of a sandbox's cgroup (v1 cpuacct or v2 cpu.stat), ns; 0 if unknown."""
+        with contextlib.suppress(OSError, ValueError), \
+                open(f"/sys/fs/cgroup/cpuacct/brig/{sid}/cpuacct.usage") as f:
+            return int(f.read())
+        with contextlib.suppress(OSError, ValueError), \
+                open(f"/sys/fs/cgroup/brig/{sid}/cpu.stat") as f:
+            for line in f:
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) * 1000
+        return 0
+
+    def cg_throttled(self, sid):
+        """(CFS periods, periods throttled) of a sandbox's cgroup so far."""
+        st = {}
+        for path in (f"/sys/fs/cgroup/cpu/brig/{sid}/cpu.stat",
+                     f"/sys/fs/cgroup/brig/{sid}/cpu.stat"):
+            with contextlib.suppress(OSError, ValueError), open(path) as f:
+                st = dict((k, int(v)) for k, v in (line.split() for line in f))
+                break
+        return st.get("nr_periods", 0), st.get("nr_throttled", 0)
+
+    def sandbox_disk_dev(self, sid):
+        """The block device (loopN) of a sandbox's writable layer, from mountinfo."""
+        mp = os.path.realpath(os.path.join(self.brigd.state_dir, "sandboxes", sid, "disk"))
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                parts = line.split()
+                if parts[4] == mp:
+                    return os.path.basename(parts[parts.index("-") + 2])
+        return None
+
+    @staticmethod
+    def dev_written(sysdir):
+        """Bytes written to a block device so far (its stat's sectors written)."""
+        try:
+            with open(os.path.join(sysdir, "stat")) as f:
+                return int(f.read().split()[6]) * 512
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    def noisy_counters(self, hogs, victim, hog_dev):
+        thr = [self.cg_throttled(h) for h in hogs]
+        return {"hog_cpu_ns": sum(self.cg_cpu_ns(h) for h in hogs),
+                "hog_periods": sum(t[0] for t in thr), "hog_throttled": sum(t[1] for t in thr),
+                "victim_cpu_ns": self.cg_cpu_ns(victim),
+                "hog_disk_bytes": self.dev_written(f"/sys/block/{hog_dev}") if hog_dev else 0,
+                "dev_bytes": self.dev_written(self.state_blockdev()[0] or "/nonexistent")}
+
+    def state_blockdev(self):
+        """(/sys directory of the whole disk holding the state dir, its scheduler line)."""
+        st = os.stat(self.brigd.state_dir if self.brigd else self.tmp)
+        d = os.path.realpath(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+        if os.path.exists(os.path.join(d, "partition")):
+            d = os.path.dirname(d)
+        try:
+            with open(os.path.join(d, "queue", "scheduler")) as f:
+                line = f.read().strip()
+            active = re.search(r"\[(\S+)\]", line)
+            return d, active.group(1) if active else line
+        except OSError:
+            return (d if os.path.isdir(d) else None), "?"
+
+    def phase_noisy(self):
+        """A victim sandbox's exec `true` (and, every 5th time, a 4 KiB O_DIRECT write
+        in its own writable layer) while its neighbour, another account, is idle;
+        runs a CPU hog (2 busy loops) in one sandbox; the same in two sandboxes (what
+        the per-account concurrency limit still allows); or an I/O hog (dd of 2000 MiB
+        with O_DIRECT into its writable layer, in a loop).  Blocks of each, their
+        order rotated per round, so drift hits all alike."""
+        p = self.p
+        op = Conn(self.host, self.port, self.brigd.operator_key)
+        try:
+            acct = op.json("POST", "/v1/accounts", {"name": "bench-neighbour"}, expect=(201,))
+        finally:
+            op.close()
+        self.extra_keys.append(acct["api_key"])
+        vc = self.client()
+        hc = Client(Conn(self.host, self.port, acct["api_key"]), self.live)
+        kinds = NOISY_KINDS
+        lat = {k: [] for k in kinds}
+        probe = {k: [] for k in kinds}
+        acc = {k: {"seconds": 0.0} for k in kinds}
+        running, victim, hogs = [], None, []  # running: (sandbox, pid)
+        try:
+            victim = vc.create("minimal")
+            hogs = [hc.create("minimal") for _ in range(2)]
+            hog_dev = self.sandbox_disk_dev(hogs[0])
+            for _ in range(20):
+                vc.exec(victim, ["true"])
+            vc.exec(victim, IO_PROBE)
+            for rnd in range(p["noisy_rounds"]):
+                r0 = rnd % len(kinds)
+                for kind in kinds[r0:] + kinds[:r0]:
+                    if kind in ("cpu", "cpu2"):
+                        for h in hogs[:1 if kind == "cpu" else 2]:
+                            running += [(h, hc.start(h, CPU_HOG)) for _ in range(2)]
+                    elif kind == "io":
+                        running = [(hogs[0], hc.start(hogs[0], IO_HOG))]
+                    time.sleep(p["noisy_settle_s"])
+                    c0, t0, i = self.noisy_counters(hogs, victim, hog_dev), now(), 0
+                    while now() - t0 < p["noisy_block_s"]:
+                        t1 = now()
+                        r = vc.exec(victim, ["true"])
+                        lat[kind].append(now() - t1)
+                        if r["exit_code"] != 0:
+                            raise RuntimeError(f"exec true: {r}")
+                        i += 1
+                        if i % 5 == 0:
+                            t1 = now()
+                            r = vc.exec(victim, IO_PROBE)
+                            probe[kind].append(now() - t1)
+                            if r["exit_code"] != 0:
+                                raise RuntimeError(f"the victim's I/O probe: {r}")
+                    c1, dt = self.noisy_counters(hogs, victim, hog_dev), now() - t0
+                    acc[kind]["seconds"] += dt
+                    for k in c0:
+                        acc[kind][k] = acc[kind].get(k, 0) + c1[k] - c0[k]
+                    while running:
+                        hc.kill(*running.pop())
+        finally:
+            for h, pid in running:
+                with contextlib.suppress(Exception):
+                    hc.kill(h, pid)
+            for c, sid in [(vc, victim)] + [(hc, h) for h in hogs]:
+                if sid:
+                    try:
+                        c.delete(sid)
+                    except Exception as e:  # noqa: BLE001  (the cleanup retries)
+                        self.notes.append(f"noisy neighbour: delete {sid}: {e}")
+            vc.conn.close()
+            hc.conn.close()
+        blocks = {}
+        for k in kinds:
+            a, sec = acc[k], max(acc[k]["seconds"], 1e-9)
+            blocks[k] = {"exec": summary(lat[k]), "probe": summary(probe[k]),
+                         "seconds": round(a["seconds"], 1),
+                         "hog_throttled_pct": 100.0 * a.get("hog_throttled", 0)
+                         / max(a.get("hog_periods", 0), 1),
+                         "hog_cpus": a.get("hog_cpu_ns", 0) / 1e9 / sec,
+                         "victim_cpus": a.get("victim_cpu_ns", 0) / 1e9 / sec,
+                         "hog_write_mib_s": a.get("hog_disk_bytes", 0) / 2**20 / sec,
+                         "dev_write_mib_s": a.get("dev_bytes", 0) / 2**20 / sec}
+        dev, sched = self.state_blockdev()
+        other = blocks["idle"]["dev_write_mib_s"]
+        if other > 20:
+            self.notes.append(f"noisy neighbour: something else wrote {other:.0f} MiB/s to "
+                              f"{os.path.basename(dev or '?')} during the idle blocks (another "
+                              "job on this host): the I/O figures are disturbed")
+        return {"blocks": blocks, "rounds": p["noisy_rounds"], "block_s": p["noisy_block_s"],
+                "disk": os.path.basename(dev or "?"), "scheduler": sched,
+                "brigd_io_weight": self.results["machine"].get("io_weight", "?"),
+                "hog_loop": hog_dev}
 
     def phase_throughput(self, threads):
         """Sustained create + exec `true` + delete on minimal with `threads` client
@@ -713,8 +1128,16 @@ class Bench:
         with contextlib.suppress(OSError), open("/proc/meminfo") as f:
             m["mem_gib"] = int(f.readline().split()[1]) / 1024 / 1024
         m["loadavg"] = os.getloadavg()[0]
-        rt = re.search(r"runtime: oci via (\S+)", self.brigd.log() if self.brigd else "")
+        log = self.brigd.log() if self.brigd else ""
+        rt = re.search(r"runtime: oci via (\S+)", log)
         m["brigd_runtime"] = rt.group(1) if rt else "?"
+        net, off = re.search(r"net: pool (\S+?),", log), re.search(r"networking off: (.*)", log)
+        m["networking"] = (f"on (pool {net.group(1)})" if net else
+                           f"off ({off.group(1).strip()})" if off else "?")
+        w = re.search(r"I/O weight: (\w+)", log)
+        m["io_weight"] = w.group(1) if w else "?"
+        dev, m["scheduler"] = self.state_blockdev()
+        m["disk"] = os.path.basename(dev or "?")
         return m
 
     def build_commit(self):
@@ -738,17 +1161,27 @@ class Bench:
             fn()
             self.results.setdefault("phase_seconds", {})[name] = round(now() - t0, 1)
         self.results["throughput"] = []
+        t0 = now()
         for th in self.args.threads:
             print(f"bench: throughput, {th} threads, {self.p['tput_s']:.0f} s ...",
                   file=sys.stderr, flush=True)
             self.results["throughput"].append(self.phase_throughput(th))
+        self.results.setdefault("phase_seconds", {})["throughput"] = round(now() - t0, 1)
+        # before the noisy-neighbour phase, whose own busy loops raise the load
+        self.results["machine"]["loadavg_end"] = os.getloadavg()[0]
+        if not self.args.skip_noisy:
+            print("bench: noisy neighbour (idle / CPU hog / I/O hog) ...", file=sys.stderr,
+                  flush=True)
+            t0 = now()
+            self.results["noisy"] = self.phase_noisy()
+            self.results.setdefault("phase_seconds", {})["noisy neighbour"] = round(now() - t0, 1)
         if self.args.density:
             print(f"bench: density, {self.args.density} sandboxes ...", file=sys.stderr,
                   flush=True)
             t0 = now()
             self.results["density"] = self.phase_density(self.args.density)
             self.results.setdefault("phase_seconds", {})["density"] = round(now() - t0, 1)
-        self.results["machine"]["loadavg_end"] = os.getloadavg()[0]
+        self.results["machine"]["loadavg_last"] = os.getloadavg()[0]
         left = [s for s in self.live.snapshot()]
         if left:
             self.notes.append(f"sandboxes still tracked as live after the phases: {left[:5]}")
@@ -816,6 +1249,18 @@ def figure_rows(r):
     add = lambda *a: rows.append(fmt_row(*a))  # noqa: E731
     if "create" in r:
         add("bare `runc run` /bin/true (baseline)", r["runc_run"])
+        if "runc_hardened" in r:
+            add("hardened `runc run` /bin/true (brigd's config.json)", r["runc_hardened"],
+                f"{r['runc_hardened']['p50'] / r['runc_run']['p50']:.2f} × bare p50")
+            add("  hardened − bare, per iteration", r["runc_hardened_minus_bare"])
+            for k, name in (("no_seccomp", "without seccomp"),
+                            ("no_userns", "without user namespace")):
+                if f"runc_hardened_{k}" in r:
+                    add(f"  hardened `runc run` {name}", r[f"runc_hardened_{k}"],
+                        "every other iteration")
+        for k, name in PREP_STEPS:
+            if k in r.get("prep", {}):
+                add(f"  brigd step: {name}", r["prep"][k], PREP_NOTES.get(k, ""))
         add("brig cold create → 201 (minimal)", r["create"],
             f"{r['create']['p50'] / r['runc_run']['p50']:.2f} × runc p50")
         add("  of which brigd runtime create (its log)", r["create_brigd_log"], "1 ms resolution")
@@ -846,6 +1291,140 @@ def figure_rows(r):
         add(f"throughput loop latency, {t['threads']} threads", t["latency"],
             f"{t['rate']:.1f} loops/s over {t['seconds']:.1f} s")
     return [x for x in rows if x]
+
+
+# bench/prep.c's steps, in brigd's order (oci_create, oci_destroy).
+PREP_STEPS = [
+    ("disk_copy", "copy the golden ext4 image (sparse)"),
+    ("loop_attach", "attach a loop device (direct I/O)"),
+    ("ext4_mount", "mount ext4 + mkdir upper, work"),
+    ("idmap_mount", "id-mapped template mount"),
+    ("hardening_before_runc", "= new steps before runc (disk + id-map)"),
+    ("userns", "user namespace for the id map"),
+    ("overlay_mount", "overlay mount (not new)"),
+    ("umount_overlay_lower", "unmount overlay + template"),
+    ("umount_disk", "unmount ext4 (loop detaches)"),
+    ("unlink_image", "unlink the disk image"),
+    ("disk_teardown", "= new steps on delete (disk)"),
+]
+PREP_NOTES = {"userns": "brigd caches it per uid range: not per create here",
+              "overlay_mount": "was there before the hardening",
+              "disk_attach": ""}
+
+
+def hardening(r):
+    """What the hardening costs a create (and a delete), from the same run's p50s:
+    (hardened runc − bare runc) + brigd's new steps before runc."""
+    if "runc_hardened" not in r or "create" not in r:
+        return None
+    bare, hard, cr = r["runc_run"]["p50"], r["runc_hardened"]["p50"], r["create"]["p50"]
+    h = {"bare": bare, "hardened": hard, "runc_extra": hard - bare,
+         "runc_extra_paired": r["runc_hardened_minus_bare"]["p50"], "create": cr,
+         "create_log": r.get("create_brigd_log", {}).get("p50"),
+         "delete": r["delete"]["p50"], "delete_log": r.get("delete_brigd_log", {}).get("p50")}
+    for k in ("no_seccomp", "no_userns"):
+        if f"runc_hardened_minus_{k}" in r:  # median of same-iteration differences
+            h[k] = r[f"runc_hardened_minus_{k}"]["p50"]
+    pr = r.get("prep", {})
+    h["steps"] = pr["hardening_before_runc"]["p50"] if pr else 0.0
+    h["disk"] = pr["disk_attach"]["p50"] if pr else None
+    h["idmap"] = pr["idmap_mount"]["p50"] if pr else None
+    h["teardown"] = pr["disk_teardown"]["p50"] if pr else None
+    h["cost"] = h["runc_extra"] + h["steps"]
+    h["without"] = cr - h["cost"]
+    h["rest"] = cr - hard - h["steps"]
+    return h
+
+
+def hardening_lines(r):
+    h = hardening(r)
+    if h is None:
+        return []
+    hc = r.get("hardened_config", {})
+    out = [f"**Hardening costs {h['cost']:.1f} ms of the {h['create']:.1f} ms cold create** "
+           f"(p50s, {100 * h['cost'] / h['create']:.0f} %); without it a create would take "
+           f"about {h['without']:.1f} ms = {h['without'] / h['bare']:.2f} × bare runc, against "
+           f"{h['create'] / h['bare']:.2f} × with it.", "",
+           f"- **runc level: +{h['runc_extra']:.1f} ms.** Bare `runc run` {h['bare']:.1f} ms; "
+           f"the same runc with brigd's config.json {h['hardened']:.1f} ms "
+           f"({h['hardened'] / h['bare']:.2f} ×; median of the per-iteration differences "
+           f"{h['runc_extra_paired']:+.1f} ms). That config: namespaces "
+           f"{', '.join(hc.get('namespaces', []))}; a {UID_RANGE}-id uid/gid map; seccomp "
+           f"`{hc.get('seccomp_default', '?')}` by default, {hc.get('seccomp_syscalls', '?')} "
+           f"syscalls allowed in {hc.get('seccomp_rules', '?')} rules; "
+           f"{hc.get('capabilities', '?')} capabilities; {hc.get('masked_paths', '?')} masked "
+           f"and {hc.get('readonly_paths', '?')} read-only paths; no_new_privs; cgroup limits "
+           f"on {', '.join(hc.get('resources', []))}."]
+    split = []
+    if "no_seccomp" in h:
+        split.append(f"the seccomp filter {h['no_seccomp']:+.1f} ms")
+    if "no_userns" in h:
+        split.append(f"the user namespace and its id map {h['no_userns']:+.1f} ms")
+    if split:
+        rest = h["runc_extra_paired"] - h.get("no_seccomp", 0) - h.get("no_userns", 0)
+        out.append(f"  - Split by leaving one piece out (median of the same-iteration "
+                   f"differences, full hardened run − the run without it): {'; '.join(split)}; "
+                   f"the rest of the {h['runc_extra_paired']:+.1f} ms (capabilities, masked "
+                   f"paths, cgroup namespace and limits, other differences from `runc spec`'s "
+                   f"default) {rest:+.1f} ms.")
+    if h["disk"] is not None:
+        out.append(f"- **brigd's new steps before runc: +{h['steps']:.1f} ms** (bench/prep.c, "
+                   f"the same calls as brigd; p50 of their per-iteration sum): the ext4 "
+                   f"writable layer {h['disk']:.2f} ms (sparse copy of the golden image + loop "
+                   f"device + mount), the id-mapped template mount {h['idmap']:.2f} ms.")
+    else:
+        out.append("- brigd's own new steps (ext4 layer, id-mapped mount): not timed in this "
+                   "run (see the notes); the cost above is the runc part only.")
+    out.append(f"- The rest of the create, {h['rest']:.1f} ms (client p50 − hardened runc − "
+               f"those steps): the overlay mount, config.json, the agent handshake, the "
+               f"network attach (veth, nftables), SQLite, HTTP."
+               + (f" brigd's own log puts its create at {h['create_log']:.1f} ms."
+                  if h["create_log"] is not None else ""))
+    if h["teardown"] is not None:
+        out.append(f"- Delete: {h['delete']:.1f} ms (brigd's log "
+                   f"{h['delete_log'] if h['delete_log'] is not None else float('nan'):.1f} ms), "
+                   f"of which unmounting the ext4 layer and unlinking its image take "
+                   f"{h['teardown']:.1f} ms (p50).")
+    return out
+
+
+def noisy_lines(n):
+    b = n["blocks"]
+    idle = b["idle"]
+    kinds = [k for k in NOISY_KINDS if k in b]
+
+    def cell(k, what, q):
+        s, base = b[k][what], idle[what]
+        if not s.get("n"):
+            return "—"
+        txt = f"{s[q]:.2f}"
+        if k != "idle" and base.get("n"):
+            txt += f" ({s[q] / base[q]:.2f} ×)"
+        return txt
+
+    out = ["| victim's measurement | " + " | ".join(NOISY_NAMES[k] for k in kinds) + " |",
+           "|---|" + "--:|" * len(kinds)]
+    for what, name in (("exec", "exec `true`"), ("probe", "4 KiB O_DIRECT write (dd)")):
+        for q in ("p50", "p99", "mean"):
+            out.append(f"| {name} {q}, ms | " + " | ".join(cell(k, what, q) for k in kinds)
+                       + " |")
+    out.append("| samples (exec / write) | " + " | ".join(
+        f"{b[k]['exec'].get('n', 0)} / {b[k]['probe'].get('n', 0)}" for k in kinds) + " |")
+    out.append("| neighbour's CPU use, CPUs | " + " | ".join(
+        f"{b[k]['hog_cpus']:.2f}" for k in kinds) + " |")
+    out.append("| neighbour's CFS periods throttled (quota used up) | " + " | ".join(
+        f"{b[k].get('hog_throttled_pct', 0):.0f} %" for k in kinds) + " |")
+    out.append("| victim sandbox's CPU use, CPUs | " + " | ".join(
+        f"{b[k]['victim_cpus']:.2f}" for k in kinds) + " |")
+    out.append("| neighbour's writes to its loop device, MiB/s | " + " | ".join(
+        f"{b[k]['hog_write_mib_s']:.0f}" for k in kinds) + " |")
+    out.append(f"| writes to the host disk ({n['disk']}), MiB/s | " + " | ".join(
+        f"{b[k]['dev_write_mib_s']:.0f}" for k in kinds) + " |")
+    out += ["", f"{n['rounds']} round(s) of a {n['block_s']:g} s block of each (order rotated "
+            f"per round); victim and neighbour in different accounts, `minimal`, tariff small "
+            f"(1 vCPU each). Host disk {n['disk']}: scheduler `{n['scheduler']}`; brigd's "
+            f"cgroup I/O weight: {n['brigd_io_weight']}."]
+    return out
 
 
 def density_lines(d):
@@ -881,8 +1460,11 @@ def text_report(r, notes):
     out = [f"brig bench  {m['date']}  git {m['git']}",
            f"machine: {m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']:.1f} GiB, kernel "
            f"{m['kernel']}, cgroup {m['cgroup']}; {m['runc']}; brigd runtime {m['brigd_runtime']}",
-           f"load average (1 min) at start {m['loadavg']:.2f}, at end "
-           f"{m.get('loadavg_end', float('nan')):.2f}; brigd start-up: "
+           f"brigd networking {m.get('networking', '?')}; I/O weight {m.get('io_weight', '?')}; "
+           f"state dir on {m.get('disk', '?')} ({m.get('scheduler', '?')})",
+           f"load average (1 min) at start {m['loadavg']:.2f}, before the noisy-neighbour "
+           f"phase {m.get('loadavg_end', float('nan')):.2f}, at end "
+           f"{m.get('loadavg_last', float('nan')):.2f}; brigd start-up: "
            f"{r['brigd_start_ms']:.0f} ms", ""]
     hdr = ("measurement", "n", "p50 ms", "p99 ms", "mean ms", "")
     rows = [hdr] + figure_rows(r)
@@ -890,6 +1472,11 @@ def text_report(r, notes):
     for row in rows:
         out.append("  ".join(str(c).ljust(w[i]) if i in (0, 5) else str(c).rjust(w[i])
                              for i, c in enumerate(row)).rstrip())
+    if hardening(r):
+        out += [""] + [x.replace("**", "") for x in hardening_lines(r)]
+    if r.get("noisy"):
+        out += ["", "Noisy neighbour (victim in one account, neighbour in another):"]
+        out += [x.replace("**", "") for x in noisy_lines(r["noisy"])]
     if r.get("density"):
         out += [""] + density_lines(r["density"])
     out += ["", "DESIGN.md §9 targets:"]
@@ -910,15 +1497,20 @@ def markdown(r, args, params, notes):
     m = r["machine"]
     mode = "--quick" if args.quick else "default sample sizes"
     cmd = "bench/run.py" + (" --quick" if args.quick else "") + (
-        f" --density {args.density}" if args.density else "")
+        f" --density {args.density}" if args.density else "") + (
+        " --skip-hardening" if args.skip_hardening else "") + (
+        " --skip-noisy" if args.skip_noisy else "")
     out = [BEGIN, "",
            f"Run `{cmd}` ({mode}) on {m['date']}, git `{m['git']}`.  ",
            f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']:.1f} GiB RAM, Linux "
            f"{m['kernel']}, cgroup {m['cgroup']}, {m['runc']} (brigd runtime: "
-           f"`{m['brigd_runtime']}`), Python {m['python']}"
+           f"`{m['brigd_runtime']}`; networking {m.get('networking', '?')}; cgroup I/O weight: "
+           f"{m.get('io_weight', '?')}; state dir on `{m.get('disk', '?')}`, scheduler "
+           f"`{m.get('scheduler', '?')}`), Python {m['python']}"
            + (f"; in the sandbox {r['python_in_sandbox']}" if r.get("python_in_sandbox") else "")
            + f".  Load average (1 min) {m['loadavg']:.2f} at the start, "
-           f"{m.get('loadavg_end', float('nan')):.2f} at the end of the phases.",
+           f"{m.get('loadavg_end', float('nan')):.2f} before the noisy-neighbour phase "
+           f"(whose busy loops raise it), {m.get('loadavg_last', float('nan')):.2f} at the end.",
            "", "### Against the targets", "",
            "| target (DESIGN.md §9) | wanted | this run | verdict |", "|---|---|---|---|"]
     for name, target, got, ok in verdicts(r):
@@ -938,7 +1530,13 @@ def markdown(r, args, params, notes):
         out += ["", "Drift check, p50 per fifth of the create phase (ms): " + "; ".join(
             f"{k} {', '.join(f'{x:.1f}' for x in v)}" for k, v in r["drift"].items()) + "."]
     if r.get("total_seconds"):
-        out += ["", f"The whole run took {r['total_seconds']:.0f} s."]
+        ph = r.get("phase_seconds", {})
+        out += ["", f"The whole run took {r['total_seconds']:.0f} s"
+                + (" (" + ", ".join(f"{k} {v:.0f} s" for k, v in ph.items()) + ")." if ph else ".")]
+    if hardening(r):
+        out += ["", "### Hardening, this run", ""] + hardening_lines(r)
+    if r.get("noisy"):
+        out += ["", "### Noisy neighbour, this run", ""] + noisy_lines(r["noisy"])
     if r.get("density"):
         out += ["", "### Idle density", ""] + density_lines(r["density"])
     if notes:
@@ -981,6 +1579,9 @@ def main():
                     help="also hold N idle minimal sandboxes at once and measure memory")
     ap.add_argument("--skip-base", action="store_true",
                     help="skip what needs the base template (python3, seed loop)")
+    ap.add_argument("--skip-hardening", action="store_true",
+                    help="no hardened runc run / brigd-side step timings in the create phase")
+    ap.add_argument("--skip-noisy", action="store_true", help="no noisy-neighbour phase")
     ap.add_argument("--write-doc", action="store_true",
                     help=f"replace the results section of {os.path.relpath(DOC, REPO)}")
     ap.add_argument("--out", help="write every figure as JSON to this file")
