@@ -177,7 +177,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *golden = argv[1], *dir = argv[2], *tmpl = argv[3], *agent = argv[4];
-    unsigned base = (unsigned)strtoul(argv[5], NULL, 10), size = (unsigned)strtoul(argv[6], NULL, 10);
+    unsigned base = (unsigned)strtoul(argv[5], NULL, 10),
+             size = (unsigned)strtoul(argv[6], NULL, 10);
     char rootfs[4096], lower[4096], disk[4096], img[4096], upper[4200], work[4200], opts[16384];
     snprintf(rootfs, sizeof(rootfs), "%s/rootfs", dir);
     snprintf(lower, sizeof(lower), "%s/lower", dir);

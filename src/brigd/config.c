@@ -221,7 +221,10 @@ static void usage(FILE *f)
                "             [--template-cache DIR] [--templates-dir DIR] [--agent PATH]\n"
                "             [--oci-runtime auto|runc|crun|runsc|PATH] [--log-level LEVEL]\n"
                "             [--ready-fd N]\n"
-               "Runs the brig sandbox daemon.  See docs/operations.md.\n");
+               "       brigd --destroy-all [--state-dir DIR] [--config FILE]\n"
+               "Runs the brig sandbox daemon.  --destroy-all ends every live sandbox of\n"
+               "the state dir (a brigd must not be serving it) and exits.\n"
+               "See docs/operations.md.\n");
 }
 
 int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
@@ -280,6 +283,7 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {"print-routes", no_argument, NULL, 'P'},
+        {"destroy-all", no_argument, NULL, 'D'},
         {NULL, 0, NULL, 0},
     };
     /* Pass 1: --config, --help, --version; the file goes under the flags. */
@@ -297,6 +301,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
         }
         if (c == 'P')
             cfg->print_routes = 1;
+        if (c == 'D')
+            cfg->destroy_all = 1;
         if (c == '?')
             return brig_error_set(err, BRIG_E_INVALID, 0, "unknown or incomplete option '%s'",
                                   argv[optind - 1]);

@@ -60,6 +60,7 @@ typedef struct brig_config {
     } pool[16]; /* warm_pool, parsed */
     int n_pool;
     int print_routes; /* --print-routes: print the route table and exit */
+    int destroy_all;  /* --destroy-all: end every live sandbox of the state dir and exit */
     int ready_fd;     /* write "ready ADDR\n" here when listening; -1 */
     char *log_level;  /* debug | info | warn | error */
 } brig_config;

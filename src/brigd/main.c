@@ -3,8 +3,9 @@
  *
  * Start-up order (each step's failure ends start-up with a message):
  *   signals blocked + subreaper + reaper thread (before any other thread exists)
- *   -> config -> state dir -> store -> runtime driver -> reconcile sandboxes of a
- *   previous run -> HTTP server -> first admin key -> "ready".
+ *   -> config -> state dir (and its lock) -> store -> runtime driver -> network
+ *   -> reconcile sandboxes of a previous run -> HTTP server -> first admin key
+ *   -> "ready".  --destroy-all stops after reconcile: it ends every sandbox.
  * On shutdown, running sandboxes are left alone: the next start re-attaches them.
  */
 #include <errno.h>
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -77,12 +80,56 @@ static void tune_host(void)
     brig_info("raised fs.file-max to %s (was %lld)", want, strtoll(cur, NULL, 10));
 }
 
+/* One brigd per state dir: a second one would reconcile the first one's
+ * sandboxes as leftovers and destroy them.  The lock lives as long as brigd. */
+static int lock_state_dir(const char *dir, brig_error **err)
+{
+    _cleanup_free_ char *path = brig_asprintf("%s/brigd.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return brig_error_sys(err, "open %s", path);
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                                  "another brigd is using state dir %s (%s is locked)", dir, path);
+        return brig_error_set(err, BRIG_E_INTERNAL, e, "lock %s", path);
+    }
+    return fd;
+}
+
+/* --destroy-all: every sandbox the store calls live goes, as a DELETE would
+ * take it (processes, mounts, network, final charge), with reason
+ * destroyed_by_operator. */
+static int destroy_all(brigd *d)
+{
+    pthread_mutex_lock(&d->lock);
+    size_t n = 0, cap = (size_t)d->n_sandboxes;
+    char **ids = brig_xcalloc(cap + 1, sizeof(*ids));
+    for (brig_sandbox *sb = d->sandboxes; sb && n < cap; sb = sb->next)
+        ids[n++] = brig_xstrdup(sb->id);
+    pthread_mutex_unlock(&d->lock);
+    int failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (brig_sandbox_stop(d, ids[i], "destroyed_by_operator") < 0)
+            failed++;
+        free(ids[i]);
+    }
+    free(ids);
+    brig_info("destroy-all: %zu sandboxes destroyed", n - (size_t)failed);
+    return failed;
+}
+
 static int run(brigd *d, int sigfd, brig_error **err)
 {
     /* 0711: sandbox roots live below it and a sandbox's root is an unprivileged
      * host uid that must be able to traverse to them (but not list them). */
     if ((mkdir(d->cfg.state_dir, 0711) < 0 && errno != EEXIST) || chmod(d->cfg.state_dir, 0711) < 0)
         return brig_error_sys(err, "create state dir %s", d->cfg.state_dir);
+    d->state_lock = lock_state_dir(d->cfg.state_dir, err);
+    if (d->state_lock < 0)
+        return -1;
     tune_host();
     d->cgroup = brig_cgroup_detect("/sys/fs/cgroup");
     brig_info("cgroups: %s (swap limit: %s, I/O weight: %s)", d->cgroup->name,
@@ -115,6 +162,10 @@ static int run(brigd *d, int sigfd, brig_error **err)
     }
     brig_admission_init(&d->admission, d->cfg.max_sandboxes);
     brig_sandbox_reconcile(d);
+    if (d->cfg.destroy_all)
+        return destroy_all(d) == 0
+                   ? 0
+                   : brig_error_set(err, BRIG_E_INTERNAL, 0, "destroy-all: some sandboxes remain");
     if (brig_lifecycle_start(d, err) < 0 || brig_pool_start(d, err) < 0)
         return -1;
     if (brig_http_start(d, brig_api_routes, err) < 0)
@@ -140,6 +191,7 @@ int main(int argc, char **argv)
     brigd d;
     memset(&d, 0, sizeof(d));
     pthread_mutex_init(&d.lock, NULL);
+    d.state_lock = -1;
     brig_error *err = NULL;
     brig_log_init("brigd", BRIG_LOG_INFO);
     if (sodium_init() < 0) {
@@ -204,6 +256,8 @@ int main(int argc, char **argv)
     free(d.uid_used);
     brig_config_dispose(&d.cfg);
     pthread_mutex_destroy(&d.lock);
+    if (d.state_lock >= 0)
+        close(d.state_lock);
     close(sigfd);
     return r < 0 ? 1 : 0;
 }

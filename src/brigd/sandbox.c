@@ -476,12 +476,16 @@ static void finish(brigd *d, brig_sandbox *sb, const char *reason)
 {
     brig_store_sandbox_set_state(d->store, sb->id, "deleting", reason, brig_now_real_ms(), NULL);
     int64_t t0 = brig_now_mono_ms();
-    if (sb->net) {
-        brig_net_detach(d->net, sb->net);
-        sb->net = NULL;
-    }
     brig_error *derr = NULL;
     int r = d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr);
+    if (sb->net) {
+        /* After the runtime: with the namespace gone, its link pair goes by itself. */
+        if (r == 0)
+            brig_net_release(d->net, sb->net);
+        else
+            brig_net_detach(d->net, sb->net);
+        sb->net = NULL;
+    }
     int64_t now = brig_now_real_ms();
     if (brig_billing_charge(d, sb->id, now, true, NULL, &derr) < 0) {
         brig_err("sandbox %s: final charge: %s", sb->id, derr->msg);

@@ -40,6 +40,7 @@ typedef struct brigd {
     struct brig_pool *pool;  /* warm sandboxes ready to be claimed; NULL: no pool */
     struct MHD_Daemon *http; /* the REST API server */
     char *base_url;          /* "http://host:port" actually listened on */
+    int state_lock;          /* flock on <state>/brigd.lock: one brigd per state dir */
 } brigd;
 
 #endif

@@ -132,6 +132,8 @@ def searchable(path):
 class Brigd:
     """A real brigd on a loopback port with its own state directory."""
 
+    started = []  # every instance ever started: reaped at the end of the session
+
     def __init__(self, state_dir, extra_args=()):
         self.state_dir = state_dir
         self.extra_args = list(extra_args)
@@ -153,13 +155,11 @@ class Brigd:
         env.setdefault("BRIG_DNS_UPSTREAM", "127.0.0.1:9")
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [os.path.join(BUILD, "brigd"), "--listen", "127.0.0.1:0",
-                 "--state-dir", self.state_dir, "--template-cache", TEMPLATE_CACHE,
-                 "--templates-dir", os.path.join(REPO, "templates"),
-                 "--agent", os.path.join(BUILD, "brig-agent"),
-                 "--ready-fd", str(wfd), *self.extra_args],
+                self.argv() + ["--listen", "127.0.0.1:0", "--ready-fd", str(wfd)],
                 stdout=log, stderr=log, pass_fds=(wfd,), env=env)
         os.close(wfd)
+        if self not in Brigd.started:
+            Brigd.started.append(self)
         try:
             line = b""
             deadline = time.monotonic() + timeout
@@ -175,6 +175,33 @@ class Brigd:
             os.close(rfd)
         self.url = line.decode().split()[1]
         return self
+
+    def argv(self):
+        return [os.path.join(BUILD, "brigd"),
+                "--state-dir", self.state_dir, "--template-cache", TEMPLATE_CACHE,
+                "--templates-dir", os.path.join(REPO, "templates"),
+                "--agent", os.path.join(BUILD, "brig-agent"), *self.extra_args]
+
+    def live_sandboxes(self):
+        """Ids the store calls live (read directly: brigd need not be running)."""
+        db = os.path.join(self.state_dir, "brig.db")
+        if not os.path.exists(db):
+            return []
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return [r[0] for r in con.execute(
+                "SELECT id FROM sandboxes WHERE state NOT IN ('deleted','failed')")]
+        finally:
+            con.close()
+
+    def destroy_all(self, timeout=120):
+        """`brigd --destroy-all` on this state dir (brigd must be stopped)."""
+        assert self.proc is None, "stop brigd first"
+        r = subprocess.run(self.argv() + ["--destroy-all"], capture_output=True, text=True,
+                           timeout=timeout)
+        for mark in SANITIZER_MARKS:
+            assert mark.decode() not in r.stderr, r.stderr
+        return r
 
     @property
     def key(self):

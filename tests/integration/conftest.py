@@ -51,5 +51,21 @@ def fresh_daemon(tmp_path):
         for sb in a.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
             a.request("DELETE", f"/v1/sandboxes/{sb['id']}")
         d.stop()
+    if d.live_sandboxes():  # a failed test's, left in a stopped brigd's dir
+        d.destroy_all()
     left = brigtest.leftovers(d.state_dir)
     assert not left, f"test leaked: {left}"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A failed test may leave its own brigd running, or sandboxes live in a
+    stopped one's state dir: stop those daemons and destroy what they left,
+    so nothing (processes, mounts, loop devices, links) outlives the session."""
+    for d in brigtest.Brigd.started:
+        if d.proc is not None:
+            d.proc.terminate()
+            d.proc.wait(timeout=60)
+            d.proc = None
+        if d.live_sandboxes():
+            r = d.destroy_all()
+            print(f"\nreaped sandboxes left in {d.state_dir}: rc {r.returncode}")

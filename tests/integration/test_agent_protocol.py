@@ -21,7 +21,9 @@ import uuid
 
 import pytest
 
-BUILD = os.environ.get("BRIG_BUILD", "/work/main/build")
+BUILD = os.environ.get(
+    "BRIG_BUILD", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
+)
 AGENT = os.path.join(BUILD, "brig-agent")
 
 HELLO, CONTROL, DATA = 1, 2, 3

@@ -329,6 +329,43 @@ def test_restart_removes_unknown_leftovers(fresh_daemon):
     assert not os.path.exists(junk)
 
 
+def test_one_brigd_per_state_dir(fresh_daemon):
+    d = fresh_daemon.start()
+    sid = d.api().create("minimal")["id"]
+    second = subprocess.run(d.argv() + ["--listen", "127.0.0.1:0"], capture_output=True,
+                            text=True, timeout=60)
+    assert second.returncode != 0
+    assert "another brigd is using state dir" in second.stderr, second.stderr
+    # Not even --destroy-all touches the sandboxes of a running brigd.
+    r = subprocess.run(d.argv() + ["--destroy-all"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "another brigd is using state dir" in r.stderr, r.stderr
+    assert d.api().exec(sid, "echo still mine")["stdout"] == "still mine\n"
+    d.api().delete(sid)
+
+
+def test_destroy_all(fresh_daemon):
+    d = fresh_daemon.start()
+    api = d.api()
+    sids = [api.create("minimal")["id"] for _ in range(2)]
+    api.exec(sids[0], "sleep 1000 >/dev/null 2>&1 &")  # a process of its own, too
+    d.stop()  # sandboxes outlive a clean stop
+    assert sorted(d.live_sandboxes()) == sorted(sids)
+    assert leftovers(d.state_dir) != []
+    r = d.destroy_all()
+    assert r.returncode == 0, r.stderr
+    assert "destroy-all: 2 sandboxes destroyed" in r.stderr, r.stderr
+    assert d.live_sandboxes() == []
+    assert leftovers(d.state_dir) == []
+    # Ended as a DELETE ends them: visible with their reason and final charge.
+    d.start()
+    for sid in sids:
+        gone = d.api().ok("GET", f"/v1/sandboxes/{sid}").json()
+        assert gone["state"] == "deleted" and gone["reason"] == "destroyed_by_operator", gone
+        assert gone["cost_micro_usd"] > 0, gone
+    # Nothing to do is not an error.
+    d.stop()
+    r = d.destroy_all()
+    assert r.returncode == 0 and "destroy-all: 0 sandboxes destroyed" in r.stderr, r.stderr
 # ---- the CLI against the real daemon --------------------------------------------
 
 def cli(api, *args, input=None, check=True):

@@ -235,6 +235,7 @@ def inet():
     sh("ip", "netns", "add", INET)
     sh("ip", "netns", "add", HOSTNS)
     hx("ip", "link", "set", "lo", "up")
+    hx("sysctl", "-qw", "net.ipv4.ip_forward=0")  # as on a host that routes nothing
     hx("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "eth0", "netns", INET)
     hx("ip", "addr", "add", f"{HOST_ADDR}/24", "dev", HOST_IF)
     hx("ip", "link", "set", HOST_IF, "up")
@@ -680,6 +681,8 @@ def netd(inet):
     if not brigd_serves_network():
         pytest.skip("brigd does not serve projects' egress and the network log yet")
     d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd"))
+    forwarding = hx("sysctl", "-n", "net.ipv4.ip_forward").stdout.strip()
+    assert forwarding == "0"  # brigd turns it on, and must turn it off again
     old = os.environ.get("BRIG_DNS_UPSTREAM")
     os.environ["BRIG_DNS_UPSTREAM"] = f"{DNS}:53"
     try:
@@ -698,6 +701,9 @@ def netd(inet):
     d.stop()
     left = brigtest.leftovers(d.state_dir)
     assert not left, f"left behind: {left}"
+    # Stopped with no sandbox left: its table goes, and forwarding is as it was.
+    assert hx("nft", "list", "table", "inet", "brig", check=False).returncode != 0
+    assert hx("sysctl", "-n", "net.ipv4.ip_forward").stdout.strip() == forwarding
 
 
 @pytest.fixture

@@ -391,6 +391,7 @@ int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err)
     snprintf(pool, sizeof(pool), "%s/%d", base, n->pool_prefix);
     if (brig_fw_new(pool, ours, &n->fw, err) < 0)
         goto fail;
+    n->forwarding_ours = ours;
     if (brig_proxy_start(n, err) < 0)
         goto fail_fw;
     brig_info("net: pool %s, DNS upstream %s%s", pool, n->upstream_str,
@@ -431,7 +432,20 @@ void brig_net_free(brig_net *n)
     if (n == NULL)
         return;
     brig_proxy_stop(n);
-    /* Attached sandboxes keep their links and firewall elements. */
+    /* Attached sandboxes keep their links and firewall elements: they stay
+     * confined while brigd is down.  With none left the table goes too, and
+     * forwarding, if brigd turned it on: the table's isolation rule was what
+     * confined it to sandbox links. */
+    if (n->sandboxes == NULL && n->fw) {
+        if (n->forwarding_ours) {
+            _cleanup_free_ char *marker = brig_asprintf("%s/net-forwarding", n->state_dir);
+            if (write_file("/proc/sys/net/ipv4/ip_forward", "0\n") < 0)
+                brig_warn("net: turn IPv4 forwarding off: %s", strerror(errno));
+            else
+                unlink(marker);
+        }
+        brig_fw_drop_table(n->fw);
+    }
     while (n->sandboxes) {
         brig_net_sandbox *s = n->sandboxes;
         n->sandboxes = s->next;
@@ -678,7 +692,24 @@ void brig_net_forget(brig_net *n, brig_net_sandbox *s)
     brig_proxy_wake(n);
 }
 
+static void detach(brig_net *n, brig_net_sandbox *s, bool del_link);
+
 void brig_net_detach(brig_net *n, brig_net_sandbox *s)
+{
+    detach(n, s, true);
+}
+
+void brig_net_release(brig_net *n, brig_net_sandbox *s)
+{
+    detach(n, s, false);
+}
+
+/* del_link: remove the host end (and with it the pair) now; without it, the
+ * sandbox's namespace is already gone and the kernel removes the pair itself,
+ * in the background (a synchronous delete waits ~20 ms for the network stack).
+ * The address slot is reusable at once either way: allocation moves on through
+ * the pool, so a slot comes round again long after its old link went. */
+static void detach(brig_net *n, brig_net_sandbox *s, bool del_link)
 {
     if (s == NULL)
         return;
@@ -701,7 +732,7 @@ void brig_net_detach(brig_net *n, brig_net_sandbox *s)
     pthread_mutex_unlock(&n->fw_lock);
 
     brig_rtnl *r = NULL;
-    if (brig_rtnl_open(&r, &err) == 0)
+    if (del_link && brig_rtnl_open(&r, &err) == 0)
         brig_rtnl_link_del(r, s->ifname, &err); /* takes the peer with it */
     if (err) {
         brig_warn("net: detach %s: %s", s->id, err->msg);

@@ -75,6 +75,9 @@ void brig_net_forget(brig_net *n, brig_net_sandbox *s);
 
 /* Removes everything of the sandbox on the host side and frees s. */
 void brig_net_detach(brig_net *n, brig_net_sandbox *s);
+/* Same, once the sandbox's network namespace is gone (its runtime destroyed):
+ * the kernel removes the link pair itself, so this does not wait for it. */
+void brig_net_release(brig_net *n, brig_net_sandbox *s);
 
 /* Removes leftovers of sandboxes that no longer exist (start-up reconcile):
  * every link, firewall element and address of a sandbox id not in live_ids. */

@@ -215,7 +215,8 @@ struct brig_net_sandbox {
 };
 
 struct brig_net {
-    int owner_lock; /* flock on /run/brig/net-<netns inode>.lock: one brigd per netns */
+    int owner_lock;       /* flock on /run/brig/net-<netns inode>.lock: one brigd per netns */
+    bool forwarding_ours; /* brigd turned IPv4 forwarding on (state dir marker) */
     char *state_dir;
     uint32_t pool_base; /* host order */
     int pool_prefix;

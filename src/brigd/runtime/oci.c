@@ -4,8 +4,12 @@
  *
  * Per sandbox, under <state>/sandboxes/<id>/:
  *   config.json   the OCI runtime spec brigd generates (oci_spec_new)
- *   rootfs/       overlayfs: lower = agent layer + template rootfs (read-only),
- *                 upper = upper/, work = work/; mounted by brigd before runc runs
+ *   disk.img      the writable layer: an ext4 image (disk.c), mounted at disk/
+ *                 through a loop device; upper/ and work/ of the overlay live on it
+ *   lower/        the template rootfs, id-mapped into the sandbox's uid range and
+ *                 read-only (idmap.c)
+ *   rootfs/       overlayfs: lower = agent layer + lower/, upper = disk/upper,
+ *                 work = disk/work; mounted by brigd before runc runs
  *   agent.sock    the agent's listening socket, created and bound by brigd and
  *                 handed to the agent as fd 3 (runc --preserve-fds 1): the sandbox
  *                 shares no host directory with us
@@ -18,10 +22,12 @@
  *
  * Container inits are reparented to brigd (a child subreaper) when `runc run
  * --detach` exits; we hold a pidfd to each, which makes kill and wait race-free.
+ * The sandbox's user namespace is made by brigd, owned by the sandbox's own
+ * host uid, and joined by runc (see idmap.h).
  * Destroy order: SIGKILL init (the kernel then kills the whole pid namespace) ->
- * wait for it -> `runc delete` (cgroups, runc state) -> unmount -> remove the
- * directory.  Every step tolerates work already done, so destroy also cleans
- * half-created sandboxes and leftovers of a crashed brigd.
+ * wait for it -> `runc delete` (cgroups, runc state) -> unmount rootfs, lower,
+ * disk (the loop device detaches itself) -> remove the directory.  Every step tolerates work
+ * already done, so destroy also cleans half-created sandboxes and leftovers of a crashed brigd.
  */
 #include <dirent.h>
 #include <errno.h>
