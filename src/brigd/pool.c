@@ -28,6 +28,7 @@ typedef struct spec {
     char tariff[32];
     int target;
     int ready;
+    int64_t hits, misses; /* creates of this template and tariff served by the pool, or not */
     entry *entries;
     int64_t retry_at; /* mono ms: no start before this after a failure */
 } spec;
@@ -55,7 +56,14 @@ static void load_specs(brigd *d, brig_pool *p)
 static void destroy_entry(brigd *d, entry *e)
 {
     brig_error *err = NULL;
-    if (d->rt->ops->destroy(d->rt, e->p.id, e->p.rt, &err) < 0) {
+    int r = d->rt->ops->destroy(d->rt, e->p.id, e->p.rt, &err);
+    if (e->p.net) { /* after the runtime: see finish() in sandbox.c */
+        if (r == 0)
+            brig_net_release(d->net, e->p.net);
+        else
+            brig_net_detach(d->net, e->p.net);
+    }
+    if (r < 0) {
         brig_err("pool: destroy %s: %s", e->p.id, err->msg);
         brig_error_clear(&err);
     } else {
@@ -102,6 +110,12 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
     if (r < 0) {
         brig_sandbox_uid_release(d, e->p.uid_base);
         free(e);
+        return NULL;
+    }
+    /* Connected now, reaching nothing: a claim only changes the policy. */
+    static const brig_egress none = {.mode = BRIG_EGRESS_NONE};
+    if (d->net && brig_sandbox_net_attach(d, e->p.id, e->p.rt, &none, &e->p.net, err) < 0) {
+        destroy_entry(d, e);
         return NULL;
     }
     return e;
@@ -225,6 +239,7 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_key, co
         spec *sp = &p->specs[i];
         if (strcmp(sp->template, template) != 0 || strcmp(sp->tariff, tariff) != 0)
             continue;
+
         /* Entries of an older build of the template are of no use any more. */
         for (entry **pp = &sp->entries; *pp;) {
             entry *e = *pp;
@@ -241,6 +256,10 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_key, co
                 pp = &e->next;
             }
         }
+        if (hit)
+            sp->hits++;
+        else
+            sp->misses++;
     }
     pthread_cond_signal(&p->cond); /* top it up */
     pthread_mutex_unlock(&p->lock);
@@ -266,9 +285,10 @@ json_t *brig_pool_stats(brigd *d)
     for (int i = 0; i < p->n_specs; i++) {
         char k[100];
         snprintf(k, sizeof(k), "%s/%s", p->specs[i].template, p->specs[i].tariff);
-        json_object_set_new(
-            o, k,
-            json_pack("{s:i, s:i}", "ready", p->specs[i].ready, "target", p->specs[i].target));
+        json_object_set_new(o, k,
+                            json_pack("{s:i, s:i, s:I, s:I}", "ready", p->specs[i].ready, "target",
+                                      p->specs[i].target, "hits", (json_int_t)p->specs[i].hits,
+                                      "misses", (json_int_t)p->specs[i].misses));
     }
     pthread_mutex_unlock(&p->lock);
     return o;

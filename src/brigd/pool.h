@@ -3,8 +3,9 @@
  * tariff, so that a create only has to claim one (and connect its network and
  * write its store row) instead of starting a container.
  *
- * A pooled sandbox belongs to nobody: it has an id, a uid range and a running
- * agent, no account, no network, no store row.  It is claimed as it is; what is
+ * A pooled sandbox belongs to nobody: it has an id, a uid range, a running
+ * agent and, with networking on, its link under the egress policy "none" (it
+ * reaches nothing); no account, no store row.  It is claimed as it is; what is
  * the account's (project, env, secrets, egress policy, billing from the claim
  * on) is applied at claim time.  A filler thread tops the pool up after each
  * claim, within the host's capacity.  Pooled sandboxes do not survive brigd:
@@ -20,6 +21,7 @@
 
 #include "error.h"
 #include "id.h"
+#include "net/net.h"
 #include "runtime/runtime.h"
 #include "server.h"
 
@@ -28,7 +30,8 @@ typedef struct brig_pool brig_pool;
 typedef struct brig_pooled {
     char id[BRIG_ID_MAX];
     int64_t uid_base;
-    brig_rt_sandbox *rt; /* owned by whoever claimed it */
+    brig_rt_sandbox *rt;   /* owned by whoever claimed it */
+    brig_net_sandbox *net; /* likewise; NULL with networking off */
 } brig_pooled;
 
 /* Starts the filler for cfg.warm_pool; d->pool stays NULL when it is empty. */
@@ -40,7 +43,7 @@ void brig_pool_stop(brigd *d);
 int brig_pool_claim(brigd *d, const char *template, const char *template_key, const char *tariff,
                     brig_pooled *out);
 
-/* {"TEMPLATE/TARIFF": {"ready": n, "target": n}, …} */
+/* {"TEMPLATE/TARIFF": {"ready": n, "target": n, "hits": n, "misses": n}, …} */
 json_t *brig_pool_stats(brigd *d);
 
 #endif

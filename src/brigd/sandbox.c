@@ -264,7 +264,35 @@ static int seal_secrets(brigd *d, const char *id, const char *project_id,
     return 0;
 }
 
-/* Connects the sandbox to the network and tells it its resolver. */
+int brig_sandbox_net_attach(brigd *d, const char *id, brig_rt_sandbox *rt,
+                            const brig_egress *policy, brig_net_sandbox **out, brig_error **err)
+{
+    *out = NULL;
+    int fd = d->rt->ops->netns(d->rt, rt, err);
+    char *resolv = NULL;
+    int r = fd < 0 ? -1 : brig_net_attach(d->net, id, fd, policy, out, &resolv, err);
+    if (fd >= 0)
+        close(fd);
+    if (r == 0 && resolv) {
+        int afd = d->rt->ops->connect(d->rt, rt, err);
+        r = afd < 0 ? -1 : brig_agentc_write_begin(afd, "/etc/resolv.conf", 0644, err);
+        if (r == 0)
+            r = brig_agentc_write_chunk(afd, resolv, strlen(resolv), err);
+        if (r == 0)
+            r = brig_agentc_write_end(afd, NULL, err);
+        if (afd >= 0)
+            close(afd);
+    }
+    free(resolv);
+    if (r < 0 && *out) {
+        brig_net_detach(d->net, *out);
+        *out = NULL;
+    }
+    return r;
+}
+
+/* Connects the sandbox to the network under its project's policy (a claimed
+ * warm sandbox is connected already, under "none": it only gets the policy). */
 static int attach_network(brigd *d, brig_sandbox *sb, brig_error **err)
 {
     if (d->net == NULL)
@@ -279,23 +307,9 @@ static int attach_network(brigd *d, brig_sandbox *sb, brig_error **err)
         return -1;
     }
     json_decref(ej);
-    int fd = d->rt->ops->netns(d->rt, sb->rt, err);
-    char *resolv = NULL;
-    int r = fd < 0 ? -1 : brig_net_attach(d->net, sb->id, fd, &pol, &sb->net, &resolv, err);
-    if (fd >= 0)
-        close(fd);
+    int r = sb->net ? brig_net_set_policy(d->net, sb->net, &pol, err)
+                    : brig_sandbox_net_attach(d, sb->id, sb->rt, &pol, &sb->net, err);
     brig_egress_dispose(&pol);
-    if (r == 0 && resolv) {
-        int afd = brig_sandbox_connect(d, sb, err);
-        r = afd < 0 ? -1 : brig_agentc_write_begin(afd, "/etc/resolv.conf", 0644, err);
-        if (r == 0)
-            r = brig_agentc_write_chunk(afd, resolv, strlen(resolv), err);
-        if (r == 0)
-            r = brig_agentc_write_end(afd, NULL, err);
-        if (afd >= 0)
-            close(afd);
-    }
-    free(resolv);
     return r;
 }
 
@@ -369,6 +383,7 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
         memcpy(sb->id, warm.id, sizeof(sb->id));
         sb->uid_base = warm.uid_base;
         sb->rt = warm.rt;
+        sb->net = warm.net;
     } else {
         pthread_mutex_lock(&d->lock);
         sb->uid_base = uid_take_locked(d);
@@ -424,12 +439,8 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
             goto out;
         sb->rt = h;
     }
-    if (attach_network(d, sb, err) < 0) {
-        if (sb->net)
-            brig_net_detach(d->net, sb->net);
-        sb->net = NULL;
+    if (attach_network(d, sb, err) < 0)
         goto out;
-    }
     pthread_mutex_lock(&d->lock);
     sb->state = "running";
     pthread_mutex_unlock(&d->lock);
@@ -447,12 +458,21 @@ out:
         return 0;
     }
     brig_warn("sandbox %s: create failed: %s", sb->id, err && *err ? (*err)->msg : "?");
+    int destroyed = 0;
     if (sb->rt) { /* started (or claimed warm): nothing of it may stay */
         brig_error *derr = NULL;
-        if (d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr) < 0) {
+        destroyed = d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr) == 0;
+        if (!destroyed) {
             brig_err("sandbox %s: cleanup: %s", sb->id, derr->msg);
             brig_error_clear(&derr);
         }
+    }
+    if (sb->net) { /* a claimed warm sandbox's, when its policy could not be applied */
+        if (destroyed)
+            brig_net_release(d->net, sb->net);
+        else
+            brig_net_detach(d->net, sb->net);
+        sb->net = NULL;
     }
     if (stored)
         brig_store_sandbox_set_state(d->store, sb->id, "failed",

@@ -81,6 +81,11 @@ json_t *brig_sandbox_secrets(brigd *d, const brig_sandbox *sb);
  * it), or NULL when all are empty. */
 json_t *brig_sandbox_command_env(const brig_sandbox *sb, json_t *secrets, json_t *request_env);
 
+/* Connects a started sandbox (id, rt) to the network under policy and writes its
+ * /etc/resolv.conf; on failure nothing of it stays on the host side. */
+int brig_sandbox_net_attach(brigd *d, const char *id, brig_rt_sandbox *rt,
+                            const brig_egress *policy, brig_net_sandbox **out, brig_error **err);
+
 /* Opens an agent connection to a borrowed sandbox (the caller closes it). */
 int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err);
 

@@ -681,8 +681,13 @@ def netd(inet):
     if not brigd_serves_network():
         pytest.skip("brigd does not serve projects' egress and the network log yet")
     d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd"))
-    forwarding = hx("sysctl", "-n", "net.ipv4.ip_forward").stdout.strip()
-    assert forwarding == "0"  # brigd turns it on, and must turn it off again
+    assert hx("sysctl", "-n", "net.ipv4.ip_forward").stdout.strip() == "0"
+    start_in_hostns(d)
+    yield d
+    stopped_clean(d)
+
+
+def start_in_hostns(d):
     old = os.environ.get("BRIG_DNS_UPSTREAM")
     os.environ["BRIG_DNS_UPSTREAM"] = f"{DNS}:53"
     try:
@@ -697,13 +702,17 @@ def netd(inet):
         d.stop()
         pytest.fail(f"brigd runs without networking:\n{d.log()}")
     d.net_api = NsApi(d.url, d.key)
-    yield d
+
+
+def stopped_clean(d):
+    """Stops d (which has no sandbox left) and checks that nothing of it stays:
+    links, its table, and forwarding, which brigd turned on, is off again."""
     d.stop()
     left = brigtest.leftovers(d.state_dir)
     assert not left, f"left behind: {left}"
-    # Stopped with no sandbox left: its table goes, and forwarding is as it was.
+    brigtest.wait_for(lambda: sandbox_links() == [], what="links gone with their namespaces")
     assert hx("nft", "list", "table", "inet", "brig", check=False).returncode != 0
-    assert hx("sysctl", "-n", "net.ipv4.ip_forward").stdout.strip() == forwarding
+    assert hx("sysctl", "-n", "net.ipv4.ip_forward").stdout.strip() == "0"
 
 
 @pytest.fixture
@@ -794,3 +803,41 @@ def test_e2e_denied_destinations_and_inbound(napi, netd, inet):
     assert ("policy", b_addr) in kinds and ("inbound", a_addr) in kinds
     napi.delete(a)
     napi.delete(b)
+
+
+@pytest.mark.base
+def test_e2e_warm_pool_claim_gets_the_projects_policy(netd, inet):
+    """Pooled sandboxes are connected ahead of time under "none"; a claim swaps
+    in the project's policy.  (One brigd per network namespace manages
+    networking: the module's brigd steps aside for one with a pool.)"""
+    stopped_clean(netd)
+    cfg = os.path.join(inet["tmp"], "pool.conf")
+    with open(cfg, "w") as f:
+        f.write("[brigd]\nwarm_pool = base:small:1\n")
+    d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd-pool"), ["--config", cfg])
+    try:
+        start_in_hostns(d)
+        a = d.net_api
+
+        def pool():
+            return a.request("GET", "/healthz", key=None).json()["warm_pool"]["base/small"]
+
+        brigtest.wait_for(lambda: pool()["ready"] == 1, timeout=60, what="the pool to fill")
+        assert len(sandbox_links()) == 1  # the pooled sandbox is linked already
+        closed = a.ok("POST", "/v1/projects", {"name": "pool-none"}).json()["id"]
+        a.ok("PATCH", f"/v1/projects/{closed}", {"egress": {"mode": "none"}})
+        shut = a.create(template="base", project=closed)["id"]
+        assert pool()["hits"] == 1
+        gateway(a, shut)
+        assert fetch(a, shut, "http://allowed.test/")[0] != 0
+        assert fetch(a, shut, f"http://{ALLOWED}/")[0] != 0
+        brigtest.wait_for(lambda: pool()["ready"] == 1, timeout=60, what="the pool to refill")
+        opened = a.create(template="base")["id"]  # the default project: open
+        assert (pool()["hits"], pool()["misses"]) == (2, 0)
+        assert fetch(a, opened, "http://allowed.test/") == (0, f"hello from {ALLOWED}\n")
+        assert fetch(a, shut, f"http://{ALLOWED}/")[0] != 0  # each its own policy
+        a.delete(shut)
+        a.delete(opened)
+    finally:
+        stopped_clean(d)  # the refilled pooled sandbox goes with brigd
+        start_in_hostns(netd)

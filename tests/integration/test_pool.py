@@ -23,6 +23,7 @@ def test_claim_refill_and_shutdown(tmp_path):
         sb = a.create("minimal", env={"WHO": "claimed"})
         claim_s = time.monotonic() - t0
         assert sb["state"] == "running" and sb["tariff"] == "small"
+        assert (pool_of(a)["hits"], pool_of(a)["misses"]) == (1, 0)
         assert a.exec(sb["id"], "echo $WHO; hostname")["stdout"] == "claimed\nsandbox\n"
         # It is the caller's like any other: listed, billed from the claim on.
         assert [s["id"] for s in a.ok("GET", "/v1/sandboxes").json()["sandboxes"]] == [sb["id"]]
@@ -30,6 +31,7 @@ def test_claim_refill_and_shutdown(tmp_path):
         # A tariff the pool does not keep is a cold create.
         cold = a.create("minimal", tariff="medium")
         assert pool_of(a)["ready"] == 2
+        assert (pool_of(a)["hits"], pool_of(a)["misses"]) == (1, 0)  # not the pool's business
         for s in (sb, cold):
             a.delete(s["id"])
         assert a.ok("GET", f"/v1/sandboxes/{sb['id']}").json()["cost_micro_usd"] == 600
@@ -53,3 +55,22 @@ def test_bad_pool_setting_is_refused(tmp_path):
     else:
         d.stop()
         raise AssertionError("brigd started with a bad warm_pool")
+
+
+def test_a_miss_is_counted(tmp_path):
+    """One user-id range: the pool holds it, the claim takes it, and no refill
+    or cold create can get another, so the next create is a miss for certain."""
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nwarm_pool = minimal:small:1\nuid_ranges = 1\nnetwork = off\n")
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        wait_for(lambda: pool_of(a).get("ready") == 1, timeout=30, what="the pool to fill")
+        sb = a.create("minimal")
+        r = a.request("POST", "/v1/sandboxes", {"template": "minimal"})
+        assert r.status == 503 and "user-id ranges are in use" in r.json()["error"]["message"]
+        assert pool_of(a) == {"ready": 0, "target": 1, "hits": 1, "misses": 1}
+        a.delete(sb["id"])
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
