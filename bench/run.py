@@ -856,15 +856,22 @@ class Bench:
     def pooled_ids(self):
         """Ids of the sandboxes the warm pool has started and nobody has claimed: the
         sandbox directories under the state dir that are not the bench's live ones
-        (a pooled sandbox has its directory, runc container and agent, but no store
-        row, no account and no network)."""
+        (a pooled sandbox has its directory, runc container, agent and, with
+        networking on, its link under egress "none", but no store row)."""
         sdir = os.path.join(self.brigd.state_dir, "sandboxes")
         return set(os.listdir(sdir) if os.path.isdir(sdir) else []) - self.live.snapshot()
 
     @staticmethod
     def pool_state(conn):
-        """GET /healthz's warm_pool: {"TEMPLATE/TARIFF": {"ready": n, "target": n}}."""
-        return conn.json("GET", "/healthz")["warm_pool"]
+        """GET /healthz's warm_pool: {"TEMPLATE/TARIFF": {"ready": n, "target": n,
+        "hits": n, "misses": n}}; hits and misses count the creates of that template
+        and tariff the pool served or found empty since brigd started."""
+        wp = conn.json("GET", "/healthz")["warm_pool"]
+        for k, v in wp.items():
+            if "hits" not in v or "misses" not in v:
+                raise RuntimeError(f"GET /healthz: warm_pool[{k!r}] = {v} has no hits/misses "
+                                   "counters (a brigd older than 0f32ddf?)")
+        return wp
 
     def wait_pool_full(self, conn, keys, timeout=60.0):
         """Polls GET /healthz until each pool in keys is at its target (waiting on an
@@ -880,17 +887,36 @@ class Bench:
                 log = [ln for ln in self.brigd.log().splitlines() if "pool" in ln]
                 raise RuntimeError(f"warm pool not full after {timeout:.0f} s: {wp}; "
                                    f"brigd log: {' | '.join(log[-5:])}")
-            time.sleep(0.005)
+            time.sleep(0.005)  # poll interval: the pool has no change notification
 
-    def pool_leftovers(self):
-        """Processes and cgroups of pooled sandboxes that were never claimed (brigd's
-        store does not know them, so bt.leftovers cannot look for them)."""
+    @staticmethod
+    def host_link(sid):
+        """The host-side link brigd names after a sandbox id: "brg" + 12 hex digits
+        of the id's 64-bit FNV-1a hash (src/brigd/net/net.c, ifname_of)."""
+        h = 0xcbf29ce484222325
+        for b in sid.encode():
+            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        return f"brg{h & 0xFFFFFFFFFFFF:012x}"
+
+    def pool_leftovers(self, link_timeout=10.0):
+        """Processes, cgroups and host-side links of pooled sandboxes that were never
+        claimed (brigd's store does not know them, so bt.leftovers cannot look for
+        them).  A destroyed sandbox's veth pair goes with its network namespace, which
+        the kernel tears down asynchronously: links are polled for until gone."""
         ids = self.pool_seen
         left = [f"pooled sandbox process {p}" for p in self.bt.sandbox_processes(ids)]
         for i in ids:
             for d in (glob.glob(f"/sys/fs/cgroup/*/brig/{i}")
                       + glob.glob(f"/sys/fs/cgroup/brig/{i}")):
                 left.append(f"pooled sandbox cgroup {d}")
+        links = {self.host_link(i): i for i in ids}
+        deadline = now() + link_timeout
+        while True:
+            there = [n for n in links if os.path.exists(f"/sys/class/net/{n}")]
+            if not there or now() > deadline:
+                break
+            time.sleep(0.02)  # poll interval: the kernel's netns clean-up notifies nobody
+        left += [f"pooled sandbox link {n} ({links[n]})" for n in there]
         return left
 
     def phase_warm(self):
@@ -898,11 +924,13 @@ class Bench:
         the seed loop with such a claim.  brigd is restarted with `warm_pool` for
         minimal (and base) at the default tariff; before each timed create the
         harness polls GET /healthz until the pool is full, so that the create can be
-        a hit and no refill is in flight when it starts, then checks that it was a
-        hit: the id returned is one the pool had started before the request (its
-        sandbox directory was there), and healthz's ready count fell by one.  Misses
-        are counted and timed apart.  Each sandbox is deleted before the next
-        create.  Afterwards brigd is restarted without a pool."""
+        a hit and no refill is in flight when it starts.  Hit or miss is what brigd
+        counts: healthz's `hits` / `misses` of that template and tariff, read before
+        the create (the last poll) and right after the 201 (the bench is brigd's only
+        client, so exactly one of them must have gone up by one).  Cross-check: a hit
+        returns an id that was one of the pool's sandbox directories before the
+        request.  Misses are counted and timed apart.  Each sandbox is deleted before
+        the next create.  Afterwards brigd is restarted without a pool."""
         c = self.client()
         tariff = c.conn.json("GET", "/v1/tariffs")["default"]
         c.conn.close()
@@ -918,44 +946,67 @@ class Bench:
         w["network"] = c.conn.json("GET", "/healthz")["network"]
         if not w["network"]:
             self.notes.append("warm pool: the restarted brigd runs without networking (another "
-                              "brigd holds the host's network lock?): its claims attach no network")
+                              "brigd holds the host's network lock?): its pooled sandboxes have "
+                              "no link and a claim applies no egress policy")
+        made = {k: 0 for k in keys}  # creates of each template the bench sent
+        odd = []  # counter changes that are neither one hit nor one miss
+        disagree = 0  # counted a hit, but the id was not a pooled directory (or vice versa)
+        unlinked = set()  # pooled sandboxes seen without their host-side link
 
-        def ready_for(template):
-            """Waits for a full pool; (pooled ids, ready count of template's pool, polls)."""
+        def before(template):
+            """Waits for a full pool; (pooled ids, (hits, misses) of template's pool, polls)."""
             wp, polls = self.wait_pool_full(c.conn, keys)
             pre = self.pooled_ids()
             self.pool_seen |= pre
-            return pre, wp[f"{template}/{tariff}"]["ready"], polls
+            if w["network"]:  # brigd connects a pooled sandbox when it starts it
+                unlinked.update(i for i in pre
+                                if not os.path.exists(f"/sys/class/net/{self.host_link(i)}"))
+            e = wp[f"{template}/{tariff}"]
+            return pre, (e["hits"], e["misses"]), polls
 
-        hit_t, miss_t, del_t, hit_ids, polls, drops = [], [], [], set(), [], 0
+        def judge(template, counts, sid, pre):
+            """True for a hit, False for a miss, None when the counters say neither."""
+            nonlocal disagree
+            k = f"{template}/{tariff}"
+            made[k] += 1
+            e = self.pool_state(c.conn)[k]
+            d = (e["hits"] - counts[0], e["misses"] - counts[1])
+            if d not in ((1, 0), (0, 1)):
+                odd.append(f"{k} hits/misses {counts} -> ({e['hits']}, {e['misses']})")
+                return None
+            hit = d == (1, 0)
+            disagree += hit != (sid in pre)
+            return hit
+
+        hit_t, miss_t, del_t, hit_ids, polls = [], [], [], set(), []
         warm = self.p["warmup"]
         for i in range(warm + self.p["warm"]):
-            pre, before, np_ = ready_for("minimal")
+            pre, counts, np_ = before("minimal")
             t0 = now()
             sid = c.create("minimal")
             t1 = now()
-            after = self.pool_state(c.conn)[f"minimal/{tariff}"]["ready"]
+            hit = judge("minimal", counts, sid, pre)
             t2 = now()
             c.delete(sid)
             t3 = now()
             if i < warm:
                 continue
             polls.append(np_)
-            if sid in pre:
+            if hit:
                 hit_t.append(t1 - t0)
                 del_t.append(t3 - t2)
                 hit_ids.add(sid)
-                drops += after == before - 1
-            else:
+            elif hit is False:
                 miss_t.append(t1 - t0)
         srv_c, srv_d = self.note_brigd_times(hit_ids)
         w.update({"create": summary(hit_t), "miss": summary(miss_t), "hits": len(hit_t),
-                  "misses": len(miss_t), "healthz_drops": drops, "delete": summary(del_t),
+                  "misses": len(miss_t), "delete": summary(del_t),
                   "create_brigd_log": summary(srv_c), "delete_brigd_log": summary(srv_d),
                   "polls_mean": sum(polls) / max(len(polls), 1)})
         if miss_t:
-            self.notes.append(f"warm pool: {len(miss_t)} of {len(miss_t) + len(hit_t)} creates "
-                              "missed the pool although healthz showed it full before each")
+            self.notes.append(f"warm pool: brigd counted {len(miss_t)} of "
+                              f"{len(miss_t) + len(hit_t)} timed creates as misses although "
+                              "healthz showed the pool full before each")
         if "base" in templates:
             task = os.path.join(self.tmp, "task.py")
             with open(task, "wb") as f:
@@ -963,16 +1014,17 @@ class Bench:
             loop, parts = [], {"create": [], "upload": [], "exec": [], "delete": []}
             py_local, task_local, smiss = [], [], 0
             for i in range(3 + self.p["warm_seed"]):
-                pre, _, _ = ready_for("base")
+                pre, counts, _ = before("base")
                 if i >= 3:  # the first 3 warm the loop
                     py_local.append(spawn_wait(["/usr/bin/python3", "-c", "pass"])[0])
                     task_local.append(spawn_wait(["/usr/bin/python3", task],
                                                  stdout=self.devnull)[0])
                 tot, pt, sid = self.seed_once(c)
+                hit = judge("base", counts, sid, pre)  # counters do not move on a delete
                 if i < 3:
                     continue
-                if sid not in pre:
-                    smiss += 1
+                if not hit:
+                    smiss += hit is False
                     continue
                 loop.append(tot)
                 for k, v in pt.items():
@@ -982,13 +1034,34 @@ class Bench:
                       "seed_misses": smiss, "py_local": summary(py_local),
                       "task_local": summary(task_local)})
             if smiss:
-                self.notes.append(f"warm pool: {smiss} seed loop(s) missed the pool (not "
-                                  "counted in the seed-loop figures)")
+                self.notes.append(f"warm pool: brigd counted {smiss} seed loop(s) as misses "
+                                  "(not in the seed-loop figures)")
         w["http_connections"] = c.conn.opened
         # No refill in flight when brigd stops: every pooled id is then known.
-        self.wait_pool_full(c.conn, keys)
+        wp, _ = self.wait_pool_full(c.conn, keys)
         self.pool_seen |= self.pooled_ids()
         c.conn.close()
+        # brigd's totals since the restart must be exactly the creates the bench sent.
+        w["counters"] = {k: {"hits": wp[k]["hits"], "misses": wp[k]["misses"],
+                             "creates": made[k]} for k in keys}
+        for k in keys:
+            if wp[k]["hits"] + wp[k]["misses"] != made[k]:
+                odd.append(f"{k}: brigd counted {wp[k]['hits']} hits + {wp[k]['misses']} "
+                           f"misses for the bench's {made[k]} creates")
+        w["odd_counts"], w["dir_disagree"] = len(odd), disagree
+        if odd:
+            self.notes.append(f"warm pool: healthz's hits/misses did not match the bench's "
+                              f"creates ({len(odd)}×; a create whose counters moved otherwise "
+                              "than by one hit or one miss is in no figure): "
+                              + "; ".join(odd[:3]))
+        w["pooled_unlinked"] = len(unlinked)
+        if unlinked:
+            self.notes.append(f"warm pool: {len(unlinked)} pooled sandbox(es) had no host-side "
+                              "link while waiting in the pool (brigd connects them when it "
+                              "starts them)")
+        if disagree:
+            self.notes.append(f"warm pool: for {disagree} create(s) brigd's hit/miss counters "
+                              "and the pool's sandbox directories disagree")
         self.results["warm"] = w
         self.restart_brigd("")
         c = self.client()
@@ -1688,15 +1761,28 @@ def density_lines(d):
 def warm_line(w):
     """How the warm-pool phase ran and how its hits were checked."""
     n = w["hits"] + w["misses"]
+    cnt = w.get("counters", {})
+    tot = "; ".join(f"{k} {v['hits']} hits, {v['misses']} misses for {v['creates']} creates"
+                    for k, v in cnt.items())
     txt = (f"Warm-pool phase: brigd restarted with `warm_pool = {w['pool']}` (ready in "
            f"{w['restart_ms']:.0f} ms; the pool full {w['fill_ms']:.0f} ms later). Before each "
            f"timed create the harness polled `GET /healthz` until the pool was full again "
            f"({w['polls_mean']:.1f} polls on average, 5 ms apart), so no refill was in flight "
-           f"when the create started; the claim itself sets the refill going. A hit: the id "
-           f"returned is one the pool had started before the request (its sandbox directory "
-           f"was there) — {w['hits']} of {n}; healthz's `ready` read right after the `201` had "
-           f"dropped by one for {w['healthz_drops']} of those hits (for the others the refill "
-           f"had already finished).")
+           f"when the create started; the claim itself sets the refill going. Hit or miss is "
+           f"brigd's own count: healthz's `hits`/`misses` for the pool, read before the create "
+           f"and right after the `201` — {w['hits']} hits and {w['misses']} misses of {n} timed "
+           f"creates")
+    if w.get("odd_counts"):
+        txt += f", {w['odd_counts']} with the counters moving otherwise (in no figure)"
+    txt += ("; the pool's sandbox directories before each request agree (a hit's id among "
+            "them, a miss's not)" if not w.get("dir_disagree") else
+            f"; for {w['dir_disagree']} the pool's sandbox directories before the request "
+            "disagree")
+    txt += f". healthz's totals at the end of the phase (warm-up included): {tot}." if tot else "."
+    if w.get("network") and "pooled_unlinked" in w:
+        txt += (" Every pooled sandbox had its host-side link while it waited in the pool."
+                if not w["pooled_unlinked"] else
+                f" {w['pooled_unlinked']} pooled sandbox(es) had no host-side link in the pool.")
     if "seed_loop" in w:
         txt += (f" Seed loops with a hit: {w['seed_loop'].get('n', 0)}, "
                 f"{w['seed_misses']} missed.")
