@@ -117,6 +117,7 @@ static int destroy_all(brigd *d)
         free(ids[i]);
     }
     free(ids);
+    failed += brig_sandbox_teardown_drain(d);
     brig_info("destroy-all: %zu sandboxes destroyed", n - (size_t)failed);
     return failed;
 }
@@ -161,6 +162,8 @@ static int run(brigd *d, int sigfd, brig_error **err)
         d->net = NULL;
     }
     brig_admission_init(&d->admission, d->cfg.max_sandboxes);
+    if (brig_sandbox_teardown_start(d, err) < 0)
+        return -1;
     brig_sandbox_reconcile(d);
     if (d->cfg.destroy_all)
         return destroy_all(d) == 0
@@ -191,6 +194,8 @@ int main(int argc, char **argv)
     brigd d;
     memset(&d, 0, sizeof(d));
     pthread_mutex_init(&d.lock, NULL);
+    pthread_mutex_init(&d.teardown_lock, NULL);
+    pthread_cond_init(&d.teardown_cond, NULL);
     d.state_lock = -1;
     brig_error *err = NULL;
     brig_log_init("brigd", BRIG_LOG_INFO);
@@ -242,7 +247,8 @@ int main(int argc, char **argv)
     }
     brig_http_stop(&d);
     brig_lifecycle_stop(&d);
-    brig_pool_stop(&d); /* warm sandboxes belong to nobody: they go */
+    brig_pool_stop(&d);             /* warm sandboxes belong to nobody: they go */
+    brig_sandbox_teardown_stop(&d); /* what was deleted is cleaned up before we exit */
     if (d.rt)
         brig_sandbox_forget_all(&d);
     brig_net_free(d.net);
@@ -256,6 +262,8 @@ int main(int argc, char **argv)
     free(d.uid_used);
     brig_config_dispose(&d.cfg);
     pthread_mutex_destroy(&d.lock);
+    pthread_cond_destroy(&d.teardown_cond);
+    pthread_mutex_destroy(&d.teardown_lock);
     if (d.state_lock >= 0)
         close(d.state_lock);
     close(sigfd);

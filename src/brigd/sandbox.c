@@ -4,12 +4,12 @@
  * Order of a create, so that a failure or a crash at any point is cleaned up:
  * limits (balance, spend, concurrency) -> host capacity slot -> secrets sealed
  * under the sandbox id -> store row (creating) -> list entry -> runtime create
- * -> network attach -> store row (running).
- * Order of a delete: unlist (no new borrowers) -> network detach -> runtime
- * destroy (kills every process; in-flight requests see their agent connection
- * close) -> final charge -> store row (deleted, with its reason) -> secrets
- * wiped -> uid range and capacity slot returned; the handle is freed by the
- * last borrower.
+ * -> network attach (a warm sandbox: policy only) -> store row (running).
+ * Order of a delete: unlist (no new borrowers) -> SIGKILL (in-flight requests
+ * see their agent connection close) -> final charge -> secrets wiped -> store
+ * row (deleted, with its reason) -> the answer.  Then, on the teardown thread:
+ * runtime destroy -> network release -> uid range and capacity slot returned;
+ * the handle is freed by the last borrower.
  */
 #include "sandbox.h"
 
@@ -120,15 +120,35 @@ static void sandbox_free(brigd *d, brig_sandbox *sb)
     free(sb);
 }
 
+/* Removes a torn-down sandbox's network: how = 1 after its runtime was
+ * destroyed (the kernel takes the link pair with the namespace), 2 when that
+ * failed (we delete the link). */
+static void net_drop(brigd *d, brig_net_sandbox *net, int how)
+{
+    if (net == NULL)
+        return;
+    if (how == 1)
+        brig_net_release(d->net, net);
+    else
+        brig_net_detach(d->net, net);
+}
+
 void brig_sandbox_put(brigd *d, brig_sandbox *sb)
 {
     if (sb == NULL)
         return;
     pthread_mutex_lock(&d->lock);
-    sb->active_ops--;
+    brig_net_sandbox *net = NULL;
+    int how = sb->net_drop;
+    if (--sb->active_ops == 0 && how) { /* the last user of a torn-down one */
+        net = sb->net;
+        sb->net = NULL;
+        sb->net_drop = 0;
+    }
     sb->last_activity = brig_now_real_ms();
     brig_sandbox *dead = unref_locked(sb);
     pthread_mutex_unlock(&d->lock);
+    net_drop(d, net, how);
     if (dead)
         sandbox_free(d, dead);
 }
@@ -492,37 +512,37 @@ out:
 /* ---- delete -------------------------------------------------------------------------- */
 
 /* Ends a sandbox already unlinked from the list (we hold the list's reference). */
-static void finish(brigd *d, brig_sandbox *sb, const char *reason)
+/* The host side of an ended sandbox: runtime (wait for init, runc delete,
+ * unmount, remove), network, uid range, capacity slot.  On the teardown thread. */
+static void teardown(brigd *d, brig_sandbox *sb)
 {
-    brig_store_sandbox_set_state(d->store, sb->id, "deleting", reason, brig_now_real_ms(), NULL);
     int64_t t0 = brig_now_mono_ms();
     brig_error *derr = NULL;
+    /* The runtime handle stays valid for requests that borrowed the sandbox
+     * before it ended (their agent connections fail cleanly). */
     int r = d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr);
-    if (sb->net) {
-        /* After the runtime: with the namespace gone, its link pair goes by itself. */
-        if (r == 0)
-            brig_net_release(d->net, sb->net);
-        else
-            brig_net_detach(d->net, sb->net);
+    /* The network goes after the runtime (with the namespace gone, the kernel
+     * removes its link pair), and not under a request that still uses it: then
+     * that request's brig_sandbox_put removes it. */
+    pthread_mutex_lock(&d->lock);
+    brig_net_sandbox *net = NULL;
+    int how = r == 0 ? 1 : 2;
+    if (sb->active_ops == 0) {
+        net = sb->net;
         sb->net = NULL;
+    } else if (sb->net) {
+        sb->net_drop = how;
     }
-    int64_t now = brig_now_real_ms();
-    if (brig_billing_charge(d, sb->id, now, true, NULL, &derr) < 0) {
-        brig_err("sandbox %s: final charge: %s", sb->id, derr->msg);
-        brig_error_clear(&derr);
-    }
-    brig_vault_delete_all(d->store, sb->id);
+    pthread_mutex_unlock(&d->lock);
+    net_drop(d, net, how);
     if (r < 0) {
-        /* Left in "deleting": the next start's reconcile retries the cleanup. */
-        brig_err("sandbox %s: destroy: %s", sb->id, derr ? derr->msg : "?");
+        /* Its row says deleted, so the next start's reconcile removes what is left. */
+        brig_err("sandbox %s: teardown: %s", sb->id, derr ? derr->msg : "?");
         brig_error_clear(&derr);
     } else {
-        brig_store_sandbox_set_state(d->store, sb->id, "deleted", reason, now, NULL);
-        brig_info("sandbox %s: deleted (%s, %lld ms)", sb->id, reason,
-                  (long long)(brig_now_mono_ms() - t0));
+        brig_info("sandbox %s: deleted (%lld ms)", sb->id, (long long)(brig_now_mono_ms() - t0));
     }
     pthread_mutex_lock(&d->lock);
-    sb->state = "deleted";
     if (r == 0) /* a range whose processes may live on stays taken */
         uid_mark_locked(d, sb->uid_base, 0);
     brig_sandbox *dead = unref_locked(sb);
@@ -530,6 +550,106 @@ static void finish(brigd *d, brig_sandbox *sb, const char *reason)
     brig_admission_release(&d->admission);
     if (dead)
         sandbox_free(d, dead);
+    pthread_mutex_lock(&d->teardown_lock);
+    if (r < 0)
+        d->teardown_failed++;
+    if (--d->teardown_pending == 0)
+        pthread_cond_broadcast(&d->teardown_cond);
+    pthread_mutex_unlock(&d->teardown_lock);
+}
+
+static void *teardown_thread(void *arg)
+{
+    brigd *d = arg;
+    pthread_mutex_lock(&d->teardown_lock);
+    for (;;) {
+        brig_sandbox *sb = d->teardown_head;
+        if (sb == NULL) {
+            if (d->teardown_stop)
+                break;
+            pthread_cond_wait(&d->teardown_cond, &d->teardown_lock);
+            continue;
+        }
+        d->teardown_head = sb->teardown_next;
+        if (d->teardown_head == NULL)
+            d->teardown_tail = NULL;
+        pthread_mutex_unlock(&d->teardown_lock);
+        teardown(d, sb);
+        pthread_mutex_lock(&d->teardown_lock);
+    }
+    pthread_mutex_unlock(&d->teardown_lock);
+    return NULL;
+}
+
+int brig_sandbox_teardown_start(brigd *d, brig_error **err)
+{
+    int e = pthread_create(&d->teardown, NULL, teardown_thread, d);
+    if (e != 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, e, "start the teardown thread");
+    d->teardown_running = true;
+    return 0;
+}
+
+int brig_sandbox_teardown_drain(brigd *d)
+{
+    pthread_mutex_lock(&d->teardown_lock);
+    while (d->teardown_pending > 0)
+        pthread_cond_wait(&d->teardown_cond, &d->teardown_lock);
+    int failed = d->teardown_failed;
+    pthread_mutex_unlock(&d->teardown_lock);
+    return failed;
+}
+
+void brig_sandbox_teardown_stop(brigd *d)
+{
+    if (!d->teardown_running)
+        return;
+    pthread_mutex_lock(&d->teardown_lock);
+    d->teardown_stop = true;
+    pthread_cond_broadcast(&d->teardown_cond);
+    pthread_mutex_unlock(&d->teardown_lock);
+    pthread_join(d->teardown, NULL); /* it empties the queue first */
+    d->teardown_running = false;
+}
+
+/* Ends a sandbox that take_for_delete marked "deleting".  What the caller
+ * is promised happens before the answer: every process killed, the final
+ * charge, the secrets gone, the row deleted.  The rest is teardown(), queued:
+ * a create or a delete should not wait ~20 ms for runc, the kernel and the
+ * file system. */
+static void finish(brigd *d, brig_sandbox *sb, const char *reason)
+{
+    d->rt->ops->kill(d->rt, sb->rt);
+    int64_t now = brig_now_real_ms();
+    brig_error *err = NULL;
+    if (brig_billing_charge(d, sb->id, now, true, NULL, &err) < 0) {
+        brig_err("sandbox %s: final charge: %s", sb->id, err->msg);
+        brig_error_clear(&err);
+    }
+    brig_vault_delete_all(d->store, sb->id);
+    brig_store_sandbox_set_state(d->store, sb->id, "deleted", reason, now, NULL);
+    pthread_mutex_lock(&d->lock);
+    sb->state = "deleted";
+    unlink_locked(d, sb); /* the list's reference is now the teardown's */
+    pthread_mutex_unlock(&d->lock);
+    brig_info("sandbox %s: ended (%s)", sb->id, reason);
+    if (!d->teardown_running) { /* no thread (a failed start-up): do it here */
+        pthread_mutex_lock(&d->teardown_lock);
+        d->teardown_pending++;
+        pthread_mutex_unlock(&d->teardown_lock);
+        teardown(d, sb);
+        return;
+    }
+    pthread_mutex_lock(&d->teardown_lock);
+    sb->teardown_next = NULL;
+    if (d->teardown_tail)
+        d->teardown_tail->teardown_next = sb;
+    else
+        d->teardown_head = sb;
+    d->teardown_tail = sb;
+    d->teardown_pending++;
+    pthread_cond_signal(&d->teardown_cond);
+    pthread_mutex_unlock(&d->teardown_lock);
 }
 
 static brig_sandbox *take_for_delete(brigd *d, const brig_caller *c, const char *id)
@@ -537,8 +657,7 @@ static brig_sandbox *take_for_delete(brigd *d, const brig_caller *c, const char 
     pthread_mutex_lock(&d->lock);
     brig_sandbox *sb = find_locked(d, c, id);
     if (sb && strcmp(sb->state, "running") == 0) {
-        sb->state = "deleting";
-        unlink_locked(d, sb); /* the list's reference is now ours */
+        sb->state = "deleting"; /* listed (and shown) as such until its row says deleted */
     } else {
         sb = NULL;
     }

@@ -35,6 +35,8 @@ struct brig_sandbox {
     json_t *env;           /* plain environment of every command (owned; immutable) */
     brig_rt_sandbox *rt;   /* runtime handle once running */
     brig_net_sandbox *net; /* its network, when brigd has networking */
+    int net_drop;          /* torn down while borrowed: the last borrower removes net
+                              (1: release, 2: detach; see sandbox.c); brigd.lock */
     /* Guarded by brigd.lock: */
     const char *state;       /* static string */
     int refs;                /* list membership + borrowers */
@@ -45,6 +47,7 @@ struct brig_sandbox {
     /* The janitor's own (only it touches these): */
     int64_t cpu_last_ns, cpu_last_at, cpu_busy_since, billed_at;
     struct brig_sandbox *next;
+    struct brig_sandbox *teardown_next; /* in brigd's teardown queue */
 };
 
 typedef struct brig_sandbox_opts {
@@ -88,6 +91,15 @@ int brig_sandbox_net_attach(brigd *d, const char *id, brig_rt_sandbox *rt,
 
 /* Opens an agent connection to a borrowed sandbox (the caller closes it). */
 int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err);
+
+/* Ending a sandbox: its processes are killed, its final charge made and its row
+ * marked deleted at once; the host-side cleanup (runtime, mounts, disk, link,
+ * its uid range and capacity slot) follows on the teardown thread. */
+int brig_sandbox_teardown_start(brigd *d, brig_error **err);
+/* Waits until every queued teardown is done; returns how many failed so far. */
+int brig_sandbox_teardown_drain(brigd *d);
+/* Drains the queue and ends the thread (shutdown). */
+void brig_sandbox_teardown_stop(brigd *d);
 
 /* Deletes a sandbox the caller may see (reason: "deleted_by_api"...). */
 int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const char *reason,

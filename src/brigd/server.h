@@ -41,6 +41,15 @@ typedef struct brigd {
     struct MHD_Daemon *http; /* the REST API server */
     char *base_url;          /* "http://host:port" actually listened on */
     int state_lock;          /* flock on <state>/brigd.lock: one brigd per state dir */
+    /* The host-side cleanup of ended sandboxes, after the caller got its answer (sandbox.c): */
+    pthread_t teardown;
+    pthread_mutex_t teardown_lock;
+    pthread_cond_t teardown_cond; /* work queued; the queue went idle */
+    brig_sandbox *teardown_head, *teardown_tail;
+    int teardown_pending; /* queued or being torn down */
+    int teardown_failed;  /* teardowns that left something behind (the next start retries) */
+    bool teardown_stop;
+    bool teardown_running;
 } brigd;
 
 #endif

@@ -299,8 +299,20 @@ def sandbox_processes(ids):
     return pids
 
 
-def leftovers(state_dir):
-    """Everything a deleted sandbox of this brigd could leave behind."""
+def leftovers(state_dir, settle=15.0):
+    """Everything a deleted sandbox of this brigd could leave behind.  brigd
+    answers a DELETE once the sandbox's processes are killed and cleans up the
+    host side right after: wait up to `settle` seconds for it to be done (a
+    polled state, not a sleep) and return what is left then."""
+    deadline = time.monotonic() + settle
+    while True:
+        left = leftovers_now(state_dir)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
+
+
+def leftovers_now(state_dir):
     ids = known_sandbox_ids(state_dir)
     left = [f"runc container {c}" for c in runc_containers(state_dir)]
     left += [f"mount {m}" for m in mounts_under(os.path.join(state_dir, "sandboxes"))]

@@ -57,6 +57,7 @@ def fresh_daemon(tmp_path):
     assert not left, f"test leaked: {left}"
 
 
+@pytest.hookimpl(trylast=True)  # after session fixtures' own teardown
 def pytest_sessionfinish(session, exitstatus):
     """A failed test may leave its own brigd running, or sandboxes live in a
     stopped one's state dir: stop those daemons and destroy what they left,

@@ -12,7 +12,7 @@ import urllib.parse
 
 import pytest
 
-from brigtest import ApiError, Api, Brigd, Sandbox, leftovers
+from brigtest import ApiError, Api, Brigd, Sandbox, leftovers, sandbox_processes
 
 
 # ---- auth and errors -----------------------------------------------------------
@@ -120,6 +120,26 @@ def test_create_list_get_delete(api):
     assert gone["deleted_at"].endswith("Z")
     assert api.request("DELETE", f"/v1/sandboxes/{sb['id']}").status == 404
     assert api.request("POST", f"/v1/sandboxes/{sb['id']}/exec", {"cmd": "true"}).status == 404
+
+
+def test_delete_answers_once_every_process_is_dead(api, daemon):
+    """The host-side cleanup may follow the answer; the processes may not."""
+    sid = api.create("minimal")["id"]
+    api.exec(sid, "sleep 1000 >/dev/null 2>&1 & sleep 1001 >/dev/null 2>&1 &")
+    pids = sandbox_processes([sid])
+    assert len(pids) >= 3, pids  # the agent and the two sleeps
+    api.delete(sid)
+    alive = []
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            continue
+        if state not in ("Z", "X"):  # a zombie is dead, waiting to be reaped
+            alive.append((p, state))
+    assert alive == [], alive
+    assert leftovers(daemon.state_dir) == []  # and the cleanup follows
 
 
 def test_sandboxes_run_in_parallel(api):
@@ -350,7 +370,7 @@ def test_destroy_all(fresh_daemon):
     api.exec(sids[0], "sleep 1000 >/dev/null 2>&1 &")  # a process of its own, too
     d.stop()  # sandboxes outlive a clean stop
     assert sorted(d.live_sandboxes()) == sorted(sids)
-    assert leftovers(d.state_dir) != []
+    assert leftovers(d.state_dir, settle=0) != []
     r = d.destroy_all()
     assert r.returncode == 0, r.stderr
     assert "destroy-all: 2 sandboxes destroyed" in r.stderr, r.stderr

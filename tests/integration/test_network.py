@@ -723,7 +723,7 @@ def napi(netd):
         if sb.get("state") not in ("deleted", "ended"):
             a.request("DELETE", f"/v1/sandboxes/{sb['id']}")
     brigtest.wait_for(lambda: sandbox_links() == [], what="sandbox links gone")
-    assert table_elements() == []
+    brigtest.wait_for(lambda: table_elements() == [], what="firewall elements gone")
     assert not brigtest.leftovers(netd.state_dir)
 
 

@@ -418,6 +418,19 @@ static int wait_pidfd(int pidfd, int timeout_ms)
     }
 }
 
+/* SIGKILL to init: the kernel kills the rest of its pid namespace, and init's
+ * exit (the pidfd turns readable) completes only once they are all gone. */
+static void oci_kill(brig_runtime *rt, brig_rt_sandbox *sb)
+{
+    (void)rt;
+    if (sb == NULL || sb->pidfd < 0)
+        return;
+    if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+        brig_warn("%s: kill init: %s", sb->id, strerror(errno));
+    if (wait_pidfd(sb->pidfd, KILL_TIMEOUT_MS) < 0)
+        brig_warn("%s: init did not exit after SIGKILL", sb->id);
+}
+
 static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, brig_error **err)
 {
     oci *o = rt->priv;
@@ -759,6 +772,7 @@ static const brig_runtime_ops oci_ops = {
     .attach = oci_attach,
     .connect = oci_connect,
     .destroy = oci_destroy,
+    .kill = oci_kill,
     .netns = oci_netns,
     .release = oci_release,
     .list = oci_list,

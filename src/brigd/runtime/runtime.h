@@ -43,9 +43,11 @@ typedef struct brig_runtime_ops {
      * NULL (leftovers found by reconcile).  Idempotent.  sb stays allocated
      * (other threads may still hold it; their connects then fail cleanly) until
      * release. */
-    int (*destroy)(
-        brig_runtime *rt, const char *id, brig_rt_sandbox *sb,
-        brig_error **err); /* An fd of the sandbox's network namespace (the caller closes it). */
+    int (*destroy)(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, brig_error **err);
+    /* Kills every process of the sandbox and waits until they are gone, without
+     * cleaning up (destroy does that).  Idempotent. */
+    void (*kill)(brig_runtime *rt, brig_rt_sandbox *sb);
+    /* An fd of the sandbox's network namespace (the caller closes it). */
     int (*netns)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
     /* Frees a handle from create/attach (NULL is fine). */
     void (*release)(brig_runtime *rt, brig_rt_sandbox *sb);
