@@ -98,6 +98,7 @@ typedef struct super {
     bool stdin_closed;        /* no stdin is taken any more */
     bool stdin_close_pending; /* close it (or send VEOF) once inq is written */
     bool chan_ended[3];       /* primary: the empty DATA frame of channel 1/2 is queued */
+    int pty_held;             /* the pty master after its EIO, until the command is reaped */
     sconn **conns;
     size_t nconns, cap;
     sconn *primary; /* the foreground client, NULL when there is none (any more) */
@@ -346,7 +347,13 @@ static size_t out_pump(super *S, int chan, size_t limit)
         if (n < 0 && errno == EAGAIN)
             return 0;
         if (n <= 0) { /* EOF; EIO from a pty master whose terminal is closed */
-            close(*fd);
+            /* Closing the master hangs the terminal up, and the kernel sends SIGHUP to the
+             * session: a command that closed its terminal on its way out (cat's close of
+             * stderr at exit) would die of it.  Keep it until the command is reaped. */
+            if (S->ch->pty && S->pty_held < 0 && !S->exited)
+                S->pty_held = *fd;
+            else
+                close(*fd);
             *fd = -1;
             if (S->primary != NULL && !S->chan_ended[chan]) {
                 queue_frame(S->primary, BRIG_FRAME_DATA, (uint16_t)chan, NULL, 0);
@@ -405,6 +412,9 @@ static void finish_process(super *S)
         close(S->ch->in); /* no VEOF: nobody reads the terminal any more */
         S->ch->in = -1;
     }
+    if (S->pty_held >= 0)
+        close(S->pty_held);
+    S->pty_held = -1;
     stdin_close(S);
     if (S->tfd >= 0)
         close(S->tfd);
@@ -859,6 +869,7 @@ void brig_agent_supervise(brig_agent_conn *c, json_t *req, const brig_exec_spec 
                .ch = ch,
                .sfd = sfd,
                .tfd = -1,
+               .pty_held = -1,
                .ctl = c->ctl,
                .cmd = {.pid = ch->pid}};
     c->ctl = -1;
@@ -900,6 +911,8 @@ void brig_agent_supervise(brig_agent_conn *c, json_t *req, const brig_exec_spec 
     free(S.conns);
     if (S.tfd >= 0)
         close(S.tfd);
+    if (S.pty_held >= 0)
+        close(S.pty_held);
     if (S.ctl >= 0)
         close(S.ctl);
     brig_ring_dispose(&S.ring);

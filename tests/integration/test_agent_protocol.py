@@ -1451,6 +1451,17 @@ def test_pty_stdin_close_sends_eof(agent):
     assert agent.wait_proc(pid)["exit_code"] == 0
 
 
+def test_pty_closed_by_the_command_is_no_hangup(agent):
+    """cat closes stdout and stderr on its way out, which ends the terminal: a master
+    closed at that EIO hangs the session up and SIGHUP can catch cat before its exit.
+    The race is narrow (about 1 in 100 runs before the fix), hence the repetitions."""
+    for i in range(500):
+        pid = agent.start_bg(argv=["cat"], pty={"cols": 40, "rows": 10})
+        assert agent.call({"op": "proc_stdin_close", "pid": pid}) == {"type": "ok"}
+        r = agent.wait_proc(pid)
+        assert (r["exit_code"], r["signal"]) == (0, None), (i, r)
+
+
 def test_resize_refused_without_pty(agent):
     pid = agent.start_bg(argv=["sleep", "600"])
     ans = agent.call({"op": "proc_resize", "pid": pid, "cols": 10, "rows": 10})
