@@ -12,6 +12,7 @@
 
 #include "auth.h"
 #include "log.h"
+#include "sandbox.h"
 
 /* Matches path against pattern; fills params.  1 on match. */
 static int match(const char *pattern, const char *path, char params[2][96])
@@ -70,6 +71,9 @@ void brig_http_json(brig_req *r, unsigned status, json_t *body)
 
 void brig_http_error(brig_req *r, brig_error *err)
 {
+    if (r->route && strncmp(r->route->pattern, "/v1/sandboxes/{", 15) == 0 &&
+        strcmp(r->method, "DELETE") != 0)
+        brig_sandbox_explain_end(r->d, &r->caller, r->params[0], &err);
     unsigned status = (unsigned)brig_error_http_status(err->kind);
     if (status >= 500)
         brig_warn("%s %s: %u %s", r->method, r->route ? r->route->pattern : "?", status, err->msg);

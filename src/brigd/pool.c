@@ -16,6 +16,10 @@
 
 #define MAX_SPECS 16
 #define RETRY_MS  5000 /* after a failed start, before the next try */
+/* A refill yields to requests: it starts once no sandbox request has run for
+ * QUIET_MS, or DEFER_MS after it was needed, whichever comes first. */
+#define QUIET_MS 5
+#define DEFER_MS 100
 
 typedef struct entry {
     brig_pooled p;
@@ -129,10 +133,36 @@ static int64_t pooled_total(brig_pool *p)
     return n;
 }
 
+/* Waits on the pool's condition for at most ms milliseconds (p->lock held). */
+static void wait_ms(brig_pool *p, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+}
+
+/* How long to wait before a refill may start: 0 when brigd has been quiet for
+ * QUIET_MS.  A claim is mostly followed at once by its caller's upload and exec,
+ * and a sandbox start (runc, mounts) on the same cores would slow them down. */
+static int64_t quiet_in_ms(brigd *d, int64_t now)
+{
+    pthread_mutex_lock(&d->lock);
+    int64_t left = d->ops_inflight > 0 ? QUIET_MS : d->ops_idle_since + QUIET_MS - now;
+    pthread_mutex_unlock(&d->lock);
+    return left > 0 ? left : 0;
+}
+
 static void *filler(void *arg)
 {
     brigd *d = arg;
     brig_pool *p = d->pool;
+    int64_t needed_at = 0; /* mono ms: since when the pool is short; 0: it is not */
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
         /* The spec that is short the most (and not backing off), if the host has
@@ -149,12 +179,19 @@ static void *filler(void *arg)
                 need = sp;
         }
         if (need == NULL) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+            needed_at = 0;
+            wait_ms(p, 1000);
             continue;
         }
+        if (needed_at == 0)
+            needed_at = now;
+        int64_t quiet = quiet_in_ms(d, now);
+        if (quiet > 0 && now - needed_at < DEFER_MS) {
+            int64_t deadline = needed_at + DEFER_MS - now;
+            wait_ms(p, quiet < deadline ? quiet : deadline);
+            continue;
+        }
+        needed_at = 0;
         spec copy = *need;
         pthread_mutex_unlock(&p->lock);
         brig_error *err = NULL;
@@ -234,6 +271,9 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_key, co
     if (p == NULL)
         return -1;
     entry *stale = NULL, *hit = NULL;
+    pthread_mutex_lock(&d->lock);
+    d->ops_idle_since = brig_now_mono_ms(); /* the claimer's next requests come at once */
+    pthread_mutex_unlock(&d->lock);
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < p->n_specs && hit == NULL; i++) {
         spec *sp = &p->specs[i];

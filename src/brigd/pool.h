@@ -8,9 +8,10 @@
  * reaches nothing); no account, no store row.  It is claimed as it is; what is
  * the account's (project, env, secrets, egress policy, billing from the claim
  * on) is applied at claim time.  A filler thread tops the pool up after each
- * claim, within the host's capacity.  Pooled sandboxes do not survive brigd:
- * shutdown destroys them, and a crash leaves them to the next start's
- * reconcile, which removes whatever the store does not know.
+ * claim, within the host's capacity, as background work: once no sandbox request
+ * has run for a few milliseconds, or 100 ms after the claim at the latest.  Pooled sandboxes do not
+ * survive brigd: shutdown destroys them, and a crash leaves them to the next start's reconcile,
+ * which removes whatever the store does not know.
  *
  * Configured as `warm_pool = TEMPLATE:TARIFF:COUNT[,…]` (empty: no pool).
  */

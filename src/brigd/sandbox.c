@@ -138,6 +138,8 @@ void brig_sandbox_put(brigd *d, brig_sandbox *sb)
     if (sb == NULL)
         return;
     pthread_mutex_lock(&d->lock);
+    if (--d->ops_inflight == 0)
+        d->ops_idle_since = brig_now_mono_ms();
     brig_net_sandbox *net = NULL;
     int how = sb->net_drop;
     if (--sb->active_ops == 0 && how) { /* the last user of a torn-down one */
@@ -202,6 +204,7 @@ int brig_sandbox_get(brigd *d, const brig_caller *c, const char *id, brig_sandbo
     if (sb && strcmp(sb->state, "running") == 0) {
         sb->refs++;
         sb->active_ops++;
+        d->ops_inflight++;
         sb->last_activity = brig_now_real_ms();
         pthread_mutex_unlock(&d->lock);
         *out = sb;
@@ -440,6 +443,7 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     sb->next = d->sandboxes;
     d->sandboxes = sb;
     d->n_sandboxes++;
+    d->ops_inflight++; /* the create's active op, ended by its brig_sandbox_put */
     pthread_mutex_unlock(&d->lock);
     listed = true;
 
@@ -500,8 +504,11 @@ out:
                                      brig_now_real_ms(), NULL);
     brig_vault_delete_all(d->store, sb->id);
     pthread_mutex_lock(&d->lock);
-    if (listed)
+    if (listed) {
         unlink_locked(d, sb);
+        if (--d->ops_inflight == 0)
+            d->ops_idle_since = brig_now_mono_ms();
+    }
     uid_mark_locked(d, sb->uid_base, 0); /* create cleaned up after itself */
     pthread_mutex_unlock(&d->lock);
     brig_admission_release(&d->admission);
@@ -619,6 +626,9 @@ void brig_sandbox_teardown_stop(brigd *d)
  * file system. */
 static void finish(brigd *d, brig_sandbox *sb, const char *reason)
 {
+    pthread_mutex_lock(&d->lock);
+    snprintf(sb->end_reason, sizeof(sb->end_reason), "%s", reason);
+    pthread_mutex_unlock(&d->lock);
     d->rt->ops->kill(d->rt, sb->rt);
     int64_t now = brig_now_real_ms();
     brig_error *err = NULL;
@@ -761,6 +771,49 @@ int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **o
     return 0;
 }
 
+typedef struct end_query {
+    const brig_caller *c;
+    char reason[32];
+} end_query;
+
+static int reason_row(brig_row *row, void *arg)
+{
+    end_query *q = arg;
+    const char *acc = brig_row_text(row, 0), *prj = brig_row_text(row, 1);
+    const char *reason = brig_row_text(row, 2);
+    if (q->c == NULL || brig_caller_sees(q->c, acc ? acc : "", prj ? prj : ""))
+        snprintf(q->reason, sizeof(q->reason), "%s", reason ? reason : "deleted");
+    return 1;
+}
+
+void brig_sandbox_explain_end(brigd *d, const brig_caller *c, const char *id, brig_error **err)
+{
+    if (*err == NULL || ((*err)->kind != BRIG_E_PROTOCOL && (*err)->kind != BRIG_E_INTERNAL))
+        return;
+    end_query q = {c, ""};
+    pthread_mutex_lock(&d->lock);
+    brig_sandbox *sb = find_locked(d, c, id);
+    if (sb && strcmp(sb->state, "deleting") == 0)
+        snprintf(q.reason, sizeof(q.reason), "%s", sb->end_reason[0] ? sb->end_reason : "deleted");
+    bool live = sb && q.reason[0] == '\0';
+    pthread_mutex_unlock(&d->lock);
+    if (live)
+        return;
+    if (sb == NULL) { /* unlisted: ended, or never the caller's (then nothing is said) */
+        brig_error *qerr = NULL;
+        if (brig_store_query(d->store, &qerr, reason_row, &q,
+                             "SELECT account_id, project_id, reason FROM sandboxes"
+                             " WHERE id = ? AND state = 'deleted'",
+                             "s", id) < 0)
+            brig_error_clear(&qerr);
+    }
+    if (q.reason[0] == '\0')
+        return;
+    brig_error_clear(err);
+    brig_error_set(err, BRIG_E_CONFLICT, 0, "sandbox %.40s ended while the request ran (%s)", id,
+                   q.reason);
+}
+
 int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int64_t ms,
                              json_t **out, brig_error **err)
 {
@@ -801,6 +854,7 @@ void brig_sandbox_apply_policy(brigd *d, const char *project_id, const brig_egre
             strcmp(sb->state, "running") == 0) {
             sb->refs++;
             sb->active_ops++;
+            d->ops_inflight++;
             list = brig_xrealloc(list, (n + 1) * sizeof(*list));
             list[n++] = sb;
         }

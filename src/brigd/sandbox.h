@@ -39,6 +39,7 @@ struct brig_sandbox {
                               (1: release, 2: detach; see sandbox.c); brigd.lock */
     /* Guarded by brigd.lock: */
     const char *state;       /* static string */
+    char end_reason[32];     /* why it ended, from the moment it is deleting */
     int refs;                /* list membership + borrowers */
     int64_t idle_timeout_ms; /* 0: none */
     int64_t expires_at;      /* ms since the epoch; 0: never */
@@ -106,6 +107,9 @@ int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const ch
                         brig_error **err);
 /* Same, by id, for brigd itself (the janitor). */
 int brig_sandbox_stop(brigd *d, const char *id, const char *reason);
+/* A request whose agent connection failed (*err: a protocol or internal error)
+ * because the sandbox ended meanwhile: *err becomes a conflict that says so. */
+void brig_sandbox_explain_end(brigd *d, const brig_caller *c, const char *id, brig_error **err);
 
 /* The API's view of a live sandbox. */
 json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb);

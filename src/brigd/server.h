@@ -30,6 +30,8 @@ typedef struct brigd {
                                  fields and uid_used */
     brig_sandbox *sandboxes;  /* live sandboxes (creating/running), newest first */
     int n_sandboxes;          /* length of that list */
+    int ops_inflight;         /* API requests using a sandbox right now (creates included) */
+    int64_t ops_idle_since;   /* mono ms: when the last of them ended (or a pool claim) */
     uint8_t *uid_used;        /* uid_ranges flags: range i (uid_base + i * 65536) taken */
     const struct brig_cgroup_ops *cgroup; /* the host cgroup flavour */
     pthread_t janitor;                    /* idle/lifetime/CPU-abuse/billing ticks (lifecycle.c) */

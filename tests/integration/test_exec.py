@@ -57,6 +57,28 @@ def test_stream_delivers_output_while_the_command_runs(api):
         conn.close()
 
 
+def test_a_command_cut_off_by_its_sandboxs_end_says_so(api):
+    """An exec in flight when its sandbox is deleted ends with a conflict that names
+    the reason, not with an agent protocol error: plain and streamed."""
+    sid = api.create("minimal")["id"]
+    conn, r = stream(api, f"/v1/sandboxes/{sid}/exec", {"cmd": "echo up; exec sleep 600"})
+    ev = events(r)
+    assert next(ev)["type"] == "start"
+    assert next(ev) == {"type": "stdout", "data": "up\n"}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        plain = pool.submit(api.request, "POST", f"/v1/sandboxes/{sid}/exec",
+                            {"cmd": "echo > /tmp/plain; exec sleep 600"})
+        wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}/files?path=/tmp/plain").status
+                 == 200, what="the plain exec to start")
+        api.delete(sid)
+        got = plain.result(timeout=60)
+    msg = f"sandbox {sid} ended while the request ran (deleted_by_api)"
+    assert got.status == 409, got.body
+    assert got.json()["error"] == {"code": "conflict", "message": msg}
+    assert list(ev) == [{"type": "error", "code": "conflict", "message": msg}]
+    conn.close()
+
+
 def test_stream_text_and_binary_chunks(api):
     with Sandbox(api) as sb:
         # A two-byte character written in two halves, then bytes that are not text.

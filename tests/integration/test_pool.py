@@ -2,6 +2,7 @@
 pool refills, claimed sandboxes are ordinary ones of the caller, and nothing of
 the pool outlives brigd."""
 
+import threading
 import time
 
 from brigtest import Brigd, leftovers, wait_for
@@ -72,5 +73,47 @@ def test_a_miss_is_counted(tmp_path):
         assert pool_of(a) == {"ready": 0, "target": 1, "hits": 1, "misses": 1}
         a.delete(sb["id"])
     finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
+
+
+def test_refill_is_not_starved_by_a_long_request(tmp_path):
+    """A refill yields to sandbox requests, but only for a while: with an exec in
+    flight the whole time, a claimed pool still refills."""
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nwarm_pool = minimal:small:1\nnetwork = off\n")
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    busy = None
+    try:
+        a = d.api()
+        wait_for(lambda: pool_of(a).get("ready") == 1, timeout=30, what="the pool to fill")
+        busy = a.create("minimal")
+        wait_for(lambda: pool_of(a).get("ready") == 1, timeout=30, what="the pool to refill")
+        done = []
+        t = threading.Thread(target=lambda: done.append(
+            a.request("POST", f"/v1/sandboxes/{busy['id']}/exec",
+                      {"cmd": "echo > /tmp/started; exec sleep 600"})))
+        t.start()
+
+        def started():
+            r = a.request("GET", f"/v1/sandboxes/{busy['id']}/files?path=/tmp/started")
+            return r.status == 200
+        wait_for(started, timeout=30, what="the long exec to start")
+        sb = a.create("minimal")
+        assert pool_of(a)["ready"] == 0
+        wait_for(lambda: pool_of(a).get("ready") == 1, timeout=30,
+                 what="the pool to refill under a request in flight")
+        assert t.is_alive() and not done  # the exec was in flight all along
+        a.delete(sb["id"])
+        busy_id = busy["id"]
+        a.delete(busy_id)  # ends the exec
+        busy = None
+        t.join(timeout=30)
+        assert done and done[0].status == 409, (done[0].status, done[0].body)
+        assert done[0].json()["error"]["message"] == (
+            f"sandbox {busy_id} ended while the request ran (deleted_by_api)")
+    finally:
+        if busy:
+            a.delete(busy["id"])
         d.stop()
     assert leftovers(d.state_dir) == []
