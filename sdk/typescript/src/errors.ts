@@ -39,7 +39,8 @@ export class AuthError extends BrigError {}
 export class ForbiddenError extends BrigError {}
 /** 404 `not_found`: no such sandbox, process or file. */
 export class NotFoundError extends BrigError {}
-/** 409 `conflict`: the target exists, a directory is not empty, a template is not built. */
+/** 409 `conflict`: the target exists, a directory is not empty, a template is not built, or the
+ * sandbox ended (deleted, timed out) while the request ran. */
 export class ConflictError extends BrigError {}
 /** 413 `too_large`: a body over the server's limit. */
 export class TooLargeError extends BrigError {}

@@ -93,7 +93,8 @@ class NotFound(BrigError):
 
 
 class Conflict(BrigError):
-    """409: e.g. the template is not built yet, the directory exists or is not empty."""
+    """409: e.g. the template is not built yet, the directory exists or is not empty, or the
+    sandbox ended (deleted, timed out) while the request ran."""
 
     default_status, default_code = 409, "conflict"
 
