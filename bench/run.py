@@ -1789,7 +1789,8 @@ def warm_line(w):
            f"{w['restart_ms']:.0f} ms; the pool full {w['fill_ms']:.0f} ms later). Before each "
            f"timed create the harness polled `GET /healthz` until the pool was full again "
            f"({w['polls_mean']:.1f} polls on average, 5 ms apart), so no refill was in flight "
-           f"when the create started; the claim makes the pool short, and brigd refills it once no request has run for 5 ms (100 ms at most). Hit or miss is "
+           f"when the create started; the claim makes the pool short, and brigd refills it "
+           f"once no request has run for 5 ms (100 ms at most). Hit or miss is "
            f"brigd's own count: healthz's `hits`/`misses` for the pool, read before the create "
            f"and right after the `201` — {w['hits']} hits and {w['misses']} misses of {n} timed "
            f"creates")
