@@ -5,9 +5,10 @@
  * limits (balance, spend, concurrency) -> host capacity slot -> secrets sealed
  * under the sandbox id -> store row (creating) -> list entry -> runtime create
  * -> network attach (a warm sandbox: policy only) -> store row (running).
- * Order of a delete: unlist (no new borrowers) -> SIGKILL (in-flight requests
- * see their agent connection close) -> final charge -> secrets wiped -> store
- * row (deleted, with its reason) -> the answer.  Then, on the teardown thread:
+ * Order of a delete: state deleting (no new borrowers; still listed) -> SIGKILL
+ * (in-flight requests see their agent connection close) -> final charge ->
+ * secrets wiped -> store row (deleted, with its reason) -> unlist -> the
+ * answer.  Then, on the teardown thread:
  * runtime destroy -> network release -> uid range and capacity slot returned;
  * the handle is freed by the last borrower.
  */
