@@ -158,6 +158,17 @@ def test_max_lifetime_and_extension(api):
     assert r.status == 400
 
 
+def test_an_exec_cut_off_by_the_lifetime_says_why(api):
+    """A command still running when its sandbox reaches its lifetime: the exec answers
+    409 with the reason, not an agent error."""
+    sid = api.create("minimal", max_lifetime=1)["id"]
+    r = api.request("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "exec sleep 50"})
+    assert r.status == 409, r.body
+    assert r.json()["error"]["message"] == (
+        f"sandbox {sid} ended while the request ran (max_lifetime)")
+    assert state_of(api, sid)["reason"] == "max_lifetime"
+
+
 def test_cpu_hog_is_stopped_and_flagged(tmp_path):
     d = daemon_with(tmp_path, "[brigd]\ncpu_abuse_window = 2\n")
     try:
