@@ -25,14 +25,19 @@ static void h_healthz(brig_req *r)
     pthread_mutex_lock(&r->d->lock);
     int n = r->d->n_sandboxes;
     pthread_mutex_unlock(&r->d->lock);
-    int64_t used = 0, queued = 0;
-    brig_admission_stats(&r->d->admission, &used, &queued);
+    int64_t used = 0, mem_used = 0, queued = 0;
+    brig_admission_stats(&r->d->admission, &used, &mem_used, &queued);
+    json_t *mem_cap = r->d->admission.mem_capacity > 0
+                          ? json_integer((json_int_t)r->d->admission.mem_capacity)
+                          : json_null();
     brig_http_json(r, 200,
-                   json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:b, s:o}", "status", "ok",
-                             "version", BRIG_VERSION, "runtime", r->d->rt->ops->name, "sandboxes",
-                             n, "capacity", (json_int_t)r->d->cfg.max_sandboxes, "slots_used",
-                             (json_int_t)used, "queued", (json_int_t)queued, "network",
-                             r->d->net != NULL, "warm_pool", brig_pool_stats(r->d)));
+                   json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:o, s:I, s:b, s:o}", "status",
+                             "ok", "version", BRIG_VERSION, "runtime", r->d->rt->ops->name,
+                             "sandboxes", n, "capacity", (json_int_t)r->d->cfg.max_sandboxes,
+                             "slots_used", (json_int_t)used, "memory_mib_used",
+                             (json_int_t)mem_used, "memory_mib_capacity", mem_cap, "queued",
+                             (json_int_t)queued, "network", r->d->net != NULL, "warm_pool",
+                             brig_pool_stats(r->d)));
 }
 
 /* ---- sandboxes ------------------------------------------------------------- */

@@ -5,7 +5,8 @@
  * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
  * (seconds), output_limit_bytes, max_file_bytes, pids_limit, * uid_base, uid_ranges,
- * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes, and in
+ * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes,
+ * memory_overcommit (a ratio), and in
  * seconds: create_queue_timeout, idle_timeout_default, idle_timeout_max, lifetime_default,
  * lifetime_max, cpu_abuse_window, billing_interval, retention. Tariffs are sections [tariff.NAME]
  * with vcpus, memory_mib, disk_mib and price_micro_usd_per_second; small, medium and large exist by
@@ -86,6 +87,17 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"billing_interval", &cfg->billing_interval_ms, 1, 3600, 1000},
         {"retention", &cfg->retention_ms, 0, 365 * 86400, 1000},
     };
+    if (strcmp(key, "memory_overcommit") == 0) {
+        char *end = NULL;
+        double r = strtod(v, &end);
+        if (end == v || *end != '\0' || !(r == 0 || (r >= 0.1 && r <= 1000)))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "memory_overcommit: '%s' is not 0 (no bound) or a ratio in "
+                                  "[0.1, 1000]",
+                                  v);
+        cfg->memory_overcommit = r;
+        return 0;
+    }
     for (size_t i = 0; i < BRIG_ARRAY_LEN(strs); i++) {
         if (strcmp(key, strs[i].name) == 0) {
             if (*v == '\0')
@@ -255,6 +267,7 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->initial_credit_micro_usd = 1000000;
     cfg->max_live_per_account = 20;
     cfg->max_sandboxes = 500;
+    cfg->memory_overcommit = 16;
     cfg->create_queue_timeout_ms = 30000;
     cfg->idle_timeout_default_ms = 300000;
     cfg->idle_timeout_max_ms = 86400000;

@@ -41,18 +41,19 @@ typedef struct brig_config {
     int64_t initial_credit_micro_usd; /* a new account's credit; $1 */
     int64_t max_live_per_account;     /* live sandboxes per account; 20 */
     int64_t max_sandboxes;            /* live sandboxes on this host; 500 */
-    int64_t create_queue_timeout_ms;  /* how long a create waits for host capacity; 30 s */
-    int64_t idle_timeout_default_ms;  /* 5 min */
-    int64_t idle_timeout_max_ms;      /* 24 h */
-    int64_t lifetime_default_ms;      /* 1 h */
-    int64_t lifetime_max_ms;          /* 24 h */
-    int64_t cpu_abuse_window_ms;      /* 15 min */
-    int64_t billing_interval_ms;      /* incremental charges; 10 s */
-    int64_t retention_ms;             /* ended sandboxes stay queryable; 7 days */
-    char *net_pool;                   /* sandbox link addresses; "10.201.0.0/16" */
-    char *dns_upstream;               /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
-    char *network;                    /* "on" | "off": sandbox networking */
-    char *warm_pool;                  /* "TEMPLATE:TARIFF:COUNT,…"; "" for none */
+    double memory_overcommit; /* live sandboxes' memory limits <= this x RAM; 16; 0: no bound */
+    int64_t create_queue_timeout_ms; /* how long a create waits for host capacity; 30 s */
+    int64_t idle_timeout_default_ms; /* 5 min */
+    int64_t idle_timeout_max_ms;     /* 24 h */
+    int64_t lifetime_default_ms;     /* 1 h */
+    int64_t lifetime_max_ms;         /* 24 h */
+    int64_t cpu_abuse_window_ms;     /* 15 min */
+    int64_t billing_interval_ms;     /* incremental charges; 10 s */
+    int64_t retention_ms;            /* ended sandboxes stay queryable; 7 days */
+    char *net_pool;                  /* sandbox link addresses; "10.201.0.0/16" */
+    char *dns_upstream;              /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
+    char *network;                   /* "on" | "off": sandbox networking */
+    char *warm_pool;                 /* "TEMPLATE:TARIFF:COUNT,…"; "" for none */
     struct {
         char template[64];
         char tariff[32];

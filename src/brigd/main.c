@@ -122,6 +122,20 @@ static int destroy_all(brigd *d)
     return failed;
 }
 
+/* What the memory limits of live sandboxes may add up to: memory_overcommit x
+ * the host's RAM (0: no bound). */
+static int64_t memory_budget_mib(const brig_config *cfg)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (cfg->memory_overcommit <= 0 || pages <= 0 || page <= 0)
+        return 0;
+    int64_t ram_mib = (int64_t)pages * page / (1024 * 1024);
+    int64_t budget = (int64_t)((double)ram_mib * cfg->memory_overcommit);
+    brig_info("memory budget: %lld MiB (%.2f x %lld MiB of RAM)", (long long)budget,
+              cfg->memory_overcommit, (long long)ram_mib);
+    return budget > 0 ? budget : 1;
+}
+
 static int run(brigd *d, int sigfd, brig_error **err)
 {
     /* 0711: sandbox roots live below it and a sandbox's root is an unprivileged
@@ -161,7 +175,7 @@ static int run(brigd *d, int sigfd, brig_error **err)
         brig_error_clear(&nerr);
         d->net = NULL;
     }
-    brig_admission_init(&d->admission, d->cfg.max_sandboxes);
+    brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg));
     if (brig_sandbox_teardown_start(d, err) < 0)
         return -1;
     brig_sandbox_reconcile(d);

@@ -373,8 +373,8 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     }
     if (brig_billing_admit(d, c->account_id, brig_now_real_ms(),
                            brig_sandbox_count(d, c->account_id), err) < 0 ||
-        brig_admission_take(&d->admission, c->account_id, d->cfg.create_queue_timeout_ms, err) <
-            0) {
+        brig_admission_take(&d->admission, c->account_id, tariff->memory_mib,
+                            d->cfg.create_queue_timeout_ms, err) < 0) {
         brig_template_dispose(&t);
         return -1;
     }
@@ -388,6 +388,7 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     snprintf(sb->tariff, sizeof(sb->tariff), "%s", tariff->name);
     sb->price = tariff->price_micro_usd;
     sb->vcpus = tariff->vcpus;
+    sb->memory_mib = tariff->memory_mib;
     sb->env = opts->env && json_object_size(opts->env) ? json_deep_copy(opts->env) : NULL;
     sb->created_at = sb->last_activity = brig_now_real_ms();
     sb->idle_timeout_ms =
@@ -512,7 +513,7 @@ out:
     }
     uid_mark_locked(d, sb->uid_base, 0); /* create cleaned up after itself */
     pthread_mutex_unlock(&d->lock);
-    brig_admission_release(&d->admission);
+    brig_admission_release(&d->admission, sb->memory_mib);
     sandbox_free(d, sb);
     return -1;
 }
@@ -553,9 +554,10 @@ static void teardown(brigd *d, brig_sandbox *sb)
     pthread_mutex_lock(&d->lock);
     if (r == 0) /* a range whose processes may live on stays taken */
         uid_mark_locked(d, sb->uid_base, 0);
+    int64_t mem = sb->memory_mib; /* sb may be freed by another borrower once unref'd */
     brig_sandbox *dead = unref_locked(sb);
     pthread_mutex_unlock(&d->lock);
-    brig_admission_release(&d->admission);
+    brig_admission_release(&d->admission, mem);
     if (dead)
         sandbox_free(d, dead);
     pthread_mutex_lock(&d->teardown_lock);
@@ -930,6 +932,7 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         memcpy(sb->tariff, row->tariff, sizeof(sb->tariff));
         const brig_tariff *t = brig_config_tariff(&d->cfg, row->tariff);
         sb->vcpus = t ? t->vcpus : 1;
+        sb->memory_mib = t ? t->memory_mib : 0;
         sb->created_at = row->created_at;
         sb->price = row->price;
         sb->uid_base = row->uid_base;
@@ -947,7 +950,7 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         d->sandboxes = sb;
         d->n_sandboxes++;
         pthread_mutex_unlock(&d->lock);
-        brig_admission_hold(&d->admission, 1);
+        brig_admission_hold(&d->admission, sb->memory_mib);
         c->kept = brig_xrealloc(c->kept, (c->n_kept + 1) * sizeof(char *));
         c->kept[c->n_kept++] = brig_xstrdup(row->id);
         brig_info("sandbox %s: re-attached", row->id);
