@@ -18,8 +18,7 @@ nor disturb a brigd running on the real host (or the session's).
 Two tiers:
 - the module, driven by tests/unit/test_net_harness (a test binary calling
   brig_net_attach & co. on namespaces made with `ip netns add`);
-- end to end through brigd's API (projects' egress, network log), once brigd
-  serves those routes (skipped until then).
+- end to end through brigd's API (projects' egress, network log).
 Every test ends with a leak check: no sandbox link, no test namespace, no
 firewall element, no process of ours left.
 """
@@ -666,20 +665,10 @@ class NsApi(brigtest.Api):
             return super().request(*a, **kw)
 
 
-def brigd_serves_network():
-    brigd = os.path.join(brigtest.BUILD, "brigd")
-    if not os.path.exists(brigd):
-        return False
-    routes = sh(brigd, "--print-routes", check=False).stdout
-    return "PATCH /v1/projects/{id}" in routes and "GET /v1/sandboxes/{id}/network-log" in routes
-
-
 @pytest.fixture(scope="module")
 def netd(inet):
     """A brigd of this module's own, started inside the test host namespace
     (so its firewall and links are there), with the test DNS as upstream."""
-    if not brigd_serves_network():
-        pytest.skip("brigd does not serve projects' egress and the network log yet")
     d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd"))
     assert hx("sysctl", "-n", "net.ipv4.ip_forward").stdout.strip() == "0"
     start_in_hostns(d)

@@ -12,7 +12,7 @@ import pytest
 
 import brig
 from brig import Sandbox
-from sdk_helpers import SDK, gone, unknown_field
+from sdk_helpers import SDK, gone
 
 AGENT_CODE = textwrap.dedent("""\
     import sys
@@ -44,12 +44,6 @@ def run_program(src: str) -> subprocess.CompletedProcess:
 @pytest.mark.base
 def test_seed_program_exactly_as_written(daemon):
     """DESIGN.md §1, verbatim (tariff="small")."""
-    try:
-        Sandbox.create("minimal", tariff="small").delete()
-    except brig.InvalidRequest as e:
-        if unknown_field(e, "tariff"):
-            pytest.xfail(f"brigd does not accept 'tariff' yet: {e}")
-        raise
     p = run_program(SEED)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "3 hello from 3\n\n"
@@ -164,21 +158,11 @@ def test_health_and_templates(client):
 
 
 def test_env_and_secrets_at_create(daemon):
-    try:
-        s = Sandbox.create("minimal", env={"GREETING": "hello env"})
-    except brig.InvalidRequest as e:
-        if unknown_field(e, "env"):
-            pytest.xfail(f"brigd does not accept 'env' at create yet: {e}")
-        raise
+    s = Sandbox.create("minimal", env={"GREETING": "hello env"})
     with s:
         assert s.exec("echo $GREETING").stdout == "hello env\n"
         assert s.info.env in (None, ["GREETING"])  # names only
-    try:
-        s = Sandbox.create("minimal", secrets={"API_TOKEN": "s3cret"})
-    except brig.InvalidRequest as e:
-        if unknown_field(e, "secrets"):
-            pytest.xfail(f"brigd does not accept 'secrets' yet: {e}")
-        raise
+    s = Sandbox.create("minimal", secrets={"API_TOKEN": "s3cret"})
     with s:
         assert "s3cret" not in repr(s.refresh().raw)
         assert s.exec("test \"$API_TOKEN\" = s3cret").exit_code == 0
@@ -187,20 +171,12 @@ def test_env_and_secrets_at_create(daemon):
 
 
 def test_set_timeout(sb):
-    try:
-        info = sb.set_timeout(600)
-    except brig.NotFound as e:
-        if "no such endpoint" in e.message:
-            pytest.xfail(f"brigd has no /timeout route yet: {e}")
-        raise
+    info = sb.set_timeout(600)
     assert info.id == sb.id and not info.deleted
 
 
 def test_tariff_and_account_routes(client):
-    try:
-        tariffs = client.tariffs()
-    except brig.NotFound:
-        pytest.xfail("brigd has no /v1/tariffs yet")
+    tariffs = client.tariffs()
     names = [t["name"] for t in tariffs["tariffs"]]
     assert "small" in names
     with Sandbox.create("minimal", tariff="small", client=client) as s:
@@ -215,10 +191,6 @@ def test_tariff_and_account_routes(client):
 
 
 def test_limits_map_to_limit_exceeded_and_payment_required(daemon, client):
-    try:
-        client.account()
-    except brig.NotFound:
-        pytest.xfail("brigd has no accounts yet")
     client.call("PATCH", "/v1/account", json={"daily_limit_micro_usd": 0})
     try:
         with pytest.raises(brig.LimitExceeded) as ei:
@@ -239,10 +211,7 @@ def test_no_balance_and_concurrency_limit(daemon, tmp_path):
     cfg = tmp_path / "brigd.conf"
     cfg.write_text("[brigd]\ninitial_credit_micro_usd = 0\nmax_live_per_account = 1\n")
     d = brigtest.Brigd(str(tmp_path / "state"), ["--config", str(cfg)])
-    try:
-        d.start()
-    except RuntimeError as e:
-        pytest.xfail(f"brigd does not know these settings yet: {str(e)[-300:]}")
+    d.start()
     try:
         with brig.Client(d.url, d.key) as c:
             with pytest.raises(brig.PaymentRequired) as ei:
