@@ -312,6 +312,15 @@ def leftovers(state_dir, settle=15.0):
         time.sleep(0.02)
 
 
+def host_link(sid):
+    """The host-side link brigd names after a sandbox id: "brg" + 12 hex digits of
+    the id's 64-bit FNV-1a hash (src/brigd/net/net.c, ifname_of)."""
+    h = 0xcbf29ce484222325
+    for b in sid.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"brg{h & 0xFFFFFFFFFFFF:012x}"
+
+
 def leftovers_now(state_dir):
     ids = known_sandbox_ids(state_dir)
     left = [f"runc container {c}" for c in runc_containers(state_dir)]
@@ -324,6 +333,10 @@ def leftovers_now(state_dir):
         for i in ids:
             if os.path.isdir(f"/sys/fs/cgroup/{ctrl}/brig/{i}"):
                 left.append(f"cgroup {ctrl}/brig/{i}")
+    # Its network namespace lives as long as a process or a mount holds it (both
+    # checked above); its host-side link is the one piece outside it.
+    links = set(os.listdir("/sys/class/net"))
+    left += [f"host link {host_link(i)} of {i}" for i in ids if host_link(i) in links]
     return left
 
 

@@ -388,7 +388,8 @@ out['errname'] = errno.errorcode.get(out['error'])
 
 def test_realtime_priority_and_rlimits(sec):
     """Starving the host's CPUs with realtime scheduling or a negative nice value, or
-    raising a hard rlimit: EPERM/EACCES (no CAP_SYS_NICE, CAP_SYS_RESOURCE)."""
+    raising a hard rlimit (open files, core size: 0): EPERM/EACCES (no CAP_SYS_NICE,
+    CAP_SYS_RESOURCE)."""
     out, _ = sec.py(sec.sandbox(), """
 import resource
 out['fifo'] = err(os.sched_setscheduler, 0, os.SCHED_FIFO, os.sched_param(50))
@@ -401,11 +402,18 @@ except (ValueError, OSError) as e:
     out['nofile'] = errno.errorcode.get(getattr(e, 'errno', None), 'ValueError')
 out['rtprio'] = resource.getrlimit(resource.RLIMIT_RTPRIO)
 out['policy'] = os.sched_getscheduler(0)
+out['core'] = resource.getrlimit(resource.RLIMIT_CORE)
+try:
+    resource.setrlimit(resource.RLIMIT_CORE, (1 << 30, 1 << 30)); out['core_raise'] = 'OK'
+except (ValueError, OSError) as e:
+    out['core_raise'] = errno.errorcode.get(getattr(e, 'errno', None), 'ValueError')
 """)
     assert out["fifo"] == "EPERM" and out["rr"] == "EPERM"
     assert out["nice"] in ("EACCES", "EPERM")
     assert out["nofile"] in ("EPERM", "ValueError")
     assert out["rtprio"] == [0, 0] and out["policy"] == os.SCHED_OTHER
+    # No core dumps (a crashing program must not fill the disk), and no way back to them.
+    assert out["core"] == [0, 0] and out["core_raise"] in ("EPERM", "ValueError"), out
 
 
 def test_setuid_binary_with_no_new_privileges(sec):

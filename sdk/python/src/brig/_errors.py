@@ -152,8 +152,10 @@ class ConnectionError(BrigError, builtins.ConnectionError):  # noqa: A001 - the 
 
 
 class Timeout(BrigError, builtins.TimeoutError):
-    """No answer in time: a socket timeout, brigd's ``504``, or
-    :meth:`Process.wait` returning while the process still runs.
+    """No answer in time: a socket timeout (no connection or answer within the
+    call's timeout, or one that stalls that long), a ``504`` from a proxy in front
+    of brigd (brigd itself has none), or :meth:`Process.wait` returning while the
+    process still runs.
 
     Also a builtin :class:`TimeoutError`. Note that a *command* that runs past
     its ``timeout`` is not an exception: its :class:`ExecResult` has
