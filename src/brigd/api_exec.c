@@ -160,7 +160,13 @@ void api_exec(brig_req *r)
     int fd = api_open_agent(r, &sb);
     if (fd < 0)
         goto out;
-    secrets = brig_sandbox_secrets(r->d, sb);
+    if (brig_sandbox_secrets(r->d, sb, &secrets, &err) < 0) {
+        /* Neither the command's env nor the redaction of its output can be right. */
+        close(fd);
+        brig_sandbox_put(r->d, sb);
+        brig_http_error(r, err);
+        goto out;
+    }
     red = brig_redactor_new(secrets);
     env = brig_sandbox_command_env(sb, secrets, req.env);
     brig_vault_wipe(secrets);
@@ -254,15 +260,22 @@ void api_proc_output(brig_req *r)
     int fd = api_open_agent(r, &sb);
     if (fd < 0)
         return;
+    brig_error *err = NULL;
+    json_t *secrets = NULL;
+    if (brig_sandbox_secrets(r->d, sb, &secrets, &err) < 0) {
+        /* Output read without its secrets could not be redacted. */
+        close(fd);
+        brig_sandbox_put(r->d, sb);
+        brig_http_error(r, err);
+        return;
+    }
     brig_stream *s = brig_xcalloc(1, sizeof(*s));
     s->d = r->d;
     s->sb = sb;
     s->fd = fd;
     s->client_fd = -1;
-    json_t *secrets = brig_sandbox_secrets(r->d, sb);
     brig_stream_redact(s, brig_redactor_new(secrets));
     brig_vault_wipe(secrets);
-    brig_error *err = NULL;
     json_t *req = json_pack("{s:s, s:i, s:b}", "op", "proc_output", "pid", pid, "follow", follow);
     int rc = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, req, &err);
     json_decref(req);

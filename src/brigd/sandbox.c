@@ -221,20 +221,20 @@ int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err)
     return d->rt->ops->connect(d->rt, sb->rt, err);
 }
 
-json_t *brig_sandbox_secrets(brigd *d, const brig_sandbox *sb)
+int brig_sandbox_secrets(brigd *d, const brig_sandbox *sb, json_t **out, brig_error **err)
 {
     json_t *secrets = NULL;
-    brig_error *err = NULL;
-    if (brig_vault_open_all(d->vault, d->store, sb->id, &secrets, &err) < 0) {
-        brig_err("sandbox %s: %s", sb->id, err->msg);
-        brig_error_clear(&err);
-        return NULL;
+    *out = NULL;
+    if (brig_vault_open_all(d->vault, d->store, sb->id, &secrets, err) < 0) {
+        brig_err("sandbox %s: %s", sb->id, (*err)->msg);
+        brig_error_prefix(err, "sandbox %s: its secrets cannot be used", sb->id);
+        return -1;
     }
-    if (json_object_size(secrets) == 0) {
+    if (json_object_size(secrets) == 0)
         json_decref(secrets);
-        return NULL;
-    }
-    return secrets;
+    else
+        *out = secrets;
+    return 0;
 }
 
 json_t *brig_sandbox_command_env(const brig_sandbox *sb, json_t *secrets, json_t *request_env)

@@ -77,9 +77,11 @@ void brig_sandbox_put(brigd *d, brig_sandbox *sb);
 void brig_sandbox_ref(brigd *d, brig_sandbox *sb);
 void brig_sandbox_unref(brigd *d, brig_sandbox *sb);
 
-/* The sandbox's secrets, decrypted ({"NAME": "value"}, or NULL when it has
- * none): the caller releases them with brig_vault_wipe as soon as possible. */
-json_t *brig_sandbox_secrets(brigd *d, const brig_sandbox *sb);
+/* The sandbox's secrets, decrypted, in *out ({"NAME": "value"}, or NULL when
+ * it has none): the caller releases them with brig_vault_wipe as soon as
+ * possible.  -1 when they exist but do not open (another master key): what
+ * needs them (a command's env, the redaction of output) must not go on. */
+int brig_sandbox_secrets(brigd *d, const brig_sandbox *sb, json_t **out, brig_error **err);
 
 /* The environment of a command: the sandbox's env, then its secrets, then the
  * request's own (any may be NULL); a new object (holding secret values: wipe

@@ -6,11 +6,12 @@ import http.client
 import io
 import os
 import tarfile
+import threading
 import urllib.parse
 
 import pytest
 
-from brigtest import Brigd, Sandbox
+from brigtest import Brigd, Sandbox, sandbox_processes
 
 
 def files(sb, **q):
@@ -156,7 +157,8 @@ def gen(total, chunk=1 << 20):
 
 
 def test_2gib_upload_and_download_stream(tmp_path):
-    """2 GiB each way; brigd's peak resident size must not grow by more than 64 MiB."""
+    """2 GiB each way; brigd's peak resident size must not grow by more than 64 MiB,
+    and no agent process (PID 1 and the handlers it forks) may peak above 32 MiB."""
     from test_exec import rss_kib
     size = 2 << 30
     cfg = tmp_path / "brigd.conf"
@@ -173,6 +175,22 @@ def big_transfer(daemon, size):
     api = daemon.api()
     with Sandbox(api, tariff="big") as sb:
         base = rss_kib(daemon.proc.pid, "VmHWM")
+        agent_peak, stop = [0], threading.Event()
+
+        def watch_agent():
+            # A handler's peak goes with it: sample every agent process while it lives.
+            while not stop.is_set():
+                for pid in sandbox_processes([sb.id]):
+                    try:
+                        with open(f"/proc/{pid}/comm") as f:
+                            if f.read().strip() != "brig-agent":
+                                continue
+                        agent_peak[0] = max(agent_peak[0], rss_kib(pid, "VmHWM"))
+                    except (OSError, AssertionError):
+                        pass  # it ended between the listing and the read
+                stop.wait(0.05)
+        watcher = threading.Thread(target=watch_agent)
+        watcher.start()
         conn = http.client.HTTPConnection(api.host, api.port, timeout=600)
         conn.request("PUT", files(sb, path="/tmp/big"), body=gen(size),
                      headers={"Authorization": f"Bearer {api.key}",
@@ -198,6 +216,11 @@ def big_transfer(daemon, size):
             n += len(b)
         conn.close()
         assert n == size and got.hexdigest() == expect.hexdigest()
+        stop.set()
+        watcher.join()
         peak = rss_kib(daemon.proc.pid, "VmHWM")
+        print(f"2 GiB each way: brigd's peak RSS grew by {peak - base} KiB, "
+              f"the agent's processes peaked at {agent_peak[0]} KiB")
         assert peak - base < 64 * 1024, f"brigd peak RSS grew by {(peak - base) // 1024} MiB"
+        assert 0 < agent_peak[0] < 32 * 1024, f"an agent process peaked at {agent_peak[0]} KiB"
         sb.exec("rm /tmp/big")
