@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api_internal.h"
+#include "billing.h"
 #include "request.h"
 #include "log.h"
 #include "pool.h"
@@ -120,11 +121,12 @@ static void h_tariffs(brig_req *r)
     json_t *arr = json_array();
     for (int i = 0; i < r->d->cfg.n_tariffs; i++) {
         const brig_tariff *t = &r->d->cfg.tariffs[i];
-        json_array_append_new(arr, json_pack("{s:s, s:f, s:I, s:I, s:I}", "name", t->name, "vcpus",
-                                             t->vcpus, "memory_mib", (json_int_t)t->memory_mib,
-                                             "disk_mib", (json_int_t)t->disk_mib,
-                                             "price_micro_usd_per_second",
-                                             (json_int_t)t->price_micro_usd));
+        json_array_append_new(arr, json_pack("{s:s, s:f, s:I, s:I, s:I, s:o}", "name", t->name,
+                                             "vcpus", t->vcpus, "memory_mib",
+                                             (json_int_t)t->memory_mib, "disk_mib",
+                                             (json_int_t)t->disk_mib, "price_micro_usd_per_second",
+                                             (json_int_t)t->price_micro_usd, "price_per_second",
+                                             brig_money_json(t->price_micro_usd)));
     }
     brig_http_json(r, 200,
                    json_pack("{s:o, s:s}", "tariffs", arr, "default", r->d->cfg.default_tariff));

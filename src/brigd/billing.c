@@ -31,6 +31,13 @@ void brig_money_format(int64_t micro_usd, char out[32])
              (unsigned long long)(v % 1000000));
 }
 
+json_t *brig_money_json(int64_t micro_usd)
+{
+    char buf[32];
+    brig_money_format(micro_usd, buf);
+    return json_string(buf);
+}
+
 static int64_t utc(int y, int mon, int d)
 {
     struct tm tm = {.tm_year = y - 1900, .tm_mon = mon, .tm_mday = d};

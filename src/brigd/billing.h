@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "error.h"
 #include "server.h"
 
@@ -30,6 +32,8 @@ int64_t brig_bill_seconds(int64_t alive_ms, int64_t billed_s, bool final);
 
 /* "$0.000600" for 600 micro-dollars ("-$1.000000" when negative). */
 void brig_money_format(int64_t micro_usd, char out[32]);
+/* The same as a JSON string, for the people-readable field beside a *_micro_usd one. */
+json_t *brig_money_json(int64_t micro_usd);
 
 /* UTC midnight of the day / first day of the month containing ms, and the
  * start of the next one (for "resets at"). */

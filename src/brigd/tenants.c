@@ -116,9 +116,7 @@ int brig_account_limits_get(brigd *d, const char *account_id, brig_account_limit
 
 static json_t *money(int64_t v)
 {
-    char buf[32];
-    brig_money_format(v, buf);
-    return json_string(buf);
+    return brig_money_json(v);
 }
 
 static int read_count(brig_row *row, void *ctx)
@@ -155,8 +153,10 @@ int brig_account_json(brigd *d, const char *account_id, json_t **out, brig_error
     json_object_set_new(j, "cpu_abuse_stops", json_integer(abuse));
     json_object_set_new(j, "daily_limit_micro_usd",
                         a.has_daily ? json_integer(a.daily) : json_null());
+    json_object_set_new(j, "daily_limit", a.has_daily ? money(a.daily) : json_null());
     json_object_set_new(j, "monthly_limit_micro_usd",
                         a.has_monthly ? json_integer(a.monthly) : json_null());
+    json_object_set_new(j, "monthly_limit", a.has_monthly ? money(a.monthly) : json_null());
     *out = j;
     return 0;
 }
