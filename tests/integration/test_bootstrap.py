@@ -1,0 +1,371 @@
+"""First start and template rebuilds (issue 2), against a real brigd and the real CLI.
+
+- On first start brigd creates the first account's admin API key, saves it to
+  <state-dir>/admin.key (0600) and prints it once on stdout with a one-line quick
+  start (README.md, docs/operations.md); later starts print no key and leave the
+  file alone.
+- `brig template build NAME` rebuilds a template (docs/templates.md, docs/cli.md):
+  the builder runs with --force, so the cache key (spec + builder) stays the same
+  while the rootfs behind it is a new one; the previous rootfs is moved aside to
+  .old-KEY-PID/ and kept for the sandboxes that still run on it.
+
+The rebuild tests never touch the shared template cache (other tests use it at the
+same time): each runs a brigd of its own on a private copy of the template's cache
+entry in tmp_path.  To tell the builds apart, the test drops a marker file into the
+copied rootfs before brigd starts: a sandbox on the previous build sees it, one on
+the rebuilt rootfs does not; on the host, a sandbox's lower/ mount (its id-mapped
+template) has the inode of the rootfs directory it was made from.
+"""
+
+import glob
+import os
+import re
+import shutil
+import sqlite3
+import stat
+import subprocess
+
+import pytest
+
+from brigtest import (BUILD, REPO, TEMPLATE_CACHE, Api, Brigd, leftovers, mounts_under,
+                      searchable, wait_for)
+
+BRIG = os.path.join(BUILD, "brig")
+BUILDER = os.path.join(REPO, "templates", "build")
+MARKER = "/etc/brig-test-previous-build"
+
+
+class OwnBrigd(Brigd):
+    """A Brigd with its own template cache, and with stdout kept apart from the log
+    (stderr): each start writes <base>.N.stdout and <base>.N.log outside the state
+    dir, so a start's output can be told from the previous one's."""
+
+    def __init__(self, state_dir, extra_args=(), cache=TEMPLATE_CACHE):
+        super().__init__(state_dir, extra_args)
+        self.cache = cache
+        self.base = os.path.join(os.path.dirname(state_dir), "brigd")
+        self.starts = 0
+        self.stdout_path = None
+
+    def start(self, timeout=60):
+        self.starts += 1
+        self.stdout_path = f"{self.base}.{self.starts}.stdout"
+        self.log_path = f"{self.base}.{self.starts}.log"
+        return super().start(timeout)
+
+    def argv(self):
+        argv = super().argv()
+        argv[argv.index("--template-cache") + 1] = self.cache
+        if self.stdout_path is None:
+            return argv
+        # sh execs brigd (same pid) with stdout sent to this start's own file.
+        return ["/bin/sh", "-c", 'exec "$@" >>"$0"', self.stdout_path, *argv]
+
+    def stdout(self):
+        with open(self.stdout_path) as f:
+            return f.read()
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def count_rows(state_dir, table):
+    con = sqlite3.connect(f"file:{os.path.join(state_dir, 'brig.db')}?mode=ro", uri=True)
+    try:
+        return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    finally:
+        con.close()
+
+
+def shutdown(d):
+    """Deletes what a test left, stops brigd and checks that nothing leaked."""
+    if d.proc is not None:
+        a = d.api()
+        for sb in a.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
+            a.request("DELETE", f"/v1/sandboxes/{sb['id']}")
+        d.stop()
+    if d.live_sandboxes():
+        d.destroy_all()
+    left = leftovers(d.state_dir)
+    assert not left, f"leaked: {left}"
+
+
+# ---- first start: the admin key ----------------------------------------------------
+
+
+def first_start(tmp_path):
+    state = tmp_path / "state"
+    assert not state.exists()
+    d = OwnBrigd(str(state)).start()
+    return d, os.path.join(d.state_dir, "admin.key")
+
+
+QUICK_START = re.compile(r"quick start: export BRIG_URL=(\S+) BRIG_API_KEY=\$\(cat (\S+)\); "
+                         r"build/brig run -- python3 -c 'print\(\"hello from a sandbox\"\)'")
+
+
+def test_first_start_prints_the_admin_key_once_and_saves_it(tmp_path):
+    d, path = first_start(tmp_path)
+    try:
+        content = read(path)
+        key = content.strip()
+        assert content == key + "\n"
+        assert re.fullmatch(r"brig_[A-Za-z0-9_-]{43}", key), key
+        st = os.stat(path)
+        assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == 0, oct(st.st_mode)
+        assert not os.path.exists(path + ".tmp")
+
+        out, log = d.stdout(), d.log()
+        lines = out.splitlines()
+        # Printed once, on stdout: a heading, the key alone on its line, the quick start.
+        assert out.count(key) == 1, out
+        assert len(lines) == 3, out
+        assert lines[0] == (f"brigd: created the admin API key (saved to {path}, mode 0600; "
+                            "shown only now):"), out
+        assert lines[1].strip() == key
+        m = QUICK_START.fullmatch(lines[2])
+        assert m, f"no quick start line of the documented shape: {lines[2]!r}"
+        assert m.group(1) == d.url  # the address brigd really listens on
+        assert m.group(2) == path
+        # Never in the log, and the operator key is never printed at all.
+        assert key not in log
+        operator = d.operator_key
+        assert operator not in out and operator not in log
+
+        # The printed key is the first account's admin key.
+        a = Api(d.url, key)
+        assert a.ok("GET", "/v1/sandboxes").json()["sandboxes"] == []
+        r = a.request("GET", "/v1/sandboxes", key="brig_" + "A" * 43)
+        assert r.status == 401
+        d.stop()
+
+        before = os.stat(path)
+        keys_before = count_rows(d.state_dir, "api_keys")
+        assert count_rows(d.state_dir, "accounts") == 1
+
+        # Second start, same state dir: no key printed anywhere, admin.key untouched.
+        d.start()
+        out2, log2 = d.stdout(), d.log()
+        assert key not in out2 and key not in log2, out2 + log2
+        assert "admin API key" not in out2 and "quick start" not in out2, out2
+        assert not QUICK_START.search(out2)
+        assert read(path) == content
+        after = os.stat(path)
+        assert (after.st_ino, after.st_mtime_ns, after.st_mode, after.st_uid) == \
+            (before.st_ino, before.st_mtime_ns, before.st_mode, before.st_uid)
+        assert count_rows(d.state_dir, "accounts") == 1
+        assert count_rows(d.state_dir, "api_keys") == keys_before
+        assert Api(d.url, key).ok("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    finally:
+        shutdown(d)
+
+
+@pytest.mark.base
+def test_the_printed_quick_start_runs(tmp_path):
+    """The quick start line, run as printed (build/brig being the build under test):
+    brig run on the default template (base, from the shared cache) says hello."""
+    d, path = first_start(tmp_path)
+    try:
+        line = d.stdout().splitlines()[-1]
+        assert QUICK_START.fullmatch(line), line
+        cmd = line[len("quick start: "):].replace("build/brig", BRIG)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("BRIG_URL", "BRIG_API_KEY", "BRIG_STATE_DIR")}
+        r = subprocess.run(["bash", "-c", cmd], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "hello from a sandbox\n"
+        # brig run deleted its sandbox
+        assert d.api().ok("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    finally:
+        shutdown(d)
+
+
+# ---- brig template build -------------------------------------------------------------
+
+
+def template_key(name):
+    r = subprocess.run([BUILDER, "--print-key", name], capture_output=True, text=True,
+                       check=True)
+    return r.stdout.strip()
+
+
+def private_cache(tmp_path, name):
+    """A template cache of the test's own holding `name` built: a copy of the shared
+    cache's entry (and its download cache, so a rebuild of base needs no registry),
+    or a fresh build there when the shared cache has none."""
+    cache = tmp_path / "cache"
+    (cache / name).mkdir(parents=True)
+    key = template_key(name)
+    src = os.path.join(TEMPLATE_CACHE, name, key)
+    if os.path.exists(os.path.join(src, "ok")):
+        subprocess.run(["cp", "-a", "--reflink=auto", src, str(cache / name / key)], check=True)
+    downloads = os.path.join(TEMPLATE_CACHE, ".downloads")
+    if name == "base" and os.path.isdir(downloads):
+        subprocess.run(["cp", "-a", "--reflink=auto", downloads, str(cache / ".downloads")],
+                       check=True)
+    # Cached: prints the path at once; otherwise builds it.
+    r = subprocess.run([BUILDER, "--cache", str(cache), name], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    rootfs = cache / name / key / "rootfs"
+    assert r.stdout.splitlines()[-1] == str(rootfs)
+    searchable(str(rootfs))
+    return cache, key, rootfs
+
+
+def templates_of(api):
+    return {t["name"]: t for t in api.ok("GET", "/v1/templates").json()["templates"]}
+
+
+def cli(d, *args, env_extra=None, timeout=600):
+    """The CLI as the operator on the brigd host: no BRIG_API_KEY, so the key comes
+    from $BRIG_STATE_DIR/operator.key (docs/cli.md)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("BRIG_API_KEY",)}
+    env.update(BRIG_URL=d.url, BRIG_STATE_DIR=d.state_dir, **(env_extra or {}))
+    return subprocess.run([BRIG, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def lower_ino(d, sid):
+    """The inode of the template rootfs the sandbox's lower/ layer was mounted from."""
+    return os.stat(os.path.join(d.state_dir, "sandboxes", sid, "lower")).st_ino
+
+
+def sees_marker(api, sid):
+    r = api.exec(sid, f"cat {MARKER}")
+    if r["exit_code"] == 0:
+        assert r["stdout"] == "previous build\n", r
+        return True
+    assert "No such file" in r["stderr"], r
+    return False
+
+
+def cleanup_cache(cache):
+    if not mounts_under(str(cache)):  # a base copy and its old rootfs: ~800 MiB
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+REBUILD_CHECK = {
+    "minimal": ("id user; echo ok > /tmp/f; cat /tmp/f",
+                "uid=1000(user) gid=1000(user) groups=1000(user)\nok\n"),
+    "base": ("python3 -c 'print(6*7)'; node -e 'console.log(\"node\")'", "42\nnode\n"),
+}
+
+
+@pytest.mark.parametrize("name", ["minimal", pytest.param("base", marks=pytest.mark.base)])
+def test_template_build_rebuilds_it(tmp_path, name):
+    """`brig template build NAME` rebuilds the template: same key, a new rootfs; a
+    sandbox made before keeps running on the previous rootfs, one made after runs on
+    the new one.  base too: a rebuild of base takes about 75 s on the 2-core machine
+    (mmdebstrap from the host's Debian mirror), so it is tested like minimal."""
+    cache, key, rootfs = private_cache(tmp_path, name)
+    with open(str(rootfs) + MARKER, "w") as f:
+        f.write("previous build\n")
+    old_ino = os.stat(rootfs).st_ino
+    d = OwnBrigd(str(tmp_path / "state"), cache=str(cache)).start()
+    try:
+        a = d.api()
+        assert templates_of(a)[name] == {"name": name, "key": key, "built": True}
+        old = a.create(name)["id"]
+        assert sees_marker(a, old)
+        assert lower_ino(d, old) == old_ino
+
+        r = cli(d, "template", "build", name)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == f"built {name} (key {key})\n"
+        assert r.stderr == ""
+
+        # The key names the spec and the builder, so it stays; the rootfs is new and
+        # the previous one is kept aside for the sandboxes that use it.
+        assert templates_of(a)[name] == {"name": name, "key": key, "built": True}
+        assert (cache / name / key / "ok").is_file()
+        assert os.stat(rootfs).st_ino != old_ino
+        assert not os.path.exists(str(rootfs) + MARKER)
+        aside = glob.glob(str(cache / name / f".old-{key}-*"))
+        assert len(aside) == 1, os.listdir(cache / name)
+        assert os.stat(os.path.join(aside[0], "rootfs")).st_ino == old_ino
+        assert not glob.glob(str(cache / name / ".tmp-*"))
+        assert not mounts_under(str(cache / name / key))  # the build's mounts are gone
+
+        cmd, want = REBUILD_CHECK[name]
+        # The sandbox made before keeps working, on the previous build.
+        res = a.exec(old, cmd)
+        assert (res["exit_code"], res["stdout"]) == (0, want), res
+        assert sees_marker(a, old)
+        assert lower_ino(d, old) == old_ino
+
+        # One made afterwards runs on the rebuilt rootfs.
+        new = a.create(name)["id"]
+        res = a.exec(new, cmd)
+        assert (res["exit_code"], res["stdout"]) == (0, want), res
+        assert not sees_marker(a, new)
+        assert lower_ino(d, new) == os.stat(rootfs).st_ino
+
+        a.delete(old)
+        a.delete(new)
+        assert leftovers(d.state_dir) == []
+        assert not mounts_under(str(cache))
+    finally:
+        shutdown(d)
+        cleanup_cache(cache)
+
+
+def test_template_build_is_for_the_operator_only(tmp_path):
+    """An admin key is refused (403) and an unknown template is not found (404): the
+    CLI exits 1 with brigd's message, and nothing is rebuilt."""
+    cache, key, rootfs = private_cache(tmp_path, "minimal")
+    ino = os.stat(rootfs).st_ino
+    d = OwnBrigd(str(tmp_path / "state"), cache=str(cache)).start()
+    try:
+        r = cli(d, "template", "build", "minimal", env_extra={"BRIG_API_KEY": d.key})
+        assert r.returncode == 1 and r.stdout == ""
+        assert r.stderr == ("brig: build minimal: this operation needs the operator key"
+                            " (HTTP 403 forbidden)\n")
+        r = cli(d, "template", "build", "nosuch")
+        assert r.returncode == 1 and r.stdout == ""
+        assert r.stderr == "brig: build nosuch: no template named 'nosuch' (HTTP 404 not_found)\n"
+        assert os.stat(rootfs).st_ino == ino
+        assert not glob.glob(str(cache / "minimal" / ".old-*"))
+        assert not glob.glob(str(cache / "minimal" / ".tmp-*"))
+    finally:
+        shutdown(d)
+        cleanup_cache(cache)
+
+
+def test_template_build_retires_pooled_sandboxes(tmp_path):
+    """docs/operations.md: "A template rebuild makes older pooled sandboxes of that
+    template go at the next claim."  After `brig template build minimal`, a create
+    must not be handed a warm sandbox started on the previous rootfs."""
+    cache, key, rootfs = private_cache(tmp_path, "minimal")
+    with open(str(rootfs) + MARKER, "w") as f:
+        f.write("previous build\n")
+    old_ino = os.stat(rootfs).st_ino
+    conf = tmp_path / "brigd.conf"
+    conf.write_text("[brigd]\nwarm_pool = minimal:small:1\nnetwork = off\n")
+    d = OwnBrigd(str(tmp_path / "state"), ["--config", str(conf)], cache=str(cache)).start()
+    try:
+        a = d.api()
+
+        def pool():
+            return a.request("GET", "/healthz", key=None).json()["warm_pool"]["minimal/small"]
+
+        wait_for(lambda: pool()["ready"] == 1, timeout=60, what="the pool to fill")
+        (pooled,) = os.listdir(os.path.join(d.state_dir, "sandboxes"))
+        assert lower_ino(d, pooled) == old_ino
+
+        r = cli(d, "template", "build", "minimal")
+        assert r.returncode == 0, r.stderr
+        assert os.stat(rootfs).st_ino != old_ino
+
+        sb = a.create("minimal")["id"]
+        assert not sees_marker(a, sb), (
+            f"the create after the rebuild got {sb} on the previous rootfs "
+            f"(pool: {pool()}, pooled before the rebuild: {pooled})")
+        assert lower_ino(d, sb) == os.stat(rootfs).st_ino
+        a.delete(sb)
+    finally:
+        shutdown(d)
+        cleanup_cache(cache)
