@@ -23,7 +23,7 @@
 
 typedef struct entry {
     brig_pooled p;
-    char key[17]; /* the template build it was started from */
+    char build[64]; /* the template build it was started from (brig_template.build) */
     struct entry *next;
 } entry;
 
@@ -91,7 +91,7 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
     const brig_tariff *tariff = brig_config_tariff(&d->cfg, sp->tariff);
     entry *e = brig_xcalloc(1, sizeof(*e));
     brig_id_new("sbx", e->p.id);
-    memcpy(e->key, t.key, sizeof(e->key));
+    memcpy(e->build, t.build, sizeof(e->build));
     e->p.uid_base = brig_sandbox_uid_take(d);
     if (e->p.uid_base == 0) {
         brig_template_dispose(&t);
@@ -264,7 +264,7 @@ void brig_pool_stop(brigd *d)
     d->pool = NULL;
 }
 
-int brig_pool_claim(brigd *d, const char *template, const char *template_key, const char *tariff,
+int brig_pool_claim(brigd *d, const char *template, const char *template_build, const char *tariff,
                     brig_pooled *out)
 {
     brig_pool *p = d->pool;
@@ -283,7 +283,7 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_key, co
         /* Entries of an older build of the template are of no use any more. */
         for (entry **pp = &sp->entries; *pp;) {
             entry *e = *pp;
-            if (strcmp(e->key, template_key) != 0) {
+            if (strcmp(e->build, template_build) != 0) {
                 *pp = e->next;
                 e->next = stale;
                 stale = e;

@@ -40,8 +40,9 @@ int brig_pool_start(brigd *d, brig_error **err);
 /* Stops the filler and destroys every pooled sandbox. */
 void brig_pool_stop(brigd *d);
 
-/* Takes a ready sandbox of this template build and tariff; 0 on a hit. */
-int brig_pool_claim(brigd *d, const char *template, const char *template_key, const char *tariff,
+/* Takes a ready sandbox of this template build (brig_template.build: a forced
+ * rebuild under the same key is another build) and tariff; 0 on a hit. */
+int brig_pool_claim(brigd *d, const char *template, const char *template_build, const char *tariff,
                     brig_pooled *out);
 
 /* {"TEMPLATE/TARIFF": {"ready": n, "target": n, "hits": n, "misses": n}, …} */

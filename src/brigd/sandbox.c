@@ -405,7 +405,7 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
 
     /* A warm sandbox of this template build and tariff, if the pool has one. */
     brig_pooled warm;
-    if (brig_pool_claim(d, t.name, t.key, tariff->name, &warm) == 0) {
+    if (brig_pool_claim(d, t.name, t.build, tariff->name, &warm) == 0) {
         memcpy(sb->id, warm.id, sizeof(sb->id));
         sb->uid_base = warm.uid_base;
         sb->rt = warm.rt;

@@ -72,6 +72,13 @@ int brig_template_lookup(const brig_config *cfg, const char *name, brig_template
     out->rootfs = brig_asprintf("%s/%s/%s/rootfs", cfg->template_cache, name, out->key);
     _cleanup_free_ char *ok = brig_asprintf("%s/%s/%s/ok", cfg->template_cache, name, out->key);
     out->built = access(ok, F_OK) == 0;
+    struct stat rs, os;
+    if (out->built && stat(out->rootfs, &rs) == 0 && stat(ok, &os) == 0)
+        snprintf(out->build, sizeof(out->build), "%s.%llx.%llx.%lx", out->key,
+                 (unsigned long long)rs.st_ino, (unsigned long long)os.st_mtim.tv_sec,
+                 (long)os.st_mtim.tv_nsec);
+    else
+        snprintf(out->build, sizeof(out->build), "%s", out->key);
     return 0;
 }
 

@@ -18,8 +18,10 @@
 typedef struct brig_template {
     char name[64];
     char key[17];
-    char *rootfs; /* owned; absolute */
-    int built;    /* rootfs is complete */
+    char build[64]; /* this build of it: key, rootfs inode, ok's mtime (a forced rebuild keeps the
+                       key) */
+    char *rootfs;   /* owned; absolute */
+    int built;      /* rootfs is complete */
 } brig_template;
 
 /* Looks template `name` up: BRIG_E_NOT_FOUND for an unknown name. */
