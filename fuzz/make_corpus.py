@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the fuzz targets (fuzz/corpus/<target>/): valid handshakes,
-requests and replies of docs/protocol.md, and a few malformed ones.  Run it from anywhere;
-the files are committed, so this is only needed when the protocol grows."""
+requests and replies of docs/protocol.md, and a few malformed ones; secrets and the output
+they hide in for the redactor.  Run it from anywhere; the files are committed, so this is only
+needed when the protocol or a target's input format changes."""
 
 import json
 import os
@@ -93,8 +94,43 @@ BRIGD = {
 }
 
 
+def redact(block, stream, flags=0, plan=(), sep=0):
+    """fuzz_redact's input (see fuzz_redact.c): secret values split on sep, the chunk sizes,
+    then the stream, where sep + j inserts value j & 7 in form (j >> 3) & 3 with j >> 5 as
+    the form's parameter."""
+    assert len(block) <= 48 and len(plan) < 16
+    return bytes([sep, flags, len(block)]) + block + bytes([len(plan), *plan]) + stream
+
+
+def ins(j, form=0, param=0, sep=0):
+    return bytes([sep, j | form << 3 | param << 5])
+
+
+REDACT = {
+    "two_values": redact(b"s3cr3t-VALUE-42\0hunter2-is-not-a-password",
+                         b"before " + ins(0) + b" after s3cr3t-VALUE-4 end " + ins(1) + b"\n",
+                         plan=(1, 5, 64)),
+    "forms": redact(b"tok_9f8e7d6c5b4a3f2e1d0c",
+                    b"raw " + ins(0) + b" wrapped " + ins(0, 1, 3) + b" b64 " + ins(0, 2, 0)
+                    + ins(0, 2, 1) + ins(0, 2, 6) + b" url " + ins(0, 3, 0) + ins(0, 3, 1),
+                    plan=(0, 3, 0xC0)),
+    "overlaps": redact(b"alpha-secret\0beta-secret-longer", flags=0x0F,
+                       stream=b"alpha-secre " + ins(0) + ins(1) + ins(2) + ins(3) + ins(4)
+                       + ins(5) + b" zzz", plan=(2, 7)),
+    "short": redact(b"9931\0zzzz\0\0a b&c=d/e?f", b"pin 9931, b64 OTkzMQ== zzzzz "
+                    + ins(3, 3) + b" GET /?q=a%20b%26c%3Dd%2Fe%3Ff", plan=(1,)),
+    "lookalike": redact(b"correct-horse-battery", b"correct horse battery staple, "
+                        b"correct-horse-batter, orrect-horse-battery\r\n" * 3),
+    "line_breaks": redact(b"PEM-----BEGIN\nKEY-----END", flags=0x08,
+                          stream=b"a\nb\r\n\nc " + ins(0) + b" " + ins(0, 1, 1) + ins(1)
+                          + b"\n" * 300 + b"tok" + ins(0), plan=(4, 1, 0xC1)),
+    "binary": redact(b"\xff\x00\x01secret\xfe", sep=0x01,
+                     stream=b"\x00\xff" + ins(0, sep=0x01) + ins(1, 2, 2, sep=0x01) + b"\x01\x01"),
+}
+
+
 def main():
-    for target, seeds in (("fuzz_agent", AGENT), ("fuzz_brigd", BRIGD)):
+    for target, seeds in (("fuzz_agent", AGENT), ("fuzz_brigd", BRIGD), ("fuzz_redact", REDACT)):
         d = os.path.join(HERE, "corpus", target)
         os.makedirs(d, exist_ok=True)
         for name, blob in seeds.items():
