@@ -3,9 +3,11 @@
  *
  * States form a trie over every pattern; each state has a failure link (the
  * longest proper suffix that is also a trie path) and `out`, the longest
- * pattern ending here (its own, or one reached by failure links).  Transitions
- * are a dense 256-entry table per state: patterns are few and short, and this
- * keeps the hot loop to one load per byte.
+ * pattern ending here (its own, or one reached by failure links).  The root has
+ * a dense 256-entry table (output that matches nothing stays there, one load per
+ * byte); deeper states keep their children as a sibling list and a miss follows
+ * failure links.  A dense table per state cost 1 KiB per pattern byte: a 64 KiB
+ * secret (with its encodings) made a 500 MB automaton for every exec.
  */
 #include "redact.h"
 
@@ -14,10 +16,12 @@
 #include <string.h>
 
 typedef struct state {
-    int next[256]; /* goto/failure-resolved transitions; 0 = root */
+    int child;   /* first child (0: none; the root is never a child) */
+    int sibling; /* next child of the same parent (0: none) */
     int fail;
     int depth; /* length of the path from the root */
     int out;   /* index of the longest pattern ending here, or -1 */
+    uint8_t c; /* the byte that leads here */
 } state;
 
 typedef struct pattern {
@@ -28,7 +32,8 @@ typedef struct pattern {
 
 struct brig_redactor {
     state *states;
-    int n_states;
+    int n_states, cap_states;
+    int root[256]; /* the root's children (0: none) */
     pattern *pats;
     int n_pats;
     size_t max_len; /* the longest pattern */
@@ -115,59 +120,74 @@ static void add_urlencoded(brig_redactor *r, const char *name, const uint8_t *v,
     }
 }
 
-static int new_state(brig_redactor *r, int depth)
+static int new_state(brig_redactor *r, int depth, uint8_t c)
 {
-    r->states = brig_xrealloc(r->states, (size_t)(r->n_states + 1) * sizeof(state));
-    state *s = &r->states[r->n_states];
-    memset(s->next, -1, sizeof(s->next));
-    s->fail = 0;
-    s->depth = depth;
-    s->out = -1;
+    if (r->n_states == r->cap_states) {
+        r->cap_states = r->cap_states ? 2 * r->cap_states : 64;
+        r->states = brig_xrealloc(r->states, (size_t)r->cap_states * sizeof(state));
+    }
+    r->states[r->n_states] = (state){.depth = depth, .out = -1, .c = c};
     return r->n_states++;
+}
+
+/* The child of s reached by c, or 0. */
+static int child_of(const brig_redactor *r, int s, uint8_t c)
+{
+    if (s == 0)
+        return r->root[c];
+    for (int k = r->states[s].child; k; k = r->states[k].sibling)
+        if (r->states[k].c == c)
+            return k;
+    return 0;
+}
+
+/* The state after reading c in state s (failure links on a miss). */
+static int step(const brig_redactor *r, int s, uint8_t c)
+{
+    for (;;) {
+        int k = child_of(r, s, c);
+        if (k || s == 0)
+            return k;
+        s = r->states[s].fail;
+    }
 }
 
 static void build(brig_redactor *r)
 {
-    new_state(r, 0);
+    new_state(r, 0, 0);
     for (int p = 0; p < r->n_pats; p++) {
         int cur = 0;
         for (size_t i = 0; i < r->pats[p].len; i++) {
             uint8_t c = r->pats[p].bytes[i];
-            if (r->states[cur].next[c] < 0) {
-                int ns = new_state(r, r->states[cur].depth + 1);
-                r->states[cur].next[c] = ns;
+            int k = child_of(r, cur, c);
+            if (k == 0) {
+                k = new_state(r, r->states[cur].depth + 1, c); /* may move r->states */
+                if (cur == 0) {
+                    r->root[c] = k;
+                } else {
+                    r->states[k].sibling = r->states[cur].child;
+                    r->states[cur].child = k;
+                }
             }
-            cur = r->states[cur].next[c];
+            cur = k;
         }
         int o = r->states[cur].out;
         if (o < 0 || r->pats[o].len < r->pats[p].len)
             r->states[cur].out = p;
     }
-    /* Breadth-first: failure links and dense transitions. */
+    /* Breadth-first (a failure link points to a shallower state, done before). */
     int *queue = brig_xmalloc((size_t)r->n_states * sizeof(int));
     int qh = 0, qt = 0;
-    for (int c = 0; c < 256; c++) {
-        int ns = r->states[0].next[c];
-        if (ns < 0) {
-            r->states[0].next[c] = 0;
-        } else {
-            r->states[ns].fail = 0;
-            queue[qt++] = ns;
-        }
-    }
+    for (int c = 0; c < 256; c++)
+        if (r->root[c])
+            queue[qt++] = r->root[c]; /* fail = 0 */
     while (qh < qt) {
         int s = queue[qh++];
-        int f = r->states[s].fail;
         if (r->states[s].out < 0)
-            r->states[s].out = r->states[f].out;
-        for (int c = 0; c < 256; c++) {
-            int ns = r->states[s].next[c];
-            if (ns < 0) {
-                r->states[s].next[c] = r->states[f].next[c];
-            } else {
-                r->states[ns].fail = r->states[f].next[c];
-                queue[qt++] = ns;
-            }
+            r->states[s].out = r->states[r->states[s].fail].out;
+        for (int k = r->states[s].child; k; k = r->states[k].sibling) {
+            r->states[k].fail = step(r, r->states[s].fail, r->states[k].c);
+            queue[qt++] = k;
         }
     }
     free(queue);
@@ -206,8 +226,9 @@ void brig_redactor_free(brig_redactor *r)
         free(r->pats[i].bytes);
         free(r->pats[i].name);
     }
-    /* The transitions spell the patterns too. */
-    sodium_memzero(r->states, (size_t)r->n_states * sizeof(state));
+    /* The trie spells the patterns too. */
+    sodium_memzero(r->states, (size_t)r->cap_states * sizeof(state));
+    sodium_memzero(r->root, sizeof(r->root));
     free(r->states);
     free(r->pats);
     free(r);
@@ -256,7 +277,7 @@ void brig_redact_feed(brig_redact_stream *s, const uint8_t *p, size_t n, brig_bu
             }
             continue;
         }
-        s->state = r->states[s->state].next[p[i]];
+        s->state = step(r, s->state, p[i]);
         const state *st = &r->states[s->state];
         if (st->out >= 0) {
             const pattern *pt = &r->pats[st->out];
