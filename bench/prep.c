@@ -218,7 +218,8 @@ int main(int argc, char **argv)
         goto teardown;
     }
     t[k++] = now_ns(); /* loop_attach */
-    int mr = mount(dev, disk, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "errors=remount-ro");
+    int mr = mount(dev, disk, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
+                   "errors=remount-ro,noinit_itable");
     close(loop);
     if (mr < 0) {
         die("mount ext4");
