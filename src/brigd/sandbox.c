@@ -60,13 +60,16 @@ static json_t *sandbox_json_locked(brigd *d, const brig_sandbox *sb)
     json_object_foreach(sb->env, k, v) json_array_append_new(env_names, json_string(k));
     int64_t idle_at = sb->idle_timeout_ms ? sb->last_activity + sb->idle_timeout_ms : 0;
     (void)d;
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:o}", "id", sb->id,
-                     "project_id", sb->project_id, "template", sb->template, "tariff", sb->tariff,
-                     "state", sb->state, "created_at", created, "env", env_names, "idle_timeout",
-                     (json_int_t)(sb->idle_timeout_ms / 1000), "price_micro_usd_per_second",
-                     (json_int_t)sb->price, "price_per_second", brig_money_json(sb->price),
-                     "expires_at", time_or_null(sb->expires_at), "idle_expires_at",
-                     time_or_null(idle_at));
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:o}", "id",
+                          sb->id, "project_id", sb->project_id, "template", sb->template, "tariff",
+                          sb->tariff, "state", sb->state, "created_at", created, "env", env_names,
+                          "idle_timeout", (json_int_t)(sb->idle_timeout_ms / 1000),
+                          "price_micro_usd_per_second", (json_int_t)sb->price, "price_per_second",
+                          brig_money_json(sb->price), "expires_at", time_or_null(sb->expires_at),
+                          "idle_expires_at", time_or_null(idle_at));
+    if (sb->end_reason[0]) /* deleting: why, already */
+        json_object_set_new(j, "reason", json_string(sb->end_reason));
+    return j;
 }
 
 static void add_secret_names(brigd *d, const char *id, json_t *j)

@@ -166,6 +166,9 @@ def test_an_exec_cut_off_by_the_lifetime_says_why(api):
     assert r.status == 409, r.body
     assert r.json()["error"]["message"] == (
         f"sandbox {sid} ended while the request ran (max_lifetime)")
+    # Already while it is "deleting" (the cleanup may still run), the reason is there.
+    assert state_of(api, sid)["reason"] == "max_lifetime"
+    wait_for(lambda: state_of(api, sid)["state"] == "deleted", what="the sandbox deleted")
     assert state_of(api, sid)["reason"] == "max_lifetime"
 
 
