@@ -106,23 +106,12 @@ int brig_admission_take(brig_admission *a, const char *account_id, int64_t mem_m
     memset(&w, 0, sizeof(w));
     snprintf(w.account, sizeof(w.account), "%s", account_id);
     w.mem = mem_mib;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w.cond, &ca);
-    pthread_condattr_destroy(&ca);
+    brig_cond_init_mono(&w.cond);
     brig_waiter **tail = &a->queue;
     while (*tail)
         tail = &(*tail)->next;
     *tail = &w;
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += timeout_ms / 1000;
-    dl.tv_nsec += (timeout_ms % 1000) * 1000000;
-    if (dl.tv_nsec >= 1000000000) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000;
-    }
+    struct timespec dl = brig_mono_after(timeout_ms);
     while (!w.granted) {
         if (pthread_cond_timedwait(&w.cond, &a->lock, &dl) == ETIMEDOUT && !w.granted)
             break;

@@ -137,13 +137,7 @@ static void *janitor(void *arg)
     brigd *d = arg;
     pthread_mutex_lock(&d->janitor_lock);
     while (!d->janitor_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = brig_mono_after(TICK_MS);
         pthread_cond_timedwait(&d->janitor_cond, &d->janitor_lock, &ts);
         if (d->janitor_stop)
             break;
@@ -158,11 +152,7 @@ static void *janitor(void *arg)
 int brig_lifecycle_start(brigd *d, brig_error **err)
 {
     pthread_mutex_init(&d->janitor_lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&d->janitor_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    brig_cond_init_mono(&d->janitor_cond);
     d->janitor_stop = false;
     int e = pthread_create(&d->janitor, NULL, janitor, d);
     if (e != 0)

@@ -136,14 +136,7 @@ static int64_t pooled_total(brig_pool *p)
 /* Waits on the pool's condition for at most ms milliseconds (p->lock held). */
 static void wait_ms(brig_pool *p, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = brig_mono_after(ms);
     pthread_cond_timedwait(&p->cond, &p->lock, &ts);
 }
 
@@ -223,11 +216,7 @@ int brig_pool_start(brigd *d, brig_error **err)
     brig_pool *p = brig_xcalloc(1, sizeof(*p));
     load_specs(d, p);
     pthread_mutex_init(&p->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    brig_cond_init_mono(&p->cond);
     d->pool = p;
     int e = pthread_create(&p->filler, NULL, filler, d);
     if (e != 0) {

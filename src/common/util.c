@@ -84,6 +84,28 @@ int64_t brig_now_mono_ms(void)
     return clock_ms(CLOCK_MONOTONIC);
 }
 
+void brig_cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+struct timespec brig_mono_after(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return ts;
+}
+
 int64_t brig_now_real_ms(void)
 {
     return clock_ms(CLOCK_REALTIME);

@@ -6,11 +6,13 @@
 #ifndef BRIG_UTIL_H
 #define BRIG_UTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BRIG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -40,6 +42,12 @@ static inline void brig_closep(int *fd)
 /* Milliseconds from CLOCK_MONOTONIC / CLOCK_REALTIME. */
 int64_t brig_now_mono_ms(void);
 int64_t brig_now_real_ms(void);
+
+/* Condition variables timed on CLOCK_MONOTONIC (a wall-clock step neither
+ * shortens nor stretches a wait): init one, and the absolute time ms from now
+ * to give pthread_cond_timedwait. */
+void brig_cond_init_mono(pthread_cond_t *c);
+struct timespec brig_mono_after(int64_t ms);
 
 /* Read/write exactly n bytes, retrying on EINTR and short transfers.
  * brig_read_full returns the bytes read (< n only at EOF) or -1 with errno. */
