@@ -85,18 +85,8 @@ static void tune_host(void)
 static int lock_state_dir(const char *dir, brig_error **err)
 {
     _cleanup_free_ char *path = brig_asprintf("%s/brigd.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return brig_error_sys(err, "open %s", path);
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int e = errno;
-        close(fd);
-        if (e == EWOULDBLOCK)
-            return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
-                                  "another brigd is using state dir %s (%s is locked)", dir, path);
-        return brig_error_set(err, BRIG_E_INTERNAL, e, "lock %s", path);
-    }
-    return fd;
+    _cleanup_free_ char *held = brig_asprintf("another brigd is using state dir %s", dir);
+    return brig_lock_exclusive(path, held, err);
 }
 
 /* --destroy-all: every sandbox the store calls live goes, as a DELETE would

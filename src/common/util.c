@@ -4,9 +4,13 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
+
+#include "error.h"
 
 static void oom(void)
 {
@@ -82,6 +86,21 @@ static int64_t clock_ms(clockid_t id)
 int64_t brig_now_mono_ms(void)
 {
     return clock_ms(CLOCK_MONOTONIC);
+}
+
+int brig_lock_exclusive(const char *path, const char *held, brig_error **err)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return brig_error_sys(err, "open %s", path);
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "%s (%s is locked)", held, path);
+        return brig_error_set(err, BRIG_E_INTERNAL, e, "lock %s", path);
+    }
+    return fd;
 }
 
 void brig_cond_init_mono(pthread_cond_t *c)

@@ -43,6 +43,12 @@ static inline void brig_closep(int *fd)
 int64_t brig_now_mono_ms(void);
 int64_t brig_now_real_ms(void);
 
+/* Opens (creating, 0600) and flocks path exclusively without waiting; the fd
+ * holds the lock for as long as it is open.  -1 with BRIG_E_UNAVAILABLE
+ * "<held> (<path> is locked)" when another process holds it. */
+struct brig_error;
+int brig_lock_exclusive(const char *path, const char *held, struct brig_error **err);
+
 /* Condition variables timed on CLOCK_MONOTONIC (a wall-clock step neither
  * shortens nor stretches a wait): init one, and the absolute time ms from now
  * to give pthread_cond_timedwait. */

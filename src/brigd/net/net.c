@@ -331,20 +331,8 @@ static int take_owner_lock(brig_error **err)
         return brig_error_sys(err, "mkdir /run/brig");
     char path[64];
     snprintf(path, sizeof(path), "/run/brig/net-%llu.lock", (unsigned long long)ns.st_ino);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return brig_error_sys(err, "open %s", path);
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int e = errno;
-        close(fd);
-        if (e == EWOULDBLOCK)
-            return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
-                                  "another brigd manages sandbox networking in this network "
-                                  "namespace (%s is locked)",
-                                  path);
-        return brig_error_set(err, BRIG_E_INTERNAL, e, "lock %s", path);
-    }
-    return fd;
+    return brig_lock_exclusive(
+        path, "another brigd manages sandbox networking in this network namespace", err);
 }
 
 int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err)
