@@ -69,17 +69,9 @@ void brig_http_json(brig_req *r, unsigned status, json_t *body)
     brig_http_response(r, status, resp);
 }
 
-/* Whether a route talks to the sandbox's agent: its failure may be the sandbox's end. */
-static bool agent_route(const brig_route *rt)
-{
-    return rt && strncmp(rt->pattern, "/v1/sandboxes/{id}/", 19) == 0 &&
-           strcmp(rt->pattern, "/v1/sandboxes/{id}/timeout") != 0 &&
-           strcmp(rt->pattern, "/v1/sandboxes/{id}/network-log") != 0;
-}
-
 void brig_http_error(brig_req *r, brig_error *err)
 {
-    if (agent_route(r->route))
+    if (r->route && (r->route->flags & ROUTE_AGENT))
         brig_sandbox_explain_end(r->d, &r->caller, r->params[0], &err);
     unsigned status = (unsigned)brig_error_http_status(err->kind);
     if (status >= 500)
