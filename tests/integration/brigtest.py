@@ -176,6 +176,18 @@ class Brigd:
         self.url = line.decode().split()[1]
         return self
 
+    def refused(self, timeout=20):
+        """Starts brigd expecting it to refuse to (a bad setting): (its exit status,
+        what it said).  Fails when it got ready instead."""
+        try:
+            self.start(timeout=timeout)
+        except RuntimeError as e:
+            status = self.proc.wait(timeout=timeout)
+            self.proc = None
+            return status, str(e)
+        self.stop()
+        raise AssertionError(f"brigd started with {self.extra_args}")
+
     def argv(self):
         return [os.path.join(BUILD, "brigd"),
                 "--state-dir", self.state_dir, "--template-cache", TEMPLATE_CACHE,

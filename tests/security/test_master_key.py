@@ -91,6 +91,15 @@ def create_with_ref(a, project):
                                                "secret_refs": ["DB_PASSWORD"]})
 
 
+def project_secret_opens(a, project):
+    """A new sandbox that refers to the project's secret gets its value."""
+    r = create_with_ref(a, project)
+    assert r.status == 201, r.body
+    sid = r.json()["id"]
+    assert sees(a, sid, "DB_PASSWORD", PROJECT_SECRET)
+    a.delete(sid)
+
+
 def sees(a, sid, name, value):
     """Whether a command in the sandbox gets `value` in $name (compared inside the
     sandbox: the output is redacted)."""
@@ -151,12 +160,7 @@ def test_refuses_to_start_with_a_master_key_others_can_read(brigds, mode):
     # Fixed as the message says, brigd starts and the old secrets still open.
     os.chmod(path, 0o600)
     d.start()
-    a = d.api()
-    r = create_with_ref(a, project)
-    assert r.status == 201, r.body
-    sid = r.json()["id"]
-    assert sees(a, sid, "DB_PASSWORD", PROJECT_SECRET)
-    a.delete(sid)
+    project_secret_opens(d.api(), project)
 
 
 # ---- BRIG_MASTER_KEY --------------------------------------------------------------------
@@ -179,12 +183,8 @@ def test_master_key_from_the_environment(brigds, monkeypatch):
     d.start()
     assert not os.path.exists(master)
     a = d.api()
-    r = create_with_ref(a, project)
-    assert r.status == 201, r.body
-    fresh = r.json()["id"]
-    assert sees(a, fresh, "DB_PASSWORD", PROJECT_SECRET)
+    project_secret_opens(a, project)
     assert sees(a, kept, "TOKEN", SANDBOX_SECRET)
-    a.delete(fresh)
 
     # Another key: nothing opens, and nothing is revealed.
     d.stop()
@@ -215,12 +215,8 @@ def test_master_key_from_the_environment(brigds, monkeypatch):
     monkeypatch.setenv("BRIG_MASTER_KEY", key_a)
     d.start()
     a = d.api()
-    r = create_with_ref(a, project)
-    assert r.status == 201, r.body
-    fresh = r.json()["id"]
-    assert sees(a, fresh, "DB_PASSWORD", PROJECT_SECRET)
+    project_secret_opens(a, project)
     assert sees(a, kept, "TOKEN", SANDBOX_SECRET)
-    a.delete(fresh)
     a.delete(kept)
 
 
