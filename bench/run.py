@@ -904,15 +904,6 @@ class Bench:
                                    f"brigd log: {' | '.join(log[-5:])}")
             time.sleep(0.005)  # poll interval: the pool has no change notification
 
-    @staticmethod
-    def host_link(sid):
-        """The host-side link brigd names after a sandbox id: "brg" + 12 hex digits
-        of the id's 64-bit FNV-1a hash (src/brigd/net/net.c, ifname_of)."""
-        h = 0xcbf29ce484222325
-        for b in sid.encode():
-            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-        return f"brg{h & 0xFFFFFFFFFFFF:012x}"
-
     def pool_leftovers(self, link_timeout=10.0):
         """Processes, cgroups and host-side links of pooled sandboxes that were never
         claimed (brigd's store does not know them, so bt.leftovers cannot look for
@@ -924,7 +915,7 @@ class Bench:
             for d in (glob.glob(f"/sys/fs/cgroup/*/brig/{i}")
                       + glob.glob(f"/sys/fs/cgroup/brig/{i}")):
                 left.append(f"pooled sandbox cgroup {d}")
-        links = {self.host_link(i): i for i in ids}
+        links = {self.bt.host_link(i): i for i in ids}
         deadline = now() + link_timeout
         while True:
             there = [n for n in links if os.path.exists(f"/sys/class/net/{n}")]
@@ -975,7 +966,7 @@ class Bench:
             self.pool_seen |= pre
             if w["network"]:  # brigd connects a pooled sandbox when it starts it
                 unlinked.update(i for i in pre
-                                if not os.path.exists(f"/sys/class/net/{self.host_link(i)}"))
+                                if not os.path.exists(f"/sys/class/net/{self.bt.host_link(i)}"))
             e = wp[f"{template}/{tariff}"]
             return pre, (e["hits"], e["misses"]), polls
 
