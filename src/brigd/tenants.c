@@ -201,7 +201,7 @@ int brig_account_tariff_allowed(brigd *d, const char *account_id, const char *ta
             return 0;
         }
     }
-    char list[512];
+    char list[1024];
     names_text(names, list, sizeof(list));
     json_decref(names);
     return brig_error_set(err, BRIG_E_FORBIDDEN, 0,
