@@ -126,8 +126,8 @@ def _check_burst(sec, limit, set_limit):
         create_s, r = during["create"]
         assert r.status == 201, r.body
         ids.append(r.json()["id"])
-        assert create_s < base_create * 10 + 5, (create_s, base_create)
-        assert during["exec"] < base_exec * 20 + 2, (during["exec"], base_exec)
+        assert create_s < base_create * 10 + 20, (create_s, base_create)
+        assert during["exec"] < base_exec * 20 + 5, (during["exec"], base_exec)
     finally:
         _delete_checked(sec.daemon, attacker, [r.json()["id"] for r in got if r.status == 201])
         _delete_checked(sec.daemon, victim.api, ids)
@@ -261,7 +261,7 @@ def test_the_disk_budget_queues_a_create_that_does_not_fit_and_serves_another_ac
     budget = 1000  # MiB, from a ratio fitted to the free space now
     ratio = budget / (free - 1024)
     big, tiny = 600, 100  # two bigs do not fit, a big and a few tiny ones do
-    d = _own_brigd(tmp_path, f"disk_overcommit = {ratio:.8f}\ncreate_queue_timeout = 60\n"
+    d = _own_brigd(tmp_path, f"disk_overcommit = {ratio:.8f}\ncreate_queue_timeout = 120\n"
                              f"[tariff.big]\nmemory_mib = 64\ndisk_mib = {big}\n"
                              f"[tariff.tiny]\nmemory_mib = 64\ndisk_mib = {tiny}\n"
                              f"[tariff.whole]\nmemory_mib = 64\ndisk_mib = {budget * 3 // 2}\n")
@@ -290,12 +290,13 @@ def test_the_disk_budget_queues_a_create_that_does_not_fit_and_serves_another_ac
         th.start()
         brigtest.wait_for(lambda: _health(bystander)["queued"] == 1, timeout=30,
                           what="the attacker's second create to queue")
-        # ...and holds up nobody else: the bystander's create is served at once.
+        # ...and holds up nobody else: the bystander's create is served at once
+        # (not after the attacker's queue timeout, 120 s).
         during_create, r = _create_s(bystander, tariff="tiny")
         assert r.status == 201, r.body
         b_ids.append(r.json()["id"])
-        assert during_create < base_create * 10 + 5, (during_create, base_create)
-        assert _exec_true_s(bystander, b_ids[1]) < base_exec * 20 + 2
+        assert during_create < base_create * 10 + 20, (during_create, base_create)
+        assert _exec_true_s(bystander, b_ids[1]) < base_exec * 20 + 5
         h = _health(bystander)
         assert h["queued"] == 1 and h["disk_mib_used"] == big + 2 * tiny, h
         # The attacker's own freed disk is what serves its queued create.
@@ -318,12 +319,13 @@ def test_the_default_disk_budget_keeps_the_reserve_free(sec, tmp_path):
     the state dir's file system still keeps the reserve: the budget is at most the
     free space less the reserve, so `large` sandboxes (32 GiB each) stop being
     admitted long before they could promise more than the host has."""
-    free = _free_mib(str(tmp_path))
+    before = _free_mib(str(tmp_path))
     d = _own_brigd(tmp_path, "create_queue_timeout = 1\n").start()
     try:
         _, attacker = _operator_account(d, "attacker")
         h = _health(attacker)
-        assert h["disk_mib_capacity"] <= free - 1024 + 256, (h, free)
+        free = max(before, _free_mib(str(tmp_path)))  # what brigd saw was between the two
+        assert h["disk_mib_capacity"] <= free - 1024 + 64, (h, free)
         fit = h["disk_mib_capacity"] // 32768  # how many `large` disks the budget holds
         ids = []
         try:
