@@ -13,30 +13,35 @@
 
 struct brig_waiter {
     char account[64];
-    int64_t mem; /* MiB */
+    brig_capacity need;
     bool granted;
     pthread_cond_t cond;
     brig_waiter *next;
 };
 
-void brig_admission_init(brig_admission *a, int64_t capacity, int64_t mem_capacity_mib)
+void brig_admission_init(brig_admission *a, int64_t capacity, int64_t mem_capacity_mib,
+                         int64_t disk_capacity_mib)
 {
     memset(a, 0, sizeof(*a));
     pthread_mutex_init(&a->lock, NULL);
     a->capacity = capacity;
     a->mem_capacity = mem_capacity_mib;
+    a->disk_capacity = disk_capacity_mib;
 }
 
-/* Whether one more sandbox of mem MiB fits now.  Needs a->lock. */
-static bool fits_locked(const brig_admission *a, int64_t mem)
+/* Whether one more sandbox needing `need` fits now.  Needs a->lock. */
+static bool fits_locked(const brig_admission *a, brig_capacity need)
 {
-    return a->used < a->capacity && (a->mem_capacity == 0 || a->mem_used + mem <= a->mem_capacity);
+    return a->used < a->capacity &&
+           (a->mem_capacity == 0 || a->mem_used + need.mem_mib <= a->mem_capacity) &&
+           (a->disk_capacity == 0 || a->disk_used + need.disk_mib <= a->disk_capacity);
 }
 
-static void grant_locked(brig_admission *a, const char *account, int64_t mem)
+static void grant_locked(brig_admission *a, const char *account, brig_capacity need)
 {
     a->used++;
-    a->mem_used += mem;
+    a->mem_used += need.mem_mib;
+    a->disk_used += need.disk_mib;
     snprintf(a->last_account, sizeof(a->last_account), "%s", account);
 }
 
@@ -46,12 +51,12 @@ void brig_admission_dispose(brig_admission *a)
 }
 
 /* The waiter whose turn it is: the oldest waiter of the first account, in
- * arrival order, that comes after the account served last (wrapping around).
- * Needs a->lock. */
+ * arrival order, that comes after the account served last (wrapping around)
+ * and whose oldest waiter fits now.  An account whose oldest waiter does not
+ * fit is passed over and keeps its place; its younger waiters stay behind it
+ * (an account's own requests are served in order).  Needs a->lock. */
 static brig_waiter **next_turn_locked(brig_admission *a)
 {
-    if (a->queue == NULL)
-        return NULL;
     /* Accounts in order of their oldest waiter. */
     brig_waiter **first = NULL, **after = NULL;
     bool seen_last = false;
@@ -62,9 +67,10 @@ static brig_waiter **next_turn_locked(brig_admission *a)
             older_same |= strcmp(o->account, w->account) == 0;
         if (older_same)
             continue; /* not the head of its account's FIFO */
-        if (first == NULL)
+        bool fits = fits_locked(a, w->need);
+        if (fits && first == NULL)
             first = pp;
-        if (seen_last && after == NULL)
+        if (fits && seen_last && after == NULL)
             after = pp;
         if (strcmp(w->account, a->last_account) == 0)
             seen_last = true;
@@ -72,45 +78,59 @@ static brig_waiter **next_turn_locked(brig_admission *a)
     return after ? after : first;
 }
 
-/* Grants waiters in turn, as long as the one whose turn it is fits: a big
- * request is not overtaken by smaller ones behind it.  Needs a->lock. */
+/* Grants waiters in turn while one of them fits.  Needs a->lock. */
 static void grant_waiting_locked(brig_admission *a)
 {
-    for (brig_waiter **pp; (pp = next_turn_locked(a)) != NULL && fits_locked(a, (*pp)->mem);) {
+    for (brig_waiter **pp; (pp = next_turn_locked(a)) != NULL;) {
         brig_waiter *w = *pp;
         *pp = w->next;
         w->granted = true;
-        grant_locked(a, w->account, w->mem);
+        grant_locked(a, w->account, w->need);
         pthread_cond_signal(&w->cond);
     }
 }
 
-int brig_admission_take(brig_admission *a, const char *account_id, int64_t mem_mib,
-                        int64_t timeout_ms, brig_error **err)
+/* Why a request can never fit, or 0.  Needs a->lock. */
+static int never_fits_locked(const brig_admission *a, brig_capacity need, brig_error **err)
 {
-    pthread_mutex_lock(&a->lock);
-    if (a->mem_capacity > 0 && mem_mib > a->mem_capacity) {
-        int64_t cap = a->mem_capacity;
-        pthread_mutex_unlock(&a->lock);
+    if (a->mem_capacity > 0 && need.mem_mib > a->mem_capacity)
         return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
                               "a sandbox with %lld MiB of memory can never fit on this host: its "
                               "memory budget is %lld MiB (memory_overcommit x RAM)",
-                              (long long)mem_mib, (long long)cap);
+                              (long long)need.mem_mib, (long long)a->mem_capacity);
+    if (a->disk_capacity > 0 && need.disk_mib > a->disk_capacity)
+        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                              "a sandbox with %lld MiB of disk can never fit on this host: its "
+                              "disk budget is %lld MiB (disk_overcommit x the state dir's free "
+                              "space, less disk_reserve_mib)",
+                              (long long)need.disk_mib, (long long)a->disk_capacity);
+    return 0;
+}
+
+int brig_admission_take(brig_admission *a, const char *account_id, brig_capacity need,
+                        int64_t timeout_ms, brig_error **err)
+{
+    pthread_mutex_lock(&a->lock);
+    if (never_fits_locked(a, need, err) < 0) {
+        pthread_mutex_unlock(&a->lock);
+        return -1;
     }
-    if (a->queue == NULL && fits_locked(a, mem_mib)) {
-        grant_locked(a, account_id, mem_mib);
+    if (a->queue == NULL && fits_locked(a, need)) {
+        grant_locked(a, account_id, need);
         pthread_mutex_unlock(&a->lock);
         return 0;
     }
     brig_waiter w;
     memset(&w, 0, sizeof(w));
     snprintf(w.account, sizeof(w.account), "%s", account_id);
-    w.mem = mem_mib;
+    w.need = need;
     brig_cond_init_mono(&w.cond);
     brig_waiter **tail = &a->queue;
     while (*tail)
         tail = &(*tail)->next;
     *tail = &w;
+    /* Waiters of other accounts that do not fit must not hold this one up. */
+    grant_waiting_locked(a);
     struct timespec dl = brig_mono_after(timeout_ms);
     while (!w.granted) {
         if (pthread_cond_timedwait(&w.cond, &a->lock, &dl) == ETIMEDOUT && !w.granted)
@@ -125,47 +145,54 @@ int brig_admission_take(brig_admission *a, const char *account_id, int64_t mem_m
         grant_waiting_locked(a); /* we may have been the one in the way */
     }
     int64_t used = a->used, mem_used = a->mem_used, mem_cap = a->mem_capacity;
+    int64_t disk_used = a->disk_used, disk_cap = a->disk_capacity;
     pthread_mutex_unlock(&a->lock);
     pthread_cond_destroy(&w.cond);
-    if (!w.granted && mem_cap > 0)
-        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
-                              "this host is at capacity (%lld live sandboxes, %lld of %lld MiB "
-                              "of memory limits); nothing freed up within %lld s: try again later",
-                              (long long)used, (long long)mem_used, (long long)mem_cap,
-                              (long long)(timeout_ms / 1000));
-    if (!w.granted)
-        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
-                              "this host is at capacity (%lld live sandboxes); no slot freed up "
-                              "within %lld s: try again later",
-                              (long long)used, (long long)(timeout_ms / 1000));
-    return 0;
+    if (w.granted)
+        return 0;
+    char mem[96] = "", disk[96] = "";
+    if (mem_cap > 0)
+        snprintf(mem, sizeof(mem), ", %lld of %lld MiB of memory limits", (long long)mem_used,
+                 (long long)mem_cap);
+    if (disk_cap > 0)
+        snprintf(disk, sizeof(disk), ", %lld of %lld MiB of disk", (long long)disk_used,
+                 (long long)disk_cap);
+    return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                          "this host is at capacity (%lld live sandboxes%s%s); nothing freed up "
+                          "within %lld s for %lld MiB of memory and %lld MiB of disk: try again "
+                          "later",
+                          (long long)used, mem, disk, (long long)(timeout_ms / 1000),
+                          (long long)need.mem_mib, (long long)need.disk_mib);
 }
 
-void brig_admission_release(brig_admission *a, int64_t mem_mib)
+void brig_admission_release(brig_admission *a, brig_capacity held)
 {
     pthread_mutex_lock(&a->lock);
     if (a->used > 0)
         a->used--;
-    a->mem_used = a->mem_used > mem_mib ? a->mem_used - mem_mib : 0;
+    a->mem_used = a->mem_used > held.mem_mib ? a->mem_used - held.mem_mib : 0;
+    a->disk_used = a->disk_used > held.disk_mib ? a->disk_used - held.disk_mib : 0;
     grant_waiting_locked(a);
     pthread_mutex_unlock(&a->lock);
 }
 
-void brig_admission_stats(brig_admission *a, int64_t *used, int64_t *mem_used, int64_t *queued)
+void brig_admission_stats(brig_admission *a, int64_t *used, brig_capacity *in_use, int64_t *queued)
 {
     pthread_mutex_lock(&a->lock);
     *used = a->used;
-    *mem_used = a->mem_used;
+    in_use->mem_mib = a->mem_used;
+    in_use->disk_mib = a->disk_used;
     *queued = 0;
     for (brig_waiter *w = a->queue; w; w = w->next)
         (*queued)++;
     pthread_mutex_unlock(&a->lock);
 }
 
-void brig_admission_hold(brig_admission *a, int64_t mem_mib)
+void brig_admission_hold(brig_admission *a, brig_capacity held)
 {
     pthread_mutex_lock(&a->lock);
     a->used++;
-    a->mem_used += mem_mib;
+    a->mem_used += held.mem_mib;
+    a->disk_used += held.disk_mib;
     pthread_mutex_unlock(&a->lock);
 }

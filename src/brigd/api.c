@@ -21,24 +21,28 @@
 
 /* ---- health ---------------------------------------------------------------- */
 
+static json_t *budget_json(int64_t capacity)
+{
+    return capacity > 0 ? json_integer((json_int_t)capacity) : json_null();
+}
+
 static void h_healthz(brig_req *r)
 {
     pthread_mutex_lock(&r->d->lock);
     int n = r->d->n_sandboxes;
     pthread_mutex_unlock(&r->d->lock);
-    int64_t used = 0, mem_used = 0, queued = 0;
-    brig_admission_stats(&r->d->admission, &used, &mem_used, &queued);
-    json_t *mem_cap = r->d->admission.mem_capacity > 0
-                          ? json_integer((json_int_t)r->d->admission.mem_capacity)
-                          : json_null();
-    brig_http_json(r, 200,
-                   json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:o, s:I, s:b, s:o}", "status",
-                             "ok", "version", BRIG_VERSION, "runtime", r->d->rt->ops->name,
-                             "sandboxes", n, "capacity", (json_int_t)r->d->cfg.max_sandboxes,
-                             "slots_used", (json_int_t)used, "memory_mib_used",
-                             (json_int_t)mem_used, "memory_mib_capacity", mem_cap, "queued",
-                             (json_int_t)queued, "network", r->d->net != NULL, "warm_pool",
-                             brig_pool_stats(r->d)));
+    int64_t used = 0, queued = 0;
+    brig_capacity in_use;
+    brig_admission_stats(&r->d->admission, &used, &in_use, &queued);
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:o, s:I, s:o, s:I, s:b, s:o}", "status", "ok",
+        "version", BRIG_VERSION, "runtime", r->d->rt->ops->name, "sandboxes", n, "capacity",
+        (json_int_t)r->d->cfg.max_sandboxes, "slots_used", (json_int_t)used, "memory_mib_used",
+        (json_int_t)in_use.mem_mib, "memory_mib_capacity",
+        budget_json(r->d->admission.mem_capacity), "disk_mib_used", (json_int_t)in_use.disk_mib,
+        "disk_mib_capacity", budget_json(r->d->admission.disk_capacity), "queued",
+        (json_int_t)queued, "network", r->d->net != NULL, "warm_pool", brig_pool_stats(r->d));
+    brig_http_json(r, 200, j);
 }
 
 /* ---- sandboxes ------------------------------------------------------------- */
@@ -303,6 +307,7 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/tariffs", h_tariffs, 0, NULL, NULL},
     {"POST", "/v1/templates/{name}/build", h_template_build, ROUTE_OPERATOR, NULL, NULL},
     {"POST", "/v1/accounts", api_account_create, ROUTE_OPERATOR, NULL, NULL},
+    {"PATCH", "/v1/accounts/{id}", api_account_configure, ROUTE_OPERATOR, NULL, NULL},
     {"POST", "/v1/accounts/{id}/credits", api_account_credit, ROUTE_OPERATOR, NULL, NULL},
     {"GET", "/v1/account", api_account_get, 0, NULL, NULL},
     {"PATCH", "/v1/account", api_account_patch, ROUTE_ADMIN, NULL, NULL},

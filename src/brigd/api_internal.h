@@ -51,6 +51,7 @@ void api_tar_get(brig_req *r);
 
 void api_account_create(brig_req *r);
 void api_account_credit(brig_req *r);
+void api_account_configure(brig_req *r);
 void api_account_get(brig_req *r);
 void api_account_patch(brig_req *r);
 void api_project_create(brig_req *r);

@@ -48,9 +48,12 @@ void api_account_credit(brig_req *r)
     json_t *note = json_object_get(body, "note");
     brig_error *err = NULL;
     json_t *out = NULL;
-    if (!json_is_integer(amount) || json_integer_value(amount) <= 0)
+    if (!json_is_integer(amount) || json_integer_value(amount) <= 0 ||
+        json_integer_value(amount) > BRIG_CREDIT_MAX)
         brig_error_set(&err, BRIG_E_INVALID, 0,
-                       "'amount_micro_usd' must be a positive integer (micro-dollars)");
+                       "'amount_micro_usd' must be an integer of micro-dollars in [1, %lld] "
+                       "(at most $1000000 per credit)",
+                       (long long)BRIG_CREDIT_MAX);
     else if (note && !json_is_string(note))
         brig_error_set(&err, BRIG_E_INVALID, 0, "'note' must be a string");
     else if (brig_billing_credit(r->d, r->params[0], json_integer_value(amount),
@@ -73,15 +76,18 @@ void api_account_get(brig_req *r)
         brig_http_json(r, 200, out);
 }
 
-/* A limit: a non-negative integer of micro-dollars, or null for none. */
+/* A limit: an integer of micro-dollars in [0, BRIG_MONEY_MAX], or null for none. */
 static int limit_field(json_t *body, const char *name, bool *set, json_t **v, brig_error **err)
 {
     *v = json_object_get(body, name);
     *set = *v != NULL;
-    if (*v && !json_is_null(*v) && (!json_is_integer(*v) || json_integer_value(*v) < 0))
+    if (*v && !json_is_null(*v) &&
+        (!json_is_integer(*v) || json_integer_value(*v) < 0 ||
+         json_integer_value(*v) > BRIG_MONEY_MAX))
         return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "'%s' must be an integer of micro-dollars >= 0, or null for none",
-                              name);
+                              "'%s' must be an integer of micro-dollars in [0, %lld], or null "
+                              "for none",
+                              name, (long long)BRIG_MONEY_MAX);
     return 0;
 }
 
@@ -113,6 +119,33 @@ void api_account_patch(brig_req *r)
                             "ss", json_is_null(mv) ? NULL : mbuf, r->caller.account_id) == 0))
             brig_account_json(r->d, r->caller.account_id, &out, &err);
     }
+    json_decref(body);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
+/* PATCH /v1/accounts/{id} (operator): the account's concurrency limit and the
+ * tariffs it may use. */
+void api_account_configure(brig_req *r)
+{
+    static const char *const fields[] = {"max_live_sandboxes", "tariffs", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *max_live = json_object_get(body, "max_live_sandboxes");
+    json_t *tariffs = json_object_get(body, "tariffs");
+    brig_account_settings s = {
+        .set_max_live = max_live != NULL,
+        .max_live = json_is_integer(max_live) ? json_integer_value(max_live) : -1,
+        .set_tariffs = tariffs != NULL,
+        .tariffs = json_is_null(tariffs) ? NULL : tariffs,
+    };
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (brig_account_configure(r->d, r->params[0], &s, &err) == 0)
+        brig_account_json(r->d, r->params[0], &out, &err);
     json_decref(body);
     if (err)
         brig_http_error(r, err);

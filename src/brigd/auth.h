@@ -3,7 +3,8 @@
  *
  * Keys are "brig_" + 256 random bits; the store keeps only their BLAKE2b hash, so
  * a leaked database file yields no usable key.  Scopes:
- *   operator  the server's own key (operator.key): manages accounts and credits,
+ *   operator  the server's own key (operator.key): manages accounts, credits and
+ *             account settings (concurrency limit, tariffs),
  *             nothing inside an account
  *   admin     an account's administrator: every project of the account, its
  *             policies, secrets and keys

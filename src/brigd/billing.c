@@ -78,32 +78,66 @@ int64_t brig_next_month(int64_t ms)
     return utc(tm.tm_year + 1900, tm.tm_mon + 1, 1);
 }
 
+typedef struct balance_row {
+    int64_t balance;
+    bool found;
+} balance_row;
+
+static int read_balance(brig_row *row, void *ctx)
+{
+    balance_row *b = ctx;
+    b->balance = brig_row_int(row, 0);
+    b->found = true;
+    return 1;
+}
+
 int brig_billing_credit(brigd *d, const char *account_id, int64_t amount, const char *note,
                         brig_error **err)
 {
-    if (amount <= 0)
-        return brig_error_set(err, BRIG_E_INVALID, 0, "a credit must be positive");
+    if (amount <= 0 || amount > BRIG_CREDIT_MAX)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "a credit must be positive and at most %lld micro-dollars",
+                              (long long)BRIG_CREDIT_MAX);
     if (brig_store_begin(d->store, err) < 0)
         return -1;
-    int64_t changed = 0;
-    if (brig_store_run(d->store, err, &changed,
-                       "UPDATE accounts SET balance_micro_usd = balance_micro_usd + ? WHERE id = ?",
-                       "is", amount, account_id) < 0 ||
-        (changed == 0 &&
-         brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no account '%.40s'", account_id) < 0) ||
+    /* The new balance is computed here, checked, and written whole: SQLite
+     * would turn an integer sum that overflows into a float. */
+    balance_row b = {0};
+    int64_t nb = 0;
+    char have[32], most[32];
+    if (brig_store_query(d->store, err, read_balance, &b,
+                         "SELECT balance_micro_usd FROM accounts WHERE id = ?", "s",
+                         account_id) < 0)
+        goto fail;
+    if (!b.found) {
+        brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no account '%.40s'", account_id);
+        goto fail;
+    }
+    if (!brig_money_add(b.balance, amount, &nb)) {
+        brig_money_format(b.balance, have);
+        brig_money_format(BRIG_MONEY_MAX, most);
+        brig_error_set(err, BRIG_E_CONFLICT, 0,
+                       "the balance (%s) would exceed %s, the most an account may hold", have,
+                       most);
+        goto fail;
+    }
+    if (brig_store_run(d->store, err, NULL,
+                       "UPDATE accounts SET balance_micro_usd = ? WHERE id = ?", "is", nb,
+                       account_id) < 0 ||
         brig_store_run(d->store, err, NULL,
                        "INSERT INTO ledger(account_id, at, kind, amount_micro_usd, note)"
                        " VALUES (?,?,'credit',?,?)",
-                       "siis", account_id, brig_now_real_ms(), amount, note) < 0) {
-        brig_store_rollback(d->store);
-        return -1;
-    }
+                       "siis", account_id, brig_now_real_ms(), amount, note) < 0)
+        goto fail;
     return brig_store_commit(d->store, err);
+fail:
+    brig_store_rollback(d->store);
+    return -1;
 }
 
 typedef struct charge_row {
     char account[64];
-    int64_t created_at, billed_ms, price;
+    int64_t created_at, billed_ms, price, cost;
     int found;
 } charge_row;
 
@@ -115,6 +149,7 @@ static int read_charge_row(brig_row *row, void *ctx)
     c->created_at = brig_row_int(row, 1);
     c->billed_ms = brig_row_int(row, 2);
     c->price = brig_row_int(row, 3);
+    c->cost = brig_row_int(row, 4);
     c->found = 1;
     return 1;
 }
@@ -134,8 +169,8 @@ int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool f
         return -1;
     charge_row c = {0};
     if (brig_store_query(d->store, err, read_charge_row, &c,
-                         "SELECT account_id, created_at, billed_ms, price_micro_usd"
-                         " FROM sandboxes WHERE id = ?",
+                         "SELECT account_id, created_at, billed_ms, price_micro_usd,"
+                         " cost_micro_usd FROM sandboxes WHERE id = ?",
                          "s", sandbox_id) < 0)
         goto fail;
     if (!c.found) {
@@ -144,20 +179,30 @@ int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool f
     }
     int64_t billed_s = c.billed_ms / 1000;
     int64_t secs = brig_bill_seconds(now_ms - c.created_at, billed_s, final);
+    balance_row b = {0};
+    if (brig_store_query(d->store, err, read_balance, &b,
+                         "SELECT balance_micro_usd FROM accounts WHERE id = ?", "s", c.account) < 0)
+        goto fail;
+    /* Checked: the balance stays within +-BRIG_MONEY_MAX (the charge is held
+     * at what it can still go down by), the sandbox's cost below BRIG_MONEY_MAX. */
+    int64_t bal = b.balance, amount = brig_money_times(secs, c.price), cost;
+    bal = bal > BRIG_MONEY_MAX ? BRIG_MONEY_MAX : bal < -BRIG_MONEY_MAX ? -BRIG_MONEY_MAX : bal;
+    if (bal - amount < -BRIG_MONEY_MAX) /* both within the bound: no overflow */
+        amount = bal + BRIG_MONEY_MAX;
+    int64_t nb = bal - amount;
+    if (!brig_money_add(c.cost, amount, &cost))
+        cost = BRIG_MONEY_MAX;
     if (secs > 0) {
-        int64_t amount = secs * c.price;
         if (brig_store_run(d->store, err, NULL,
                            "INSERT INTO ledger(account_id, at, kind, amount_micro_usd,"
                            " sandbox_id, seconds) VALUES (?,?,'charge',?,?,?)",
                            "siisi", c.account, now_ms, amount, sandbox_id, secs) < 0 ||
             brig_store_run(d->store, err, NULL,
-                           "UPDATE accounts SET balance_micro_usd = balance_micro_usd - ?"
-                           " WHERE id = ?",
-                           "is", amount, c.account) < 0 ||
+                           "UPDATE accounts SET balance_micro_usd = ? WHERE id = ?", "is", nb,
+                           c.account) < 0 ||
             brig_store_run(d->store, err, NULL,
-                           "UPDATE sandboxes SET billed_ms = ?, cost_micro_usd = cost_micro_usd + ?"
-                           " WHERE id = ?",
-                           "iis", (billed_s + secs) * 1000, amount, sandbox_id) < 0)
+                           "UPDATE sandboxes SET billed_ms = ?, cost_micro_usd = ? WHERE id = ?",
+                           "iis", (billed_s + secs) * 1000, cost, sandbox_id) < 0)
             goto fail;
     }
     if (balance &&
@@ -182,12 +227,14 @@ int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_
                : 0;
 }
 
-int brig_billing_admit(brigd *d, const char *account_id, int64_t now, int64_t live,
+int brig_billing_admit(brigd *d, const char *account_id, int64_t now, int64_t *max_live,
                        brig_error **err)
 {
     brig_account_limits l;
     if (brig_account_limits_get(d, account_id, &l, err) < 0)
         return -1;
+    if (max_live)
+        *max_live = l.max_live;
     char a[32], b[32], when[32];
     if (l.balance <= 0) {
         brig_money_format(l.balance, a);
@@ -221,10 +268,15 @@ int brig_billing_admit(brigd *d, const char *account_id, int64_t now, int64_t li
                                   a, b, when);
         }
     }
-    if (live >= l.max_live)
+    return 0;
+}
+
+int brig_billing_live_check(int64_t live, int64_t max_live, brig_error **err)
+{
+    if (live >= max_live)
         return brig_error_set(err, BRIG_E_LIMIT, 0,
                               "concurrency limit reached: the account may have %lld live "
                               "sandboxes; delete one first",
-                              (long long)l.max_live);
+                              (long long)max_live);
     return 0;
 }

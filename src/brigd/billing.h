@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "money.h"
 #include "server.h"
 
 #define BRIG_MIN_BILLED_SECONDS 60
@@ -44,20 +45,28 @@ int64_t brig_next_month(int64_t ms);
 
 /* ---- ledger --------------------------------------------------------------------- */
 
-/* Adds a credit (amount > 0). */
+/* Adds a credit: 0 < amount <= BRIG_CREDIT_MAX (else BRIG_E_INVALID), and the
+ * balance stays <= BRIG_MONEY_MAX (else BRIG_E_CONFLICT, nothing changed). */
 int brig_billing_credit(brigd *d, const char *account_id, int64_t amount, const char *note,
                         brig_error **err);
 
 /* Charges a sandbox up to now (final at its end); returns the account's balance
- * afterwards in *balance (may be NULL). */
+ * afterwards in *balance (may be NULL).  Checked arithmetic: a charge is held
+ * at what keeps the balance >= -BRIG_MONEY_MAX. */
 int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool final,
                         int64_t *balance, brig_error **err);
 
-/* May account_id start one more sandbox at time now (with `live` running)?
- * BRIG_E_PAYMENT when its balance is used up, BRIG_E_LIMIT for a daily or
- * monthly spend limit (saying when it resets) or the concurrency limit. */
-int brig_billing_admit(brigd *d, const char *account_id, int64_t now, int64_t live,
+/* May account_id start one more sandbox at time now?  BRIG_E_PAYMENT when its
+ * balance is used up, BRIG_E_LIMIT for a daily or monthly spend limit (saying
+ * when it resets).  *max_live (may be NULL) gets its concurrency limit, which
+ * the caller checks with brig_billing_live_check where it counts the account's
+ * sandboxes. */
+int brig_billing_admit(brigd *d, const char *account_id, int64_t now, int64_t *max_live,
                        brig_error **err);
+
+/* The concurrency limit: BRIG_E_LIMIT when `live` (the account's sandboxes,
+ * creates in flight included) already reaches max_live.  Pure. */
+int brig_billing_live_check(int64_t live, int64_t max_live, brig_error **err);
 
 /* Sum of charges of an account in [from_ms, to_ms). */
 int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_t to_ms,

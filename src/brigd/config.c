@@ -6,7 +6,7 @@
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
  * (seconds), output_limit_bytes, max_file_bytes, pids_limit, * uid_base, uid_ranges,
  * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes,
- * memory_overcommit (a ratio), and in
+ * memory_overcommit and disk_overcommit (ratios), disk_reserve_mib, and in
  * seconds: create_queue_timeout, idle_timeout_default, idle_timeout_max, lifetime_default,
  * lifetime_max, cpu_abuse_window, billing_interval, retention. Tariffs are sections [tariff.NAME]
  * with vcpus, memory_mib, disk_mib and price_micro_usd_per_second; small, medium and large exist by
@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "money.h"
 #include "util.h"
 
 static void set_str(char **slot, const char *v)
@@ -75,9 +76,10 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
         {"uid_base", &cfg->uid_base, 65536, INT64_C(1) << 31, 1},
         {"uid_ranges", &cfg->uid_ranges, 1, 1 << 14, 1},
-        {"initial_credit_micro_usd", &cfg->initial_credit_micro_usd, 0, INT64_C(1) << 50, 1},
+        {"initial_credit_micro_usd", &cfg->initial_credit_micro_usd, 0, BRIG_CREDIT_MAX, 1},
         {"max_live_per_account", &cfg->max_live_per_account, 1, 1 << 20, 1},
         {"max_sandboxes", &cfg->max_sandboxes, 1, 1 << 20, 1},
+        {"disk_reserve_mib", &cfg->disk_reserve_mib, 0, INT64_C(1) << 40, 1},
         {"create_queue_timeout", &cfg->create_queue_timeout_ms, 0, 3600, 1000},
         {"idle_timeout_default", &cfg->idle_timeout_default_ms, 1, 7 * 86400, 1000},
         {"idle_timeout_max", &cfg->idle_timeout_max_ms, 1, 30 * 86400, 1000},
@@ -87,15 +89,23 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"billing_interval", &cfg->billing_interval_ms, 1, 3600, 1000},
         {"retention", &cfg->retention_ms, 0, 365 * 86400, 1000},
     };
-    if (strcmp(key, "memory_overcommit") == 0) {
+    struct {
+        const char *name;
+        double *slot, min;
+    } ratios[] = {
+        {"memory_overcommit", &cfg->memory_overcommit, 0.1},
+        {"disk_overcommit", &cfg->disk_overcommit, 0.001},
+    };
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(ratios); i++) {
+        if (strcmp(key, ratios[i].name) != 0)
+            continue;
         char *end = NULL;
         double r = strtod(v, &end);
-        if (end == v || *end != '\0' || !(r == 0 || (r >= 0.1 && r <= 1000)))
+        if (end == v || *end != '\0' || !(r == 0 || (r >= ratios[i].min && r <= 1000)))
             return brig_error_set(err, BRIG_E_INVALID, 0,
-                                  "memory_overcommit: '%s' is not 0 (no bound) or a ratio in "
-                                  "[0.1, 1000]",
-                                  v);
-        cfg->memory_overcommit = r;
+                                  "%s: '%s' is not 0 (no bound) or a ratio in [%g, 1000]", key, v,
+                                  ratios[i].min);
+        *ratios[i].slot = r;
         return 0;
     }
     for (size_t i = 0; i < BRIG_ARRAY_LEN(strs); i++) {
@@ -268,6 +278,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->max_live_per_account = 20;
     cfg->max_sandboxes = 500;
     cfg->memory_overcommit = 16;
+    cfg->disk_overcommit = 1;
+    cfg->disk_reserve_mib = 1024;
     cfg->create_queue_timeout_ms = 30000;
     cfg->idle_timeout_default_ms = 300000;
     cfg->idle_timeout_max_ms = 86400000;

@@ -42,6 +42,10 @@ typedef struct brig_config {
     int64_t max_live_per_account;     /* live sandboxes per account; 20 */
     int64_t max_sandboxes;            /* live sandboxes on this host; 500 */
     double memory_overcommit; /* live sandboxes' memory limits <= this x RAM; 16; 0: no bound */
+    double disk_overcommit;   /* live sandboxes' disks <= this x (the state dir's free space at
+                                 start - disk_reserve_mib); 1; 0: no bound */
+    int64_t disk_reserve_mib; /* free space kept for the store and logs; creates are refused
+                                 while the state dir's file system has less; 1024 */
     int64_t create_queue_timeout_ms; /* how long a create waits for host capacity; 30 s */
     int64_t idle_timeout_default_ms; /* 5 min */
     int64_t idle_timeout_max_ms;     /* 24 h */

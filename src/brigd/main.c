@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "api.h"
@@ -126,6 +127,31 @@ static int64_t memory_budget_mib(const brig_config *cfg)
     return budget > 0 ? budget : 1;
 }
 
+/* What the disks of live sandboxes may add up to: disk_overcommit x (the state
+ * dir's free space now - disk_reserve_mib) (0: no bound).  Measured once, at
+ * start: the space written by re-attached sandboxes is already gone from it,
+ * and they are held at their whole disk besides (it errs on the safe side). */
+static int64_t disk_budget_mib(const brig_config *cfg)
+{
+    struct statvfs st;
+    if (cfg->disk_overcommit <= 0)
+        return 0;
+    if (statvfs(cfg->state_dir, &st) < 0) {
+        brig_warn("disk budget: statvfs %s: %s; disks are not bounded", cfg->state_dir,
+                  strerror(errno));
+        return 0;
+    }
+    int64_t free_mib = (int64_t)(((uint64_t)st.f_bavail * st.f_frsize) >> 20);
+    int64_t budget = (int64_t)((double)(free_mib - cfg->disk_reserve_mib) * cfg->disk_overcommit);
+    brig_info("disk budget: %lld MiB (%.3f x (%lld MiB free in %s - %lld MiB reserve))",
+              (long long)budget, cfg->disk_overcommit, (long long)free_mib, cfg->state_dir,
+              (long long)cfg->disk_reserve_mib);
+    if (budget <= 0)
+        brig_warn("disk budget: the state dir's file system has no room above its reserve; "
+                  "no sandbox can be created");
+    return budget > 0 ? budget : 1;
+}
+
 static int run(brigd *d, int sigfd, brig_error **err)
 {
     /* 0711: sandbox roots live below it and a sandbox's root is an unprivileged
@@ -165,7 +191,8 @@ static int run(brigd *d, int sigfd, brig_error **err)
         brig_error_clear(&nerr);
         d->net = NULL;
     }
-    brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg));
+    brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg),
+                        disk_budget_mib(&d->cfg));
     if (brig_sandbox_teardown_start(d, err) < 0)
         return -1;
     brig_sandbox_reconcile(d);

@@ -2,7 +2,9 @@
  * sandbox.c - sandbox lifecycle (see sandbox.h).
  *
  * Order of a create, so that a failure or a crash at any point is cleaned up:
- * limits (balance, spend, concurrency) -> host capacity slot -> secrets sealed
+ * the account's tariffs -> limits (balance, spend, concurrency: reserved until
+ * the sandbox is listed) -> the disk reserve -> host capacity (slot, memory,
+ * disk) -> secrets sealed
  * under the sandbox id -> store row (creating) -> list entry -> runtime create
  * -> network attach (a warm sandbox: policy only) -> store row (running).
  * Order of a delete: state deleting (no new borrowers; still listed) -> SIGKILL
@@ -15,6 +17,7 @@
 #include "sandbox.h"
 
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -270,6 +273,86 @@ int brig_sandbox_count(brigd *d, const char *account_id)
 
 /* ---- admission --------------------------------------------------------------------- */
 
+/* A create counted against its account's concurrency limit before its sandbox
+ * is listed: on d->reserving (brigd.lock) from the check until the sandbox is
+ * listed (then the list counts it) or the create fails. */
+struct brig_reservation {
+    char account_id[BRIG_ID_MAX];
+    struct brig_reservation *next;
+};
+
+/* The account's listed sandboxes and its creates not listed yet.  Needs d->lock. */
+static int64_t live_locked(brigd *d, const char *account_id)
+{
+    int64_t n = 0;
+    for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        n += strcmp(sb->account_id, account_id) == 0;
+    for (brig_reservation *r = d->reserving; r; r = r->next)
+        n += strcmp(r->account_id, account_id) == 0;
+    return n;
+}
+
+/* Takes res off d->reserving (a no-op when it is not on it).  Needs d->lock. */
+static void unreserve_locked(brigd *d, brig_reservation *res)
+{
+    for (brig_reservation **pp = &d->reserving; *pp; pp = &(*pp)->next)
+        if (*pp == res) {
+            *pp = res->next;
+            return;
+        }
+}
+
+/* While the state dir's file system has less free space than disk_reserve_mib,
+ * no sandbox is created: that room is the store's and the logs', whatever the
+ * sandboxes wrote (with disk_overcommit above 1 they may write more than the
+ * host has). */
+static int disk_reserve_check(brigd *d, brig_error **err)
+{
+    struct statvfs st;
+    if (d->cfg.disk_reserve_mib == 0 || statvfs(d->cfg.state_dir, &st) < 0)
+        return 0;
+    int64_t free_mib = (int64_t)(((uint64_t)st.f_bavail * st.f_frsize) >> 20);
+    if (free_mib >= d->cfg.disk_reserve_mib)
+        return 0;
+    return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                          "this host's disk is down to its reserve: %lld MiB free on the state "
+                          "dir's file system, %lld MiB kept for brigd's store and logs "
+                          "(disk_reserve_mib); no sandbox can be created until space is freed",
+                          (long long)free_mib, (long long)d->cfg.disk_reserve_mib);
+}
+
+/* Admits a create for account_id that needs `need` of the host, in order:
+ * balance and spend limits; the concurrency limit, checked and reserved (res,
+ * the caller's, put on d->reserving) under one hold of d->lock, so that N
+ * concurrent creates against a limit of L leave exactly L; the disk reserve;
+ * host capacity (which may wait).  On failure nothing stays held. */
+static int admit(brigd *d, const char *account_id, brig_capacity need, brig_reservation *res,
+                 brig_error **err)
+{
+    int64_t max_live = 0;
+    if (brig_billing_admit(d, account_id, brig_now_real_ms(), &max_live, err) < 0)
+        return -1;
+    snprintf(res->account_id, sizeof(res->account_id), "%s", account_id);
+    pthread_mutex_lock(&d->lock);
+    int r = brig_billing_live_check(live_locked(d, account_id), max_live, err);
+    if (r == 0) {
+        res->next = d->reserving;
+        d->reserving = res;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (r < 0)
+        return -1;
+    if (disk_reserve_check(d, err) < 0 ||
+        brig_admission_take(&d->admission, account_id, need, d->cfg.create_queue_timeout_ms, err) <
+            0) {
+        pthread_mutex_lock(&d->lock);
+        unreserve_locked(d, res);
+        pthread_mutex_unlock(&d->lock);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- create ------------------------------------------------------------------------- */
 
 /* Seals the sandbox's secrets (inline values and project references). */
@@ -350,6 +433,8 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     if (tariff == NULL)
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "no tariff named '%.32s' (see GET /v1/tariffs)", tariff_name);
+    if (brig_account_tariff_allowed(d, c->account_id, tariff->name, err) < 0)
+        return -1;
     const char *project = c->project_id;
     if (opts->project_id) {
         json_t *p = NULL;
@@ -375,10 +460,9 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
                               "template '%s' is not built yet: run `brig template build %s`", tname,
                               tname);
     }
-    if (brig_billing_admit(d, c->account_id, brig_now_real_ms(),
-                           brig_sandbox_count(d, c->account_id), err) < 0 ||
-        brig_admission_take(&d->admission, c->account_id, tariff->memory_mib,
-                            d->cfg.create_queue_timeout_ms, err) < 0) {
+    brig_reservation res;
+    if (admit(d, c->account_id, (brig_capacity){tariff->memory_mib, tariff->disk_mib}, &res, err) <
+        0) {
         brig_template_dispose(&t);
         return -1;
     }
@@ -393,6 +477,7 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     sb->price = tariff->price_micro_usd;
     sb->vcpus = tariff->vcpus;
     sb->memory_mib = tariff->memory_mib;
+    sb->disk_mib = tariff->disk_mib;
     sb->env = opts->env && json_object_size(opts->env) ? json_deep_copy(opts->env) : NULL;
     sb->created_at = sb->last_activity = brig_now_real_ms();
     sb->idle_timeout_ms =
@@ -449,7 +534,8 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     sb->next = d->sandboxes;
     d->sandboxes = sb;
     d->n_sandboxes++;
-    d->ops_inflight++; /* the create's active op, ended by its brig_sandbox_put */
+    d->ops_inflight++;         /* the create's active op, ended by its brig_sandbox_put */
+    unreserve_locked(d, &res); /* the list counts it from now on */
     pthread_mutex_unlock(&d->lock);
     listed = true;
 
@@ -516,8 +602,9 @@ out:
             d->ops_idle_since = brig_now_mono_ms();
     }
     uid_mark_locked(d, sb->uid_base, 0); /* create cleaned up after itself */
+    unreserve_locked(d, &res);           /* when it failed before it was listed */
     pthread_mutex_unlock(&d->lock);
-    brig_admission_release(&d->admission, sb->memory_mib);
+    brig_admission_release(&d->admission, (brig_capacity){sb->memory_mib, sb->disk_mib});
     sandbox_free(d, sb);
     return -1;
 }
@@ -558,10 +645,11 @@ static void teardown(brigd *d, brig_sandbox *sb)
     pthread_mutex_lock(&d->lock);
     if (r == 0) /* a range whose processes may live on stays taken */
         uid_mark_locked(d, sb->uid_base, 0);
-    int64_t mem = sb->memory_mib; /* sb may be freed by another borrower once unref'd */
+    /* sb may be freed by another borrower once unref'd */
+    brig_capacity held = {sb->memory_mib, sb->disk_mib};
     brig_sandbox *dead = unref_locked(sb);
     pthread_mutex_unlock(&d->lock);
-    brig_admission_release(&d->admission, mem);
+    brig_admission_release(&d->admission, held);
     if (dead)
         sandbox_free(d, dead);
     pthread_mutex_lock(&d->teardown_lock);
@@ -937,6 +1025,7 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         const brig_tariff *t = brig_config_tariff(&d->cfg, row->tariff);
         sb->vcpus = t ? t->vcpus : 1;
         sb->memory_mib = t ? t->memory_mib : 0;
+        sb->disk_mib = t ? t->disk_mib : 0;
         sb->created_at = row->created_at;
         sb->price = row->price;
         sb->uid_base = row->uid_base;
@@ -954,7 +1043,7 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         d->sandboxes = sb;
         d->n_sandboxes++;
         pthread_mutex_unlock(&d->lock);
-        brig_admission_hold(&d->admission, sb->memory_mib);
+        brig_admission_hold(&d->admission, (brig_capacity){sb->memory_mib, sb->disk_mib});
         c->kept = brig_xrealloc(c->kept, (c->n_kept + 1) * sizeof(char *));
         c->kept[c->n_kept++] = brig_xstrdup(row->id);
         brig_info("sandbox %s: re-attached", row->id);

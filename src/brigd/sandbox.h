@@ -29,6 +29,7 @@ struct brig_sandbox {
     char template_key[17];
     char tariff[32];
     int64_t memory_mib;    /* its tariff's memory limit, held in the host's admission */
+    int64_t disk_mib;      /* its tariff's disk, held in the host's admission */
     int64_t created_at;    /* ms since the epoch */
     int64_t price;         /* micro-dollars per second, fixed at create */
     double vcpus;          /* its CPU quota (abuse detection) */

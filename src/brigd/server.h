@@ -15,6 +15,7 @@
 #include "store.h"
 
 typedef struct brig_sandbox brig_sandbox;
+typedef struct brig_reservation brig_reservation;
 typedef struct brig_vault brig_vault;
 typedef struct brig_net brig_net;
 struct MHD_Daemon;
@@ -26,13 +27,15 @@ typedef struct brigd {
     brig_runtime *rt;         /* the sandbox runtime driver (oci) */
     brig_net *net;            /* sandbox networking; NULL when the host cannot do it */
     brig_admission admission; /* host capacity, shared fairly between accounts */
-    pthread_mutex_t lock;     /* guards `sandboxes`, every sandbox's state/refs/lifecycle
-                                 fields and uid_used */
+    pthread_mutex_t lock;     /* guards `sandboxes`, `reserving`, every sandbox's
+                                 state/refs/lifecycle fields and uid_used */
     brig_sandbox *sandboxes;  /* live sandboxes (creating/running), newest first */
     int n_sandboxes;          /* length of that list */
-    int ops_inflight;         /* API requests using a sandbox right now (creates included) */
-    int64_t ops_idle_since;   /* mono ms: when the last of them ended (or a pool claim) */
-    uint8_t *uid_used;        /* uid_ranges flags: range i (uid_base + i * 65536) taken */
+    struct brig_reservation *reserving; /* creates counted against their account's
+                                           concurrency limit, not listed yet (sandbox.c) */
+    int ops_inflight;       /* API requests using a sandbox right now (creates included) */
+    int64_t ops_idle_since; /* mono ms: when the last of them ended (or a pool claim) */
+    uint8_t *uid_used;      /* uid_ranges flags: range i (uid_base + i * 65536) taken */
     const struct brig_cgroup_ops *cgroup; /* the host cgroup flavour */
     pthread_t janitor;                    /* idle/lifetime/CPU-abuse/billing ticks (lifecycle.c) */
     pthread_mutex_t janitor_lock;

@@ -82,6 +82,8 @@ static const char *const migrations[] = {
      "  created_at INTEGER NOT NULL, PRIMARY KEY (owner, name));"
      "CREATE TABLE operator_keys ("
      "  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL);"),
+    /* 5: the tariffs an account may use (a JSON array of names; NULL: all) */
+    ("ALTER TABLE accounts ADD COLUMN tariffs TEXT;"),
 };
 
 static int db_error(sqlite3 *db, brig_error **err, const char *what)

@@ -67,6 +67,7 @@ typedef struct acc_row {
     char name[80], project[BRIG_ID_MAX];
     int64_t balance, daily, monthly, max_live, created_at;
     bool has_daily, has_monthly;
+    char tariffs[1024]; /* JSON array of names, written by brig_account_configure; "": all */
 } acc_row;
 
 static int read_account(brig_row *row, void *ctx)
@@ -83,6 +84,8 @@ static int read_account(brig_row *row, void *ctx)
     a->monthly = brig_row_int(row, 4);
     a->max_live = brig_row_int(row, 5);
     a->created_at = brig_row_int(row, 6);
+    const char *t = brig_row_text(row, 7);
+    snprintf(a->tariffs, sizeof(a->tariffs), "%s", t ? t : "");
     return 1;
 }
 
@@ -92,7 +95,7 @@ static int load_account(brigd *d, const char *id, acc_row *a, brig_error **err)
     if (brig_store_query(
             d->store, err, read_account, a,
             "SELECT name, default_project_id, balance_micro_usd, daily_limit_micro_usd,"
-            " monthly_limit_micro_usd, max_live_sandboxes, created_at FROM accounts"
+            " monthly_limit_micro_usd, max_live_sandboxes, created_at, tariffs FROM accounts"
             " WHERE id = ?",
             "s", id) < 0)
         return -1;
@@ -157,8 +160,136 @@ int brig_account_json(brigd *d, const char *account_id, json_t **out, brig_error
     json_object_set_new(j, "monthly_limit_micro_usd",
                         a.has_monthly ? json_integer(a.monthly) : json_null());
     json_object_set_new(j, "monthly_limit", a.has_monthly ? money(a.monthly) : json_null());
+    json_t *tariffs = a.tariffs[0] ? json_loads(a.tariffs, 0, NULL) : NULL;
+    json_object_set_new(j, "tariffs", json_is_array(tariffs) ? tariffs : json_null());
+    if (tariffs && !json_is_array(tariffs))
+        json_decref(tariffs);
     *out = j;
     return 0;
+}
+
+/* "small, medium" from a JSON array of names. */
+static void names_text(json_t *names, char *out, size_t n)
+{
+    size_t i, len = 0;
+    json_t *v;
+    out[0] = '\0';
+    json_array_foreach(names, i, v)
+    {
+        int w = snprintf(out + len, n - len, "%s%s", i ? ", " : "", json_string_value(v));
+        if (w < 0 || (size_t)w >= n - len)
+            break;
+        len += (size_t)w;
+    }
+}
+
+int brig_account_tariff_allowed(brigd *d, const char *account_id, const char *tariff,
+                                brig_error **err)
+{
+    acc_row a;
+    if (load_account(d, account_id, &a, err) < 0)
+        return -1;
+    if (a.tariffs[0] == '\0')
+        return 0; /* every tariff */
+    json_t *names = json_loads(a.tariffs, 0, NULL);
+    size_t i;
+    json_t *v;
+    json_array_foreach(names, i, v)
+    {
+        if (json_is_string(v) && strcmp(json_string_value(v), tariff) == 0) {
+            json_decref(names);
+            return 0;
+        }
+    }
+    char list[1024];
+    names_text(names, list, sizeof(list));
+    json_decref(names);
+    return brig_error_set(err, BRIG_E_FORBIDDEN, 0,
+                          "this account may not use tariff '%.32s' (its tariffs: %s; the "
+                          "operator sets them)",
+                          tariff, list);
+}
+
+/* The canonical list of tariff names (configured ones, each once, in the given
+ * order) from what the operator sent; NULL with *err on bad input. */
+static json_t *tariff_list(brigd *d, json_t *in, brig_error **err)
+{
+    if (!json_is_array(in)) {
+        brig_error_set(err, BRIG_E_INVALID, 0,
+                       "'tariffs' must be a list of tariff names, or null for all");
+        return NULL;
+    }
+    if (json_array_size(in) == 0) {
+        brig_error_set(err, BRIG_E_INVALID, 0,
+                       "'tariffs' must name at least one tariff (null: all of them)");
+        return NULL;
+    }
+    json_t *out = json_array();
+    size_t i, k;
+    json_t *v, *w;
+    json_array_foreach(in, i, v)
+    {
+        const char *name = json_string_value(v);
+        if (name == NULL) {
+            json_decref(out);
+            brig_error_set(err, BRIG_E_INVALID, 0,
+                           "'tariffs' must be a list of tariff names, or null for all");
+            return NULL;
+        }
+        if (brig_config_tariff(&d->cfg, name) == NULL) {
+            json_decref(out);
+            brig_error_set(err, BRIG_E_INVALID, 0, "no tariff named '%.32s' (see GET /v1/tariffs)",
+                           name);
+            return NULL;
+        }
+        bool dup = false;
+        json_array_foreach(out, k, w) dup |= strcmp(json_string_value(w), name) == 0;
+        if (!dup)
+            json_array_append_new(out, json_string(name));
+    }
+    return out;
+}
+
+int brig_account_configure(brigd *d, const char *account_id, const brig_account_settings *s,
+                           brig_error **err)
+{
+    if (s->set_max_live && (s->max_live < 0 || s->max_live > BRIG_MAX_LIVE_LIMIT))
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "'max_live_sandboxes' must be an integer in [0, %d]",
+                              BRIG_MAX_LIVE_LIMIT);
+    _cleanup_free_ char *tariffs = NULL;
+    if (s->set_tariffs && s->tariffs) {
+        json_t *list = tariff_list(d, s->tariffs, err);
+        if (list == NULL)
+            return -1;
+        tariffs = json_dumps(list, JSON_COMPACT);
+        json_decref(list);
+    }
+    if (brig_store_begin(d->store, err) < 0)
+        return -1;
+    int64_t found = 0;
+    if (brig_store_query(d->store, err, read_count, &found,
+                         "SELECT count(*) FROM accounts WHERE id = ?", "s", account_id) < 0)
+        goto fail;
+    if (found == 0) {
+        brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no account '%.40s'", account_id);
+        goto fail;
+    }
+    if ((s->set_max_live &&
+         brig_store_run(d->store, err, NULL,
+                        "UPDATE accounts SET max_live_sandboxes = ? WHERE id = ?", "is",
+                        s->max_live, account_id) < 0) ||
+        (s->set_tariffs &&
+         brig_store_run(d->store, err, NULL, "UPDATE accounts SET tariffs = ? WHERE id = ?", "ss",
+                        tariffs, account_id) < 0))
+        goto fail;
+    if (brig_store_commit(d->store, err) < 0)
+        return -1;
+    brig_info("account %s: settings changed by the operator", account_id);
+    return 0;
+fail:
+    brig_store_rollback(d->store);
+    return -1;
 }
 
 /* ---- projects ------------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #define BRIG_TENANTS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "auth.h"
 #include "error.h"
@@ -31,6 +32,24 @@ typedef struct brig_account_limits {
 } brig_account_limits;
 int brig_account_limits_get(brigd *d, const char *account_id, brig_account_limits *out,
                             brig_error **err);
+
+/* 0 when the account may create sandboxes of `tariff`; BRIG_E_FORBIDDEN (naming
+ * the tariffs it may use) when the operator restricted it to others. */
+int brig_account_tariff_allowed(brigd *d, const char *account_id, const char *tariff,
+                                brig_error **err);
+
+/* What the operator sets on an account (PATCH /v1/accounts/{id}). */
+#define BRIG_MAX_LIVE_LIMIT (1 << 20)
+typedef struct brig_account_settings {
+    bool set_max_live;
+    int64_t max_live; /* the concurrency limit, 0..BRIG_MAX_LIVE_LIMIT */
+    bool set_tariffs;
+    json_t *tariffs; /* names of configured tariffs (borrowed); NULL: every tariff */
+} brig_account_settings;
+/* Applies the settings that are set, all or none; BRIG_E_INVALID for a bad
+ * value, BRIG_E_NOT_FOUND for no such account. */
+int brig_account_configure(brigd *d, const char *account_id, const brig_account_settings *s,
+                           brig_error **err);
 
 int brig_project_create(brigd *d, const char *account_id, const char *name, json_t **out,
                         brig_error **err);

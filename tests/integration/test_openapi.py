@@ -397,6 +397,13 @@ def test_tenant_answers_match_the_schemas(daemon, node):
            expect=200)
     c.call("POST", f"/v1/accounts/{FAKE['account_id']}/credits", {"amount_micro_usd": 5},
            expect=404)
+    c.call("POST", f"/v1/accounts/{acc['id']}/credits", {"amount_micro_usd": 10**12 + 1},
+           expect=400)
+    c.call("PATCH", f"/v1/accounts/{acc['id']}", {"tariffs": ["small", "medium"],
+                                                   "max_live_sandboxes": 3}, expect=200)
+    c.call("PATCH", f"/v1/accounts/{acc['id']}", {"tariffs": None}, expect=200)
+    c.call("PATCH", f"/v1/accounts/{acc['id']}", {"tariffs": ["no-such-tariff"]}, expect=400)
+    c.call("PATCH", f"/v1/accounts/{FAKE['account_id']}", {"max_live_sandboxes": 1}, expect=404)
     c.call("GET", "/v1/account", expect=403)
     a = Checker(Api(daemon.url, acc["api_key"]))
     a.checks = c.checks

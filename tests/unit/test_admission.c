@@ -1,8 +1,9 @@
 /*
  * test_admission.c - host capacity shared between accounts (admission.c), with real
  * threads: a burst of 500 waiting requests of one account does not starve another
- * account's single request; memory is admitted like slots; a request that can
- * never fit is refused at once.
+ * account's single request; memory and disk are admitted like slots; a request
+ * that can never fit is refused at once; one account's request that does not fit
+ * does not hold up another account's that does.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,12 +18,15 @@
 
 #include "admission.h"
 
-#define BURST 500
+#define BURST   500
+#define NONE    ((brig_capacity){0, 0})
+#define MEM(n)  ((brig_capacity){(n), 0})
+#define DISK(n) ((brig_capacity){0, (n)})
 
 typedef struct waiter_arg {
     brig_admission *a;
     const char *account;
-    int64_t mem;
+    int64_t mem, disk;
     int rc;
     int order; /* the how-many-th grant it was, or 0 */
 } waiter_arg;
@@ -34,7 +38,7 @@ static void *waiter(void *p)
 {
     waiter_arg *w = p;
     brig_error *err = NULL;
-    w->rc = brig_admission_take(w->a, w->account, w->mem, 60000, &err);
+    w->rc = brig_admission_take(w->a, w->account, (brig_capacity){w->mem, w->disk}, 60000, &err);
     brig_error_clear(&err);
     if (w->rc == 0) {
         pthread_mutex_lock(&order_lock);
@@ -48,8 +52,9 @@ static void *waiter(void *p)
 static void wait_queued(brig_admission *a, int64_t n)
 {
     for (int i = 0; i < 60000; i++) {
-        int64_t used, mem, queued;
-        brig_admission_stats(a, &used, &mem, &queued);
+        int64_t used, queued;
+        brig_capacity in_use;
+        brig_admission_stats(a, &used, &in_use, &queued);
         if (queued == n)
             return;
         usleep(1000);
@@ -86,9 +91,10 @@ static void test_burst_does_not_starve_a_single_request(void **state)
     static pthread_t ts[BURST + 1];
     static waiter_arg ws[BURST + 1];
     grants = 0;
-    brig_admission_init(&a, 1, 0);
+    brig_admission_init(&a, 1, 0, 0);
     brig_error *err = NULL;
-    assert_int_equal(brig_admission_take(&a, "acc_busy", 0, 1000, &err), 0); /* the host is full */
+    assert_int_equal(brig_admission_take(&a, "acc_busy", NONE, 1000, &err),
+                     0); /* the host is full */
     for (int i = 0; i < BURST; i++) {
         ws[i] = (waiter_arg){.a = &a, .account = "acc_busy"};
         start(&ts[i], &ws[i]);
@@ -98,14 +104,14 @@ static void test_burst_does_not_starve_a_single_request(void **state)
     start(&ts[BURST], &ws[BURST]);
     wait_queued(&a, BURST + 1);
 
-    brig_admission_release(&a, 0); /* one slot frees: the lone request's turn */
+    brig_admission_release(&a, NONE); /* one slot frees: the lone request's turn */
     wait_grants(1);
     assert_int_equal(ws[BURST].order, 1);
     for (int i = 0; i < BURST; i++)
         assert_int_equal(ws[i].order, 0);
 
     for (int i = 0; i < BURST; i++) /* drain: each release serves one more */
-        brig_admission_release(&a, 0);
+        brig_admission_release(&a, NONE);
     for (int i = 0; i <= BURST; i++) {
         pthread_join(ts[i], NULL);
         assert_int_equal(ws[i].rc, 0);
@@ -113,9 +119,10 @@ static void test_burst_does_not_starve_a_single_request(void **state)
     /* Every one of the burst was served, after the lone one. */
     for (int i = 0; i < BURST; i++)
         assert_true(ws[i].order >= 2 && ws[i].order <= BURST + 1);
-    brig_admission_release(&a, 0);
-    int64_t used, mem, queued;
-    brig_admission_stats(&a, &used, &mem, &queued);
+    brig_admission_release(&a, NONE);
+    int64_t used, queued;
+    brig_capacity in_use;
+    brig_admission_stats(&a, &used, &in_use, &queued);
     assert_int_equal(used, 0);
     assert_int_equal(queued, 0);
     brig_admission_dispose(&a);
@@ -126,16 +133,16 @@ static void test_memory_is_admitted_like_slots(void **state)
     (void)state;
     brig_admission a;
     grants = 0;
-    brig_admission_init(&a, 100, 1000);
+    brig_admission_init(&a, 100, 1000, 0);
     brig_error *err = NULL;
-    assert_int_equal(brig_admission_take(&a, "acc_a", 600, 1000, &err), 0);
+    assert_int_equal(brig_admission_take(&a, "acc_a", MEM(600), 1000, &err), 0);
     /* Too big for what is left: waits; then a timeout says why. */
-    assert_int_equal(brig_admission_take(&a, "acc_b", 600, 50, &err), -1);
+    assert_int_equal(brig_admission_take(&a, "acc_b", MEM(600), 50, &err), -1);
     assert_int_equal(err->kind, BRIG_E_UNAVAILABLE);
     assert_non_null(strstr(err->msg, "600 of 1000 MiB"));
     brig_error_clear(&err);
     /* Can never fit: at once. */
-    assert_int_equal(brig_admission_take(&a, "acc_b", 1001, 60000, &err), -1);
+    assert_int_equal(brig_admission_take(&a, "acc_b", MEM(1001), 60000, &err), -1);
     assert_non_null(strstr(err->msg, "can never fit"));
     brig_error_clear(&err);
     /* A waiter gets the memory a release frees. */
@@ -144,14 +151,97 @@ static void test_memory_is_admitted_like_slots(void **state)
     start(&t, &w);
     wait_queued(&a, 1);
     assert_int_equal(w.order, 0);
-    brig_admission_release(&a, 600);
+    brig_admission_release(&a, MEM(600));
     pthread_join(t, NULL);
     assert_int_equal(w.rc, 0);
-    int64_t used, mem, queued;
-    brig_admission_stats(&a, &used, &mem, &queued);
+    int64_t used, queued;
+    brig_capacity in_use;
+    brig_admission_stats(&a, &used, &in_use, &queued);
     assert_int_equal(used, 1);
-    assert_int_equal(mem, 600);
-    brig_admission_release(&a, 600);
+    assert_int_equal(in_use.mem_mib, 600);
+    brig_admission_release(&a, MEM(600));
+    brig_admission_dispose(&a);
+}
+
+static void test_disk_is_admitted_like_memory(void **state)
+{
+    (void)state;
+    brig_admission a;
+    grants = 0;
+    brig_admission_init(&a, 100, 0, 1000);
+    brig_error *err = NULL;
+    assert_int_equal(brig_admission_take(&a, "acc_a", DISK(600), 1000, &err), 0);
+    assert_int_equal(brig_admission_take(&a, "acc_b", DISK(600), 50, &err), -1);
+    assert_int_equal(err->kind, BRIG_E_UNAVAILABLE);
+    assert_non_null(strstr(err->msg, "600 of 1000 MiB of disk"));
+    brig_error_clear(&err);
+    assert_int_equal(brig_admission_take(&a, "acc_b", DISK(1001), 60000, &err), -1);
+    assert_non_null(strstr(err->msg, "can never fit"));
+    assert_non_null(strstr(err->msg, "disk budget is 1000 MiB"));
+    brig_error_clear(&err);
+    /* Memory is not bounded here, disk is: a memory-heavy one fits. */
+    assert_int_equal(brig_admission_take(&a, "acc_b", (brig_capacity){1 << 20, 400}, 50, &err), 0);
+    pthread_t t;
+    waiter_arg w = {.a = &a, .account = "acc_c", .disk = 500};
+    start(&t, &w);
+    wait_queued(&a, 1);
+    brig_admission_release(&a, DISK(600));
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, 0);
+    int64_t used, queued;
+    brig_capacity in_use;
+    brig_admission_stats(&a, &used, &in_use, &queued);
+    assert_int_equal(used, 2);
+    assert_int_equal(in_use.disk_mib, 900);
+    assert_int_equal(in_use.mem_mib, 1 << 20);
+    brig_admission_release(&a, (brig_capacity){1 << 20, 400});
+    brig_admission_release(&a, DISK(500));
+    brig_admission_stats(&a, &used, &in_use, &queued);
+    assert_int_equal(used, 0);
+    assert_int_equal(in_use.disk_mib, 0);
+    brig_admission_dispose(&a);
+}
+
+static void test_a_big_request_holds_up_only_its_own_account(void **state)
+{
+    (void)state;
+    brig_admission a;
+    grants = 0;
+    brig_admission_init(&a, 100, 0, 1000);
+    brig_error *err = NULL;
+    assert_int_equal(brig_admission_take(&a, "acc_big", DISK(600), 1000, &err), 0);
+    /* acc_small was served last: the next turn is acc_big's. */
+    assert_int_equal(brig_admission_take(&a, "acc_small", DISK(100), 1000, &err), 0);
+    pthread_t tb, tb2, ts;
+    waiter_arg big = {.a = &a, .account = "acc_big", .disk = 600};
+    waiter_arg big_small = {.a = &a, .account = "acc_big", .disk = 100};
+    waiter_arg small = {.a = &a, .account = "acc_small", .disk = 100};
+    start(&tb, &big);
+    wait_queued(&a, 1);
+    start(&tb2, &big_small); /* behind its own account's big one */
+    wait_queued(&a, 2);
+    /* Another account's request that fits is served at once, though the big
+     * one's turn came first. */
+    start(&ts, &small);
+    pthread_join(ts, NULL);
+    assert_int_equal(small.rc, 0);
+    assert_int_equal(small.order, 1);
+    assert_int_equal(big.order, 0);
+    assert_int_equal(big_small.order, 0); /* an account's requests keep their order */
+    int64_t used, queued;
+    brig_capacity in_use;
+    brig_admission_stats(&a, &used, &in_use, &queued);
+    assert_int_equal(queued, 2);
+    assert_int_equal(in_use.disk_mib, 800);
+    /* The disk freed serves the big one, then its account's next. */
+    brig_admission_release(&a, DISK(600));
+    pthread_join(tb, NULL);
+    pthread_join(tb2, NULL);
+    assert_int_equal(big.rc, 0);
+    assert_int_equal(big_small.rc, 0);
+    brig_admission_stats(&a, &used, &in_use, &queued);
+    assert_int_equal(queued, 0);
+    assert_int_equal(in_use.disk_mib, 900);
     brig_admission_dispose(&a);
 }
 
@@ -160,6 +250,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_burst_does_not_starve_a_single_request),
         cmocka_unit_test(test_memory_is_admitted_like_slots),
+        cmocka_unit_test(test_disk_is_admitted_like_memory),
+        cmocka_unit_test(test_a_big_request_holds_up_only_its_own_account),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * test_admit.c - admission against money and limits with an injected clock, on
  * a real SQLite store in a temporary directory: a daily limit reached today
  * refuses, the same spend tomorrow does not; months likewise; balance and
- * concurrency.
+ * concurrency; credits and charges stay bounded integers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +18,7 @@
 #include "billing.h"
 #include "server.h"
 #include "store.h"
+#include "tenants.h"
 
 #define DAY (INT64_C(86400000))
 /* 2026-12-15T10:00:00Z, and 2026-12-31T23:00:00Z */
@@ -68,11 +69,20 @@ static void charge_at(fixture *f, int64_t at, int64_t amount)
                      0);
 }
 
+static int read_one(brig_row *row, void *ctx)
+{
+    *(int64_t *)ctx = brig_row_int(row, 0);
+    return 1;
+}
+
 /* -1 when admitted, else the kind of the refusal. */
 static int admit(fixture *f, int64_t now, int64_t live, char **msg)
 {
     brig_error *err = NULL;
-    int r = brig_billing_admit(&f->d, "acc_t", now, live, &err);
+    int64_t max_live = 0;
+    int r = brig_billing_admit(&f->d, "acc_t", now, &max_live, &err);
+    if (r == 0)
+        r = brig_billing_live_check(live, max_live, &err);
     if (r == 0)
         return -1;
     int k = (int)err->kind;
@@ -128,9 +138,91 @@ static void test_balance_and_concurrency(void **state)
     assert_non_null(strstr(msg, "$0.000000"));
     free(msg);
     brig_error *err = NULL;
-    assert_int_equal(brig_billing_admit(&f->d, "acc_nobody", MID_DEC, 0, &err), -1);
+    assert_int_equal(brig_billing_admit(&f->d, "acc_nobody", MID_DEC, NULL, &err), -1);
     assert_int_equal(err->kind, BRIG_E_NOT_FOUND);
     brig_error_clear(&err);
+}
+
+static int64_t balance(fixture *f)
+{
+    brig_account_limits l;
+    assert_int_equal(brig_account_limits_get(&f->d, "acc_t", &l, NULL), 0);
+    return l.balance;
+}
+
+static int64_t ledger_rows(fixture *f)
+{
+    int64_t n = 0;
+    assert_int_equal(brig_store_query(f->d.store, NULL, read_one, &n,
+                                      "SELECT count(*) FROM ledger WHERE account_id = 'acc_t'", ""),
+                     1);
+    return n;
+}
+
+static void test_credits_are_bounded(void **state)
+{
+    fixture *f = *state;
+    brig_error *err = NULL;
+    int64_t rows = ledger_rows(f);
+    int64_t bad[] = {0, -1, BRIG_CREDIT_MAX + 1, INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(brig_billing_credit(&f->d, "acc_t", bad[i], "x", &err), -1);
+        assert_int_equal(err->kind, BRIG_E_INVALID);
+        brig_error_clear(&err);
+    }
+    assert_int_equal(balance(f), 5000);
+    assert_int_equal(brig_billing_credit(&f->d, "acc_t", BRIG_CREDIT_MAX, "x", &err), 0);
+    assert_int_equal(balance(f), 5000 + BRIG_CREDIT_MAX);
+    /* Near the most an account may hold: a credit past it changes nothing. */
+    brig_store_run(f->d.store, NULL, NULL, "UPDATE accounts SET balance_micro_usd = ?", "i",
+                   BRIG_MONEY_MAX - 10);
+    assert_int_equal(brig_billing_credit(&f->d, "acc_t", 11, "x", &err), -1);
+    assert_int_equal(err->kind, BRIG_E_CONFLICT);
+    assert_non_null(strstr(err->msg, "$1000000000.000000"));
+    brig_error_clear(&err);
+    assert_int_equal(balance(f), BRIG_MONEY_MAX - 10);
+    assert_int_equal(brig_billing_credit(&f->d, "acc_t", 10, "x", &err), 0);
+    assert_int_equal(balance(f), BRIG_MONEY_MAX);
+    assert_int_equal(ledger_rows(f), rows + 2);
+    assert_int_equal(brig_billing_credit(&f->d, "acc_nobody", 10, "x", &err), -1);
+    assert_int_equal(err->kind, BRIG_E_NOT_FOUND);
+    brig_error_clear(&err);
+}
+
+static void test_a_huge_charge_is_held_at_the_bound(void **state)
+{
+    fixture *f = *state;
+    /* A year-old sandbox at the highest configurable price: secs x price
+     * overflows int64. */
+    assert_int_equal(
+        brig_store_run(f->d.store, NULL, NULL,
+                       "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
+                       " created_at, price_micro_usd) VALUES ('sbx_t', 'acc_t', 'base', 'k',"
+                       " 'running', ?, ?)",
+                       "ii", MID_DEC - 365 * DAY, (int64_t)1 << 40),
+        0);
+    brig_error *err = NULL;
+    int64_t after = 0;
+    assert_int_equal(brig_billing_charge(&f->d, "sbx_t", MID_DEC, false, &after, &err), 0);
+    assert_int_equal(after, 5000 - BRIG_MONEY_MAX); /* the charge held at BRIG_MONEY_MAX */
+    assert_int_equal(balance(f), 5000 - BRIG_MONEY_MAX);
+    /* Still an integer, and no further down. */
+    assert_int_equal(brig_billing_charge(&f->d, "sbx_t", MID_DEC + DAY, true, &after, &err), 0);
+    assert_int_equal(after, -BRIG_MONEY_MAX);
+    int64_t cost = 0;
+    assert_int_equal(brig_store_query(f->d.store, NULL, read_one, &cost,
+                                      "SELECT cost_micro_usd FROM sandboxes WHERE id = 'sbx_t'"
+                                      " AND typeof(cost_micro_usd) = 'integer'",
+                                      ""),
+                     1);
+    assert_int_equal(cost, BRIG_MONEY_MAX);
+    int64_t reals = -1;
+    assert_int_equal(brig_store_query(f->d.store, NULL, read_one, &reals,
+                                      "SELECT count(*) FROM accounts WHERE"
+                                      " typeof(balance_micro_usd) != 'integer'",
+                                      ""),
+                     1);
+    assert_int_equal(reals, 0);
 }
 
 int main(void)
@@ -139,6 +231,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_daily_limit_resets_next_day, setup, teardown),
         cmocka_unit_test_setup_teardown(test_monthly_limit_resets_next_month, setup, teardown),
         cmocka_unit_test_setup_teardown(test_balance_and_concurrency, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_credits_are_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_huge_charge_is_held_at_the_bound, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,6 +80,26 @@ static void test_boundaries(void **state)
     assert_int_equal(brig_day_start(1798761600000), 1798761600000);
 }
 
+static void test_checked_money(void **state)
+{
+    (void)state;
+    int64_t r = 7;
+    assert_true(brig_money_add(1, 2, &r) && r == 3);
+    assert_true(brig_money_add(BRIG_MONEY_MAX - 1, 1, &r) && r == BRIG_MONEY_MAX);
+    r = 7;
+    assert_false(brig_money_add(BRIG_MONEY_MAX, 1, &r));
+    assert_false(brig_money_add(INT64_MAX, 1, &r));
+    assert_false(brig_money_add(INT64_MIN, -1, &r));
+    assert_false(brig_money_add(-BRIG_MONEY_MAX, -1, &r));
+    assert_false(brig_money_add(0, INT64_MAX, &r));
+    assert_int_equal(r, 7); /* untouched on failure */
+    assert_int_equal(brig_money_times(60, 10), 600);
+    assert_int_equal(brig_money_times(INT64_MAX, 2), BRIG_MONEY_MAX);
+    assert_int_equal(brig_money_times((int64_t)1 << 32, (int64_t)1 << 40), BRIG_MONEY_MAX);
+    assert_int_equal(brig_money_times(-5, 10), 0);
+    assert_int_equal(brig_money_times(0, INT64_MAX), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -87,6 +107,7 @@ int main(void)
         cmocka_unit_test(test_incremental_never_twice),
         cmocka_unit_test(test_money),
         cmocka_unit_test(test_boundaries),
+        cmocka_unit_test(test_checked_money),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
