@@ -251,11 +251,26 @@ static enum MHD_Result accept_cb(void *cls, const struct sockaddr *addr, socklen
     http_ctx *hc = cls;
     char a[ADDR_MAX];
     addr_text(addr, a);
+    char oldest[ADDR_MAX] = "";
     pthread_mutex_lock(&hc->lock);
-    bool ok = waiting_from(hc, a) < hc->d->cfg.max_waiting_per_address;
-    if (ok && hc->n_waiting >= hc->d->cfg.max_waiting_connections && hc->head)
+    int64_t mine = waiting_from(hc, a), all = hc->n_waiting;
+    bool ok = mine < hc->d->cfg.max_waiting_per_address;
+    if (ok && all >= hc->d->cfg.max_waiting_connections && hc->head) {
+        memcpy(oldest, hc->head->addr, sizeof(oldest));
         push_out(hc, hc->head);
+    }
     pthread_mutex_unlock(&hc->lock);
+    /* Under the rate of the library's complaints: an attack makes many of these. */
+    if (!ok)
+        brig_log_keyed("http", BRIG_LOG_WARN,
+                       "http: refused a connection from %s: %lld of its connections wait for a "
+                       "request (max_waiting_per_address)",
+                       a, (long long)mine);
+    else if (*oldest)
+        brig_log_keyed("http", BRIG_LOG_WARN,
+                       "http: %lld connections wait for a request (max_waiting_connections): "
+                       "closed the oldest, from %s, for one from %s",
+                       (long long)all, oldest, a);
     return ok ? MHD_YES : MHD_NO;
 }
 
@@ -292,9 +307,16 @@ static void *sweeper_main(void *arg)
     int64_t timeout = hc->d->cfg.header_timeout_ms;
     pthread_mutex_lock(&hc->lock);
     while (!hc->stop) {
-        int64_t now = brig_now_mono_ms();
-        while (hc->head && hc->head->since + timeout <= now)
+        int64_t now = brig_now_mono_ms(), closed = 0;
+        while (hc->head && hc->head->since + timeout <= now) {
             push_out(hc, hc->head);
+            closed++;
+        }
+        if (closed)
+            brig_log_keyed("http", BRIG_LOG_INFO,
+                           "http: closed %lld connections that sent no request with a key "
+                           "within %lld s (header_timeout)",
+                           (long long)closed, (long long)(timeout / 1000));
         if (hc->head) {
             struct timespec ts = brig_mono_after(hc->head->since + timeout - now);
             pthread_cond_timedwait(&hc->wake, &hc->lock, &ts);
