@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 1: {
         brig_exec_req req = {.cmd = "true", .background = data[0] % 4 == 1};
         brig_exec_result res;
-        if (brig_agentc_exec(sp[0], &req, 1024, &res, &err) == 0)
+        if (brig_agentc_exec(sp[0], &req, 1024, NULL, &res, &err) == 0)
             brig_exec_result_dispose(&res);
         break;
     }

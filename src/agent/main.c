@@ -347,6 +347,10 @@ int main(int argc, char **argv)
     }
 
     brig_log_init("brig-agent", BRIG_LOG_INFO);
+    /* The log is a host file of one sandbox, and much of what reaches it (a tar's
+     * stderr in an error, say) the sandbox chose: one rate for all of it, shared with
+     * the connection handlers we fork. */
+    brig_log_limit_all();
     ensure_stdio();
     umask(022);
     /* Whatever the runtime left open must not leak into commands.  Best effort: older

@@ -45,12 +45,31 @@ void brig_agentc_set_timeout(int fd, int64_t ms)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
-static void keep(brig_buf *b, bool *truncated, const uint8_t *p, size_t n, size_t limit)
+/* Appends what fits of p[0..n) to b.  With a budget the buffer grows in steps it
+ * grants (doubling from 64 KiB, at most 1 MiB at a time, never past the limit), so
+ * what it holds is what was granted. */
+static void keep(brig_buf *b, brig_exec_result *res, bool *truncated, const uint8_t *p, size_t n,
+                 size_t limit, const brig_exec_budget *budget)
 {
     size_t room = b->len < limit ? limit - b->len : 0;
     if (n > room) {
         *truncated = true;
         n = room;
+    }
+    if (n && budget && b->len + n + 1 > b->cap) {
+        size_t cap = b->cap < (64u << 10) ? (64u << 10)
+                                          : b->cap + (b->cap < (1u << 20) ? b->cap : (1u << 20));
+        if (cap < b->len + n + 1)
+            cap = b->len + n + 1;
+        if (cap > limit + 1)
+            cap = limit + 1;
+        if (budget->grow(budget->cls, cap - b->cap)) {
+            b->data = brig_xrealloc(b->data, cap);
+            b->cap = cap;
+        } else {
+            *truncated = res->budget_exceeded = true;
+            n = b->cap > b->len + 1 ? b->cap - b->len - 1 : 0;
+        }
     }
     if (n)
         brig_buf_append(b, p, n);
@@ -159,8 +178,8 @@ int brig_agentc_next(int fd, brig_frame *f, brig_agent_event *ev, json_t **msg, 
     return 0;
 }
 
-int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, brig_exec_result *res,
-                     brig_error **err)
+int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, const brig_exec_budget *budget,
+                     brig_exec_result *res, brig_error **err)
 {
     memset(res, 0, sizeof(*res));
     brig_exec_call call;
@@ -185,9 +204,9 @@ int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, brig_exec_r
                 break;
             }
             if (ev == BRIG_EV_DATA && f.hdr.chan == BRIG_CHAN_STDOUT)
-                keep(&res->out, &res->out_truncated, f.payload, f.hdr.len, limit);
+                keep(&res->out, res, &res->out_truncated, f.payload, f.hdr.len, limit, budget);
             else if (ev == BRIG_EV_DATA && f.hdr.chan == BRIG_CHAN_STDERR)
-                keep(&res->err, &res->err_truncated, f.payload, f.hdr.len, limit);
+                keep(&res->err, res, &res->err_truncated, f.payload, f.hdr.len, limit, budget);
             continue;
         }
         const char *t = msg_type(msg);

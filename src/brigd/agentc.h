@@ -41,12 +41,22 @@ typedef struct brig_exec_result {
     int64_t duration_ms;
     brig_buf out, err; /* captured stdout / stderr (up to the limit) */
     bool out_truncated, err_truncated;
+    bool budget_exceeded; /* a buffer could not grow: the budget said no */
 } brig_exec_result;
 
+/* What a buffered exec's output buffers may grow by: grow(cls, n) is asked before
+ * they take n more bytes of memory, and false keeps them as they are. */
+typedef struct brig_exec_budget {
+    bool (*grow)(void *cls, size_t n);
+    void *cls;
+} brig_exec_budget;
+
 /* Runs a command and collects its output, keeping at most `limit` bytes per
- * stream (the rest is read and dropped, so the command never blocks on us). */
-int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, brig_exec_result *res,
-                     brig_error **err);
+ * stream, and with a budget only what it grants (the rest is read and dropped,
+ * so the command never blocks on us; the stream is marked truncated).  budget
+ * may be NULL (no bound but the limit). */
+int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, const brig_exec_budget *budget,
+                     brig_exec_result *res, brig_error **err);
 void brig_exec_result_dispose(brig_exec_result *res);
 
 /* Sends an exec request (and its stdin, from a helper thread so a command that

@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -12,30 +11,66 @@
 
 #include "api_internal.h"
 #include "log.h"
+#include "quota.h"
 #include "request.h"
 #include "redact.h"
 #include "stream.h"
 #include "vault.h"
-/* Sets key to the text, or to base64 with "<key>_encoding":"base64" when the
- * bytes are not valid UTF-8 (JSON strings can only carry text). */
-static void set_output(json_t *obj, const char *key, const brig_buf *b)
+/* The memory a buffered exec's output holds: taken from its account's and brigd's
+ * budgets (exec_output_budget_per_account, exec_output_budget) as its buffers grow,
+ * given back once its answer is sent. */
+#define HOLD_FIRST (64 << 10) /* taken before the command runs: its first buffer */
+
+typedef struct output_hold {
+    brigd *d;
+    char account[BRIG_ID_MAX];
+    int64_t held;  /* taken from the budgets */
+    int64_t spare; /* of that, not yet in a buffer */
+} output_hold;
+
+static bool hold_grow(void *cls, size_t n)
 {
-    /* NUL bytes would cost six bytes each as \u0000: send such output as base64. */
-    json_t *s =
-        b->len && memchr(b->data, 0, b->len) ? NULL : json_stringn(b->data ? b->data : "", b->len);
-    if (s) {
-        json_object_set_new(obj, key, s);
-        return;
+    output_hold *h = cls;
+    int64_t more = (int64_t)n - h->spare;
+    if (more > 0 && brig_quota_take(h->d->exec_output, h->account, more) != BRIG_QUOTA_OK)
+        return false;
+    h->held += more > 0 ? more : 0;
+    h->spare = more > 0 ? 0 : -more;
+    return true;
+}
+
+static void hold_release(void *cls)
+{
+    output_hold *h = cls;
+    brig_quota_give(h->d->exec_output, h->account, h->held);
+    free(h);
+}
+
+/* The first part of the hold, or a 429/503 that says whose budget is full. */
+static output_hold *hold_take(brig_req *r)
+{
+    output_hold *h = brig_xcalloc(1, sizeof(*h));
+    h->d = r->d;
+    snprintf(h->account, sizeof(h->account), "%s", r->caller.account_id);
+    brig_quota_result q = brig_quota_take(r->d->exec_output, h->account, HOLD_FIRST);
+    if (q == BRIG_QUOTA_OK) {
+        h->held = h->spare = HOLD_FIRST;
+        return h;
     }
-    size_t len = sodium_base64_ENCODED_LEN(b->len, sodium_base64_VARIANT_ORIGINAL);
-    char *enc = brig_xmalloc(len);
-    sodium_bin2base64(enc, len, (const unsigned char *)b->data, b->len,
-                      sodium_base64_VARIANT_ORIGINAL);
-    json_object_set_new(obj, key, json_string(enc));
-    free(enc);
-    char *ek = brig_asprintf("%s_encoding", key);
-    json_object_set_new(obj, ek, json_string("base64"));
-    free(ek);
+    free(h);
+    if (q == BRIG_QUOTA_ACCOUNT)
+        brig_http_fail(r, BRIG_E_LIMIT,
+                       "the output of this account's buffered commands in flight fills its "
+                       "budget (%lld MiB, exec_output_budget_per_account): retry when some have "
+                       "ended, or stream the output (Accept: application/x-ndjson)",
+                       (long long)(r->d->cfg.output_budget_per_account >> 20));
+    else
+        brig_http_fail(r, BRIG_E_UNAVAILABLE,
+                       "brigd's memory for buffered command output is in use (%lld MiB, "
+                       "exec_output_budget): retry shortly, or stream the output "
+                       "(Accept: application/x-ndjson)",
+                       (long long)(r->d->cfg.output_budget >> 20));
+    return NULL;
 }
 
 /* The agent's process object as the API shows it: times as ISO 8601. */
@@ -117,7 +152,7 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
 {
     brig_exec_result res;
     brig_error *err = NULL;
-    int rc = brig_agentc_exec(fd, req, 0, &res, &err);
+    int rc = brig_agentc_exec(fd, req, 0, NULL, &res, &err);
     close(fd);
     if (rc < 0) {
         brig_sandbox_put(r->d, sb);
@@ -181,29 +216,37 @@ void api_exec(brig_req *r)
         red = NULL; /* the stream owns it */
         goto out;
     }
+    output_hold *hold = hold_take(r);
+    if (hold == NULL) {
+        close(fd);
+        brig_sandbox_put(r->d, sb);
+        goto out;
+    }
+    brig_exec_budget budget = {hold_grow, hold};
     brig_exec_result res;
-    int rc = brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &res, &err);
+    int rc = brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &budget, &res, &err);
     close(fd);
     brig_sandbox_put(r->d, sb);
     if (rc < 0) {
+        hold_release(hold);
         if (err->kind == BRIG_E_PROTOCOL)
             brig_error_prefix(&err, "sandbox %s", r->params[0]);
         brig_http_error(r, err);
         goto out;
     }
-    brig_redact_buf(red, &res.out);
-    brig_redact_buf(red, &res.err);
-    json_t *out = json_pack("{s:i, s:b, s:I}", "exit_code", res.exit_code, "timed_out",
-                            res.timed_out, "duration_ms", (json_int_t)res.duration_ms);
-    json_object_set_new(out, "signal", res.signal ? json_integer(res.signal) : json_null());
-    set_output(out, "stdout", &res.out);
-    set_output(out, "stderr", &res.err);
+    json_t *meta = json_pack("{s:i, s:b, s:I}", "exit_code", res.exit_code, "timed_out",
+                             res.timed_out, "duration_ms", (json_int_t)res.duration_ms);
+    json_object_set_new(meta, "signal", res.signal ? json_integer(res.signal) : json_null());
     if (res.out_truncated)
-        json_object_set_new(out, "stdout_truncated", json_true());
+        json_object_set_new(meta, "stdout_truncated", json_true());
     if (res.err_truncated)
-        json_object_set_new(out, "stderr_truncated", json_true());
+        json_object_set_new(meta, "stderr_truncated", json_true());
+    if (res.budget_exceeded)
+        json_object_set_new(meta, "output_budget_exceeded", json_true());
+    /* The answer owns the output, the redactor and the hold from here on. */
+    brig_http_response(r, 200, brig_exec_reply_response(meta, &res, red, hold_release, hold));
+    red = NULL;
     brig_exec_result_dispose(&res);
-    brig_http_json(r, 200, out);
 out:
     brig_exec_req_dispose(&req);
     brig_redactor_free(red);

@@ -4,7 +4,10 @@
  * The INI file has one [brigd] section whose keys are the long flag names with
  * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
- * (seconds), output_limit_bytes, max_file_bytes, pids_limit, * uid_base, uid_ranges,
+ * (seconds), output_limit_bytes, exec_output_budget, exec_output_budget_per_account,
+ * max_file_bytes, pids_limit, * uid_base, uid_ranges, max_connections,
+ * max_waiting_connections, max_waiting_per_address, header_timeout, body_timeout (seconds),
+ * max_requests_per_account,
  * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes,
  * memory_overcommit and disk_overcommit (ratios), disk_reserve_mib, and in
  * seconds: create_queue_timeout, idle_timeout_default, idle_timeout_max, lifetime_default,
@@ -72,6 +75,15 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"exec_timeout_default", &cfg->exec_timeout_default_ms, 1, 86400, 1000},
         {"exec_timeout_max", &cfg->exec_timeout_max_ms, 1, 7 * 86400, 1000},
         {"output_limit_bytes", &cfg->output_limit_bytes, 1024, INT64_C(1) << 32, 1},
+        {"exec_output_budget", &cfg->output_budget, 1 << 20, INT64_C(1) << 40, 1},
+        {"exec_output_budget_per_account", &cfg->output_budget_per_account, 1 << 20,
+         INT64_C(1) << 40, 1},
+        {"max_connections", &cfg->max_connections, 16, 1 << 16, 1},
+        {"max_waiting_connections", &cfg->max_waiting_connections, 1, 1 << 16, 1},
+        {"max_waiting_per_address", &cfg->max_waiting_per_address, 1, 1 << 16, 1},
+        {"header_timeout", &cfg->header_timeout_ms, 1, 3600, 1000},
+        {"body_timeout", &cfg->body_timeout_ms, 1, 3600, 1000},
+        {"max_requests_per_account", &cfg->max_requests_per_account, 1, 1 << 16, 1},
         {"max_file_bytes", &cfg->max_file_bytes, 1, INT64_C(1) << 50, 1},
         {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
         {"uid_base", &cfg->uid_base, 65536, INT64_C(1) << 31, 1},
@@ -264,6 +276,14 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->exec_timeout_default_ms = 55000;
     cfg->exec_timeout_max_ms = 3600 * 1000;
     cfg->output_limit_bytes = 10 << 20;
+    cfg->output_budget = INT64_C(1) << 30;
+    cfg->output_budget_per_account = 256 << 20;
+    cfg->max_connections = 4096;
+    cfg->max_waiting_connections = 256;
+    cfg->max_waiting_per_address = 64;
+    cfg->header_timeout_ms = 10000;
+    cfg->body_timeout_ms = 20000;
+    cfg->max_requests_per_account = 256;
     cfg->max_file_bytes = INT64_C(8) << 30;
     cfg->pids_limit = 512;
     static const brig_tariff defaults[] = {
@@ -401,6 +421,20 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     if (cfg->exec_timeout_default_ms > cfg->exec_timeout_max_ms)
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "exec_timeout_default exceeds exec_timeout_max");
+    /* The pool's reserve for authenticated requests, and a share that fits the whole. */
+    if (cfg->max_waiting_connections >= cfg->max_connections)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "max_waiting_connections must be below max_connections (the rest "
+                              "is kept for authenticated requests)");
+    if (cfg->max_waiting_per_address > cfg->max_waiting_connections)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "max_waiting_per_address exceeds max_waiting_connections");
+    if (cfg->max_requests_per_account > cfg->max_connections)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "max_requests_per_account exceeds max_connections");
+    if (cfg->output_budget_per_account > cfg->output_budget)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "exec_output_budget_per_account exceeds exec_output_budget");
     return 0;
 }
 

@@ -31,6 +31,14 @@ typedef struct brig_config {
     int64_t exec_timeout_default_ms;       /* 55 s */
     int64_t exec_timeout_max_ms;           /* per-call ceiling; default 1 h */
     int64_t output_limit_bytes;            /* per stream of a buffered exec result; 10 MiB */
+    int64_t output_budget;                 /* bytes all buffered exec results hold; 1 GiB */
+    int64_t output_budget_per_account;     /* of those, one account's; 256 MiB */
+    int64_t max_connections;               /* API connections (a thread each); 4096 */
+    int64_t max_waiting_connections;       /* of those, not authenticated; 256 */
+    int64_t max_waiting_per_address;       /* of those, from one address (IPv6: /64); 64 */
+    int64_t header_timeout_ms;             /* a waiting connection's deadline; 10 s */
+    int64_t body_timeout_ms;               /* a JSON body's deadline after its head; 20 s */
+    int64_t max_requests_per_account;      /* authenticated requests in flight; 256 */
     int64_t max_file_bytes;                /* largest upload (file or tar); 8 GiB */
     int64_t pids_limit;                    /* per sandbox; default 512 */
     int64_t uid_base;                      /* first host uid of sandbox ranges; 10000000 */

@@ -2,11 +2,23 @@
  * http.h - the REST API's HTTP layer on libmicrohttpd (thread per connection, so
  * a handler may block on a sandbox for as long as its command runs).
  *
- * A request passes: route match (404/405) -> authentication (401) -> body
- * (JSON routes: buffered up to BRIG_HTTP_BODY_MAX, 413 beyond; streaming
- * routes: handed over chunk by chunk) -> handler -> response.  Handlers reply
- * with brig_http_json / brig_http_error / brig_http_empty or set their own
- * MHD response.  Errors are always {"error":{"code","message"}}.
+ * A request passes: route match (404/405) -> authentication (401) -> the
+ * account's requests in flight (429) -> body (JSON routes: buffered up to
+ * BRIG_HTTP_BODY_MAX, 413 beyond, within body_timeout; streaming routes: handed
+ * over chunk by chunk) -> handler -> response.  Handlers reply with
+ * brig_http_json / brig_http_error / brig_http_empty or set their own MHD
+ * response.  Errors are always {"error":{"code","message"}}.
+ *
+ * Connections are a shared pool (max_connections, one thread each).  One that has
+ * not authenticated a request (it waits for a request's head, or is answered
+ * without a key) is "waiting": it has header_timeout from its start, or from the
+ * end of its previous request, to its request's end; at most
+ * max_waiting_per_address of them come from one address (an IPv6 /64), at most
+ * max_waiting_connections from all, and when those are taken a new connection
+ * pushes out the oldest.  So no one without a key holds more than
+ * max_waiting_connections of the pool, and no one holds it for long; the rest is
+ * for authenticated requests, of which one account has at most
+ * max_requests_per_account in flight.
  */
 #ifndef BRIG_HTTP_H
 #define BRIG_HTTP_H
@@ -21,7 +33,8 @@
 #include "store.h"
 #include "util.h"
 
-#define BRIG_HTTP_BODY_MAX (1u << 20)
+#define BRIG_HTTP_BODY_MAX     (1u << 20)
+#define BRIG_HTTP_IDLE_TIMEOUT 120u /* seconds a connection may stay silent otherwise */
 
 typedef struct brig_req brig_req;
 
@@ -55,7 +68,10 @@ struct brig_req {
     bool too_large;     /* body exceeded BRIG_HTTP_BODY_MAX */
     struct MHD_Response *resp;
     unsigned status;
-    bool replied; /* the response was queued */
+    bool replied;                 /* the response was queued */
+    struct http_conn *conn_state; /* brigd's record of the connection (http.c) */
+    bool holds_slot;              /* counts against its account's requests in flight */
+    int64_t body_deadline;        /* mono ms: a buffered body must be in by then; 0: none */
     /* streaming routes' own state */
     void *stream;
     void (*stream_free)(brig_req *r);

@@ -9,6 +9,7 @@
  * On shutdown, running sandboxes are left alone: the next start re-attaches them.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include "vault.h"
 #include "log.h"
 #include "proc.h"
+#include "quota.h"
 #include "sandbox.h"
 #include "server.h"
 
@@ -193,6 +195,7 @@ static int run(brigd *d, int sigfd, brig_error **err)
     }
     brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg),
                         disk_budget_mib(&d->cfg));
+    d->exec_output = brig_quota_new(d->cfg.output_budget, d->cfg.output_budget_per_account);
     if (brig_sandbox_teardown_start(d, err) < 0)
         return -1;
     brig_sandbox_reconcile(d);
@@ -230,6 +233,10 @@ int main(int argc, char **argv)
     d.state_lock = -1;
     brig_error *err = NULL;
     brig_log_init("brigd", BRIG_LOG_INFO);
+    /* Large buffers (exec output, bodies) from mmap, returned to the host when freed: a
+     * fixed threshold, because glibc's adaptive one climbs to 32 MiB after the first
+     * large free and then keeps them in per-thread heaps that do not shrink. */
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
     if (sodium_init() < 0) {
         fprintf(stderr, "brigd: libsodium cannot initialise\n");
         return 1;
@@ -288,6 +295,7 @@ int main(int argc, char **argv)
     if (d.store)
         brig_admission_dispose(&d.admission);
     brig_store_close(d.store);
+    brig_quota_free(d.exec_output);
     brig_proc_shutdown();
     free(d.base_url);
     free(d.uid_used);

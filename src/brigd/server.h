@@ -37,6 +37,7 @@ typedef struct brigd {
     int64_t ops_idle_since; /* mono ms: when the last of them ended (or a pool claim) */
     uint8_t *uid_used;      /* uid_ranges flags: range i (uid_base + i * 65536) taken */
     const struct brig_cgroup_ops *cgroup; /* the host cgroup flavour */
+    struct brig_quota *exec_output;       /* memory that buffered exec results hold */
     pthread_t janitor;                    /* idle/lifetime/CPU-abuse/billing ticks (lifecycle.c) */
     pthread_mutex_t janitor_lock;
     pthread_cond_t janitor_cond;

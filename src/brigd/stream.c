@@ -227,3 +227,235 @@ struct MHD_Response *brig_stream_response(brig_stream *s)
     MHD_add_response_header(resp, "Content-Type", "application/x-ndjson");
     return resp;
 }
+
+/* ---- a buffered exec's answer ------------------------------------------------------ */
+
+#define REPLY_CHUNK (48u << 10) /* raw bytes per step: 64 KiB of base64 */
+
+/* One output buffer read piece by piece through the redactor. */
+typedef struct piece_src {
+    const brig_buf *b;
+    size_t pos;
+    brig_redact_stream rs; /* with a NULL redactor it passes everything at once */
+    bool done;
+} piece_src;
+
+static void src_init(piece_src *s, const brig_buf *b, const brig_redactor *red)
+{
+    memset(s, 0, sizeof(*s));
+    s->b = b;
+    brig_redact_init(&s->rs, red);
+}
+
+/* The next redacted piece into clean (emptied first); *last once the buffer's end and
+ * what the redactor held are in.  False when there was nothing left. */
+static bool src_next(piece_src *s, brig_buf *clean, bool *last)
+{
+    clean->len = 0;
+    if (s->done)
+        return false;
+    size_t n = s->b->len - s->pos;
+    if (n > REPLY_CHUNK)
+        n = REPLY_CHUNK;
+    if (n)
+        brig_redact_feed(&s->rs, (const uint8_t *)s->b->data + s->pos, n, clean);
+    s->pos += n;
+    *last = s->pos == s->b->len;
+    if (*last) {
+        brig_redact_flush(&s->rs, clean);
+        brig_redact_dispose(&s->rs);
+        s->done = true;
+    }
+    return true;
+}
+
+/* Whether a buffer, as redacted, can be a JSON string: valid UTF-8 without NUL. */
+static bool is_text(const brig_buf *b, const brig_redactor *red)
+{
+    piece_src src;
+    src_init(&src, b, red);
+    brig_buf clean = {0}, joined = {0};
+    uint8_t carry[4];
+    size_t cl = 0;
+    bool last = false, ok = true;
+    while (ok && src_next(&src, &clean, &last)) {
+        if (clean.len && memchr(clean.data, 0, clean.len))
+            ok = false;
+        joined.len = 0;
+        brig_buf_append(&joined, carry, cl);
+        brig_buf_append(&joined, clean.data ? clean.data : "", clean.len);
+        size_t cut = last ? joined.len : brig_utf8_cut((const uint8_t *)joined.data, joined.len);
+        json_t *probe = cut ? json_stringn(joined.data, cut) : NULL;
+        if (cut && probe == NULL)
+            ok = false;
+        json_decref(probe);
+        cl = joined.len - cut;
+        memcpy(carry, joined.data + cut, cl);
+    }
+    if (!src.done)
+        brig_redact_dispose(&src.rs);
+    brig_buf_dispose(&clean);
+    brig_buf_dispose(&joined);
+    return ok;
+}
+
+typedef struct exec_reply {
+    brig_buf head;   /* the JSON before stdout's value */
+    brig_buf raw[2]; /* stdout, stderr as the command wrote them (owned) */
+    bool b64[2];     /* sent as base64 */
+    brig_redactor *red;
+    int part;         /* 0 head, 1 stdout, 2 stderr, 3 done */
+    piece_src src;    /* of the part being sent */
+    brig_buf clean;   /* a redacted piece */
+    brig_buf out;     /* encoded bytes ready to send */
+    size_t off;       /* of out, already sent */
+    uint8_t carry[4]; /* a UTF-8 character's start, or base64's 1-2 bytes, for the next piece */
+    size_t carry_len;
+    void (*done)(void *cls);
+    void *cls;
+} exec_reply;
+
+/* Appends p[0..n) of part i, JSON-encoded, to x->out; at last, everything held too. */
+static void reply_encode(exec_reply *x, int i, const uint8_t *p, size_t n, bool last)
+{
+    size_t total = x->carry_len + n;
+    uint8_t *buf = brig_xmalloc(total + 1);
+    memcpy(buf, x->carry, x->carry_len);
+    if (n)
+        memcpy(buf + x->carry_len, p, n);
+    size_t cut;
+    if (x->b64[i]) {
+        cut = last ? total : total - total % 3; /* whole groups: the pieces join seamlessly */
+        if (cut) {
+            size_t len = sodium_base64_ENCODED_LEN(cut, sodium_base64_VARIANT_ORIGINAL);
+            char *enc = brig_xmalloc(len);
+            sodium_bin2base64(enc, len, buf, cut, sodium_base64_VARIANT_ORIGINAL);
+            brig_buf_append(&x->out, enc, strlen(enc));
+            free(enc);
+        }
+    } else {
+        cut = last ? total : brig_utf8_cut(buf, total);
+        json_t *s = cut ? json_stringn((const char *)buf, cut) : NULL;
+        if (cut && s == NULL) {
+            /* is_text said yes for the same bytes: only a redactor that changed its
+             * mind gets here; no raw byte may break the JSON. */
+            for (size_t k = 0; k < cut; k++)
+                if (buf[k] >= 0x80 || buf[k] == 0)
+                    buf[k] = '?';
+            s = json_stringn((const char *)buf, cut);
+        }
+        char *enc = s ? json_dumps(s, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        if (enc) /* "…": the quotes are ours */
+            brig_buf_append(&x->out, enc + 1, strlen(enc) - 2);
+        free(enc);
+        json_decref(s);
+    }
+    x->carry_len = total - cut;
+    memcpy(x->carry, buf + cut, x->carry_len);
+    free(buf);
+}
+
+/* Fills x->out with the next bytes of the answer. */
+static void reply_step(exec_reply *x)
+{
+    if (x->part == 0) {
+        brig_buf_append(&x->out, x->head.data, x->head.len);
+        brig_buf_dispose(&x->head);
+        x->part = 1;
+        src_init(&x->src, &x->raw[0], x->red);
+        return;
+    }
+    int i = x->part - 1;
+    bool last = false;
+    if (!src_next(&x->src, &x->clean, &last))
+        last = true;
+    reply_encode(x, i, (const uint8_t *)x->clean.data, x->clean.len, last);
+    if (!last)
+        return;
+    if (x->red) /* the raw output holds the secrets: not left in freed memory */
+        sodium_memzero(x->raw[i].data, x->raw[i].cap);
+    brig_buf_dispose(&x->raw[i]);
+    if (i == 0) {
+        brig_buf_append(&x->out, "\",\"stderr\":\"", 12);
+        x->part = 2;
+        src_init(&x->src, &x->raw[1], x->red);
+    } else {
+        brig_buf_append(&x->out, "\"}\n", 3);
+        x->part = 3;
+    }
+}
+
+static ssize_t reply_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    exec_reply *x = cls;
+    while (x->off >= x->out.len) {
+        if (x->part == 3)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        x->out.len = 0;
+        x->off = 0;
+        reply_step(x);
+    }
+    size_t n = x->out.len - x->off;
+    if (n > max)
+        n = max;
+    memcpy(buf, x->out.data + x->off, n);
+    x->off += n;
+    return (ssize_t)n;
+}
+
+static void reply_free(void *cls)
+{
+    exec_reply *x = cls;
+    if ((x->part == 1 || x->part == 2) && !x->src.done)
+        brig_redact_dispose(&x->src.rs);
+    for (int i = 0; i < 2; i++) {
+        if (x->red && x->raw[i].data)
+            sodium_memzero(x->raw[i].data, x->raw[i].cap);
+        brig_buf_dispose(&x->raw[i]);
+    }
+    brig_redactor_free(x->red);
+    brig_buf_dispose(&x->head);
+    brig_buf_dispose(&x->clean);
+    brig_buf_dispose(&x->out);
+    void (*done)(void *) = x->done;
+    void *dcls = x->cls;
+    free(x);
+    if (done)
+        done(dcls);
+}
+
+struct MHD_Response *brig_exec_reply_response(json_t *meta, brig_exec_result *res,
+                                              brig_redactor *red, void (*done)(void *cls),
+                                              void *cls)
+{
+    exec_reply *x = brig_xcalloc(1, sizeof(*x));
+    x->raw[0] = res->out;
+    x->raw[1] = res->err;
+    memset(&res->out, 0, sizeof(res->out));
+    memset(&res->err, 0, sizeof(res->err));
+    x->red = red;
+    x->done = done;
+    x->cls = cls;
+    static const char *const enc_key[2] = {"stdout_encoding", "stderr_encoding"};
+    for (int i = 0; i < 2; i++) {
+        x->b64[i] = !is_text(&x->raw[i], red);
+        if (x->b64[i])
+            json_object_set_new(meta, enc_key[i], json_string("base64"));
+    }
+    char *m = json_dumps(meta, JSON_COMPACT);
+    json_decref(meta);
+    size_t n = m ? strlen(m) : 0;
+    if (n > 2) {
+        brig_buf_append(&x->head, m, n - 1); /* without its closing brace */
+        brig_buf_append(&x->head, ",", 1);
+    } else {
+        brig_buf_append(&x->head, "{", 1);
+    }
+    free(m);
+    brig_buf_append(&x->head, "\"stdout\":\"", 10);
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, reply_reader, x, reply_free);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    return resp;
+}

@@ -54,6 +54,17 @@ typedef struct brig_stream {
     bool done;                /* the final event is in line */
 } brig_stream;
 
+/* A buffered exec's answer, encoded while it is sent: the JSON object meta (the
+ * result's other fields) with "stdout" and "stderr" added, each as text or, when
+ * it is not valid UTF-8 or holds NUL bytes, as base64 with "<name>_encoding":
+ * "base64"; red's secrets (NULL: none) are redacted on the way.  Memory: the two
+ * buffers and a few chunks, never a second copy of the output nor its JSON.
+ * Takes meta, red and the buffers of res (res is left empty); done(cls) runs once
+ * MHD is finished with the response, after the buffers are freed. */
+struct MHD_Response *brig_exec_reply_response(json_t *meta, brig_exec_result *res,
+                                              brig_redactor *red, void (*done)(void *cls),
+                                              void *cls);
+
 /* Makes s redact red's secrets out of the output it forwards (takes red). */
 void brig_stream_redact(brig_stream *s, brig_redactor *red);
 
