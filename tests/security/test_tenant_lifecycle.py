@@ -88,21 +88,21 @@ def _frozen_disk(daemon, sid):
     writing to it meanwhile sleeps uninterruptibly, and not even SIGKILL ends it."""
     fd = os.open(os.path.join(daemon.state_dir, "sandboxes", sid, "disk"),
                  os.O_RDONLY | os.O_DIRECTORY)
-    frozen = True
+
+    def thaw():
+        """Thaws it and closes our descriptor (which keeps the file system busy)."""
+        nonlocal fd
+        if fd >= 0:
+            try:
+                fcntl.ioctl(fd, FITHAW, 0)
+            finally:
+                os.close(fd)
+                fd = -1
     try:
         fcntl.ioctl(fd, FIFREEZE, 0)
-
-        def thaw():
-            nonlocal frozen
-            if frozen:
-                fcntl.ioctl(fd, FITHAW, 0)
-                frozen = False
         yield thaw
     finally:
-        try:
-            thaw()
-        finally:
-            os.close(fd)
+        thaw()
 
 
 @contextlib.contextmanager
@@ -210,7 +210,7 @@ def _lateness(api, sid, created):
 
 
 def test_stopped_agent_helpers_do_not_stall_the_janitor(sec, daemon):
-    """Four sandboxes with a 1 s idle timeout each SIGSTOP the supervisor of their own
+    """Four sandboxes with a 2 s idle timeout each SIGSTOP the supervisor of their own
     background process (its parent, an agent helper), so a process list from their
     agents never completes.  Another tenant's sandbox with a 3 s max_lifetime must
     still end within about a second of its deadline, as it does without the attack."""
@@ -218,10 +218,11 @@ def test_stopped_agent_helpers_do_not_stall_the_janitor(sec, daemon):
     base = other.create("minimal", max_lifetime=2)
     base_late = _lateness(other, base["id"], base)
 
-    attackers = [sec.api.create("minimal", idle_timeout=1)["id"] for _ in range(4)]
-    sec.created.extend(attackers)
-    for sid in attackers:
-        sectest.background(sec.api, sid, cmd=STOP_SUPERVISOR)
+    attackers = []
+    for _ in range(4):
+        attackers.append(sec.api.create("minimal", idle_timeout=2)["id"])
+        sec.created.append(attackers[-1])
+        sectest.background(sec.api, attackers[-1], cmd=STOP_SUPERVISOR)
     for sid in attackers:
         brigtest.wait_for(lambda: "T" in _states(sid).values(), timeout=10,
                           what=f"a stopped supervisor in {sid}")
