@@ -1183,6 +1183,32 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
                                  brig_now_real_ms(), NULL);
 }
 
+static int uid_row(brig_row *row, void *arg)
+{
+    *(int64_t *)arg = brig_row_int(row, 0);
+    return 1;
+}
+
+/* A leftover whose cleanup failed: retried in the background like any teardown,
+ * with its uid range (from its row, when there is one) kept out of use until it
+ * succeeds.  It holds no capacity slot in this run. */
+static void teardown_leftover(brigd *d, const char *id)
+{
+    brig_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
+    snprintf(sb->id, sizeof(sb->id), "%s", id);
+    brig_error *err = NULL;
+    if (brig_store_query(d->store, &err, uid_row, &sb->uid_base,
+                         "SELECT uid_base FROM sandboxes WHERE id = ?", "s", id) < 0)
+        brig_error_clear(&err);
+    sb->state = "deleted";
+    sb->refs = 1;
+    sb->procs_gone = true;
+    pthread_mutex_lock(&d->lock);
+    uid_mark_locked(d, sb->uid_base, 1);
+    pthread_mutex_unlock(&d->lock);
+    teardown_enqueue(d, sb);
+}
+
 void brig_sandbox_reconcile(brigd *d)
 {
     reconcile_ctx c = {.d = d};
@@ -1207,6 +1233,7 @@ void brig_sandbox_reconcile(brigd *d)
             if (d->rt->ops->destroy(d->rt, ids[i], NULL, &err) < 0) {
                 brig_err("reconcile: %s: %s", ids[i], err->msg);
                 brig_error_clear(&err);
+                teardown_leftover(d, ids[i]);
             }
         }
         free(ids[i]);

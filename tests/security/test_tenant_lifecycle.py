@@ -210,9 +210,9 @@ def _lateness(api, sid, created):
 
 
 def test_stopped_agent_helpers_do_not_stall_the_janitor(sec, daemon):
-    """Four sandboxes with a 2 s idle timeout each SIGSTOP the supervisor of their own
+    """Four sandboxes with a 3 s idle timeout each SIGSTOP the supervisor of their own
     background process (its parent, an agent helper), so a process list from their
-    agents never completes.  Another tenant's sandbox with a 3 s max_lifetime must
+    agents never completes.  Another tenant's sandbox with a 4 s max_lifetime must
     still end within about a second of its deadline, as it does without the attack."""
     other = _other_tenant(daemon, "lifecycle-janitor-bystander")
     base = other.create("minimal", max_lifetime=2)
@@ -220,13 +220,13 @@ def test_stopped_agent_helpers_do_not_stall_the_janitor(sec, daemon):
 
     attackers = []
     for _ in range(4):
-        attackers.append(sec.api.create("minimal", idle_timeout=2)["id"])
+        attackers.append(sec.api.create("minimal", idle_timeout=3)["id"])
         sec.created.append(attackers[-1])
         sectest.background(sec.api, attackers[-1], cmd=STOP_SUPERVISOR)
     for sid in attackers:
         brigtest.wait_for(lambda: "T" in _states(sid).values(), timeout=10,
                           what=f"a stopped supervisor in {sid}")
-    victim = other.create("minimal", max_lifetime=3)
+    victim = other.create("minimal", max_lifetime=4)
     late = _lateness(other, victim["id"], victim)
     assert late < base_late + 1.5, (
         f"max_lifetime enforced {late:.1f} s late during the attack "
