@@ -1,7 +1,8 @@
 /*
  * main.c - brig-agent, PID 1 of a sandbox: reaps every process, accepts brigd's connections
- * and forks one handler process per connection (conn.c), and on SIGTERM/SIGINT stops every
- * process in an orderly way before exiting 0.  docs/agent.md describes the process model.
+ * and forks one handler process per connection (conn.c), and on SIGTERM/SIGINT from outside
+ * the sandbox stops every process in an orderly way before exiting 0 (the sandbox's own
+ * processes cannot stop it: is_stop).  docs/agent.md describes the process model.
  *
  *   brig-agent --listen-fd N   serve an already listening socket (runc --preserve-fds)
  *   brig-agent --listen PATH   create, bind and listen on a unix socket (tests, debugging)
@@ -236,6 +237,38 @@ static void agent_shutdown(agent *a)
     brig_agent_proc_kill_all(a->sfd, NULL);
 }
 
+/* Whether a SIGTERM/SIGINT is a stop.  As PID 1 only one sent from outside the
+ * sandbox's pid namespace is (the runtime's, brigd's): kill(2) or pidfd_send_signal
+ * from an ancestor namespace arrives as SI_USER with ssi_pid 0.  The sandbox's own
+ * processes can reach PID 1 with these signals too, blocked as they are (the kernel
+ * drops only unblocked ones without a handler): by kill/sigqueue (their pid is
+ * visible here, so ssi_pid is not 0) or through F_SETOWN/F_SETSIG on a file of
+ * theirs (si_code POLL_*, ssi_pid 0).  Those are read and dropped.  Not PID 1 (a
+ * test host), every one is a stop. */
+static bool is_stop(const agent *a, const struct signalfd_siginfo *si)
+{
+    if (si->ssi_signo != SIGTERM && si->ssi_signo != SIGINT)
+        return false;
+    return a->pid != 1 || (si->ssi_code == SI_USER && si->ssi_pid == 0);
+}
+
+/* Drains the signalfd; true when a stop (is_stop) was among the signals. */
+static bool read_signals(agent *a)
+{
+    bool stop = false;
+    struct signalfd_siginfo si[8];
+    for (;;) {
+        ssize_t r = read(a->sfd, si, sizeof(si));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        for (size_t i = 0; i < (size_t)r / sizeof(si[0]); i++)
+            stop |= is_stop(a, &si[i]);
+    }
+    return stop;
+}
+
 /* The accept loop; returns the exit status once shut down. */
 static int agent_run(agent *a)
 {
@@ -262,10 +295,10 @@ static int agent_run(agent *a)
         if (n == 0)
             a->accept_paused = false;
         if (p[0].revents & POLLIN) {
-            uint64_t seen = brig_agent_signalfd_drain(a->sfd);
+            bool stop = read_signals(a);
             brig_agent_proc_reap(NULL);
             a->accept_paused = false;
-            if (seen & ((UINT64_C(1) << SIGTERM) | (UINT64_C(1) << SIGINT))) {
+            if (stop) {
                 agent_shutdown(a);
                 return 0;
             }

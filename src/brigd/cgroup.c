@@ -3,6 +3,8 @@
  */
 #include "cgroup.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,9 +72,51 @@ static int64_t no_cpu(const char *id)
     return -1;
 }
 
-static brig_cgroup_ops v1 = {.name = "v1", .check = ok, .cpu_ns = v1_cpu_ns};
-static brig_cgroup_ops v2 = {.name = "v2", .check = ok, .cpu_ns = v2_cpu_ns};
-static const brig_cgroup_ops none = {.name = "none", .check = refuse, .cpu_ns = no_cpu};
+/* rmdir of one cgroup directory; gone already is fine. */
+static int remove_dir(const char *path, brig_error **err)
+{
+    if (rmdir(path) < 0 && errno != ENOENT && errno != ENOTDIR)
+        return brig_error_sys(err, "remove cgroup %s", path);
+    return 0;
+}
+
+/* v1: one hierarchy per controller (and named ones: systemd, unified), each with
+ * brig/<id>; combined controllers appear under several names (cpu -> cpu,cpuacct). */
+static int v1_remove(const char *id, brig_error **err)
+{
+    DIR *dir = opendir("/sys/fs/cgroup");
+    if (dir == NULL)
+        return brig_error_sys(err, "open /sys/fs/cgroup");
+    int r = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/%s/brig/%s", e->d_name, id);
+        if (remove_dir(p, r < 0 ? NULL : err) < 0)
+            r = -1;
+    }
+    closedir(dir);
+    return r;
+}
+
+static int v2_remove(const char *id, brig_error **err)
+{
+    _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/brig/%s", id);
+    return remove_dir(p, err);
+}
+
+static int no_remove(const char *id, brig_error **err)
+{
+    (void)id;
+    (void)err;
+    return 0;
+}
+
+static brig_cgroup_ops v1 = {.name = "v1", .check = ok, .cpu_ns = v1_cpu_ns, .remove = v1_remove};
+static brig_cgroup_ops v2 = {.name = "v2", .check = ok, .cpu_ns = v2_cpu_ns, .remove = v2_remove};
+static const brig_cgroup_ops none = {
+    .name = "none", .check = refuse, .cpu_ns = no_cpu, .remove = no_remove};
 
 static bool exists(const char *root, const char *rel)
 {

@@ -22,6 +22,10 @@ typedef struct brig_cgroup_ops {
     int (*check)(brig_error **err);
     /* CPU time used by a sandbox's cgroup so far, in ns (-1 when unknown). */
     int64_t (*cpu_ns)(const char *id);
+    /* Removes what is left of a sandbox's cgroups (the runtime's delete normally
+     * removes them, but runc 1.1 reports success when it could not); 0 when none is
+     * left, -1 with *err when one is still in use. */
+    int (*remove)(const char *id, brig_error **err);
 } brig_cgroup_ops;
 
 /* Detects the host's hierarchy (under root, normally /sys/fs/cgroup). */

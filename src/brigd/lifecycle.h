@@ -4,7 +4,12 @@
  *
  *   idle_timeout       no API use for idle_timeout, no request in flight and no
  *                      command running in it (foreground or background): a long
- *                      build is never "idle"
+ *                      build is never "idle".  The agent is asked by a probe
+ *                      thread, never by the janitor itself; no answer within 5 s
+ *                      counts as "no command runs"
+ *
+ * The janitor never waits on a sandbox (an agent or agent helper that stalls
+ * delays nobody's deadline), and its stops do not wait for processes to die.
  *   max_lifetime       past its expiry (POST …/timeout extends it)
  *   cpu_abuse          at >= 95 % of its CPU quota for longer than the abuse
  *                      window (the account sees it in cpu_abuse_stops)

@@ -92,6 +92,9 @@ static int lock_state_dir(const char *dir, brig_error **err)
     return brig_lock_exclusive(path, held, err);
 }
 
+/* How long --destroy-all waits for the host-side cleanups. */
+#define DESTROY_ALL_WAIT_MS 60000
+
 /* --destroy-all: every sandbox the store calls live goes, as a DELETE would
  * take it (processes, mounts, network, final charge), with reason
  * destroyed_by_operator. */
@@ -110,7 +113,8 @@ static int destroy_all(brigd *d)
         free(ids[i]);
     }
     free(ids);
-    failed += brig_sandbox_teardown_drain(d);
+    /* Every sandbox's processes are dead within seconds, unless stuck in the kernel. */
+    failed += brig_sandbox_teardown_drain(d, DESTROY_ALL_WAIT_MS);
     brig_info("destroy-all: %zu sandboxes destroyed", n - (size_t)failed);
     return failed;
 }
@@ -196,7 +200,7 @@ static int run(brigd *d, int sigfd, brig_error **err)
     brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg),
                         disk_budget_mib(&d->cfg));
     d->exec_output = brig_quota_new(d->cfg.output_budget, d->cfg.output_budget_per_account);
-    if (brig_sandbox_teardown_start(d, err) < 0)
+    if (brig_sandbox_teardown_start(d, err) < 0 || brig_sandbox_watch_start(d, err) < 0)
         return -1;
     brig_sandbox_reconcile(d);
     if (d->cfg.destroy_all)
@@ -229,7 +233,8 @@ int main(int argc, char **argv)
     memset(&d, 0, sizeof(d));
     pthread_mutex_init(&d.lock, NULL);
     pthread_mutex_init(&d.teardown_lock, NULL);
-    pthread_cond_init(&d.teardown_cond, NULL);
+    brig_cond_init_mono(&d.teardown_cond);
+    d.watch_epfd = d.watch_wake = -1;
     d.state_lock = -1;
     brig_error *err = NULL;
     brig_log_init("brigd", BRIG_LOG_INFO);
@@ -284,6 +289,7 @@ int main(int argc, char **argv)
         brig_error_clear(&err);
     }
     brig_http_stop(&d);
+    brig_sandbox_watch_stop(&d);
     brig_lifecycle_stop(&d);
     brig_pool_stop(&d);             /* warm sandboxes belong to nobody: they go */
     brig_sandbox_teardown_stop(&d); /* what was deleted is cleaned up before we exit */

@@ -10,13 +10,20 @@
  * Order of a delete: state deleting (no new borrowers; still listed) -> SIGKILL
  * (in-flight requests see their agent connection close) -> final charge ->
  * secrets wiped -> store row (deleted, with its reason) -> unlist -> the
- * answer.  Then, on the teardown thread:
- * runtime destroy -> network release -> uid range and capacity slot returned;
- * the handle is freed by the last borrower.
+ * answer (a DELETE waits up to 2 s for the processes to die; brigd's own stops
+ * do not wait).  Then, on a teardown worker, attempt after attempt with backoff
+ * until it succeeds: processes dead -> capacity slot returned -> runtime destroy
+ * -> network release -> uid range returned; the handle is freed by the last
+ * borrower.  A failed create's started sandbox takes the same way.
+ * A watch on every running sandbox's init ends it (agent_lost) when its agent
+ * dies on its own.
  */
 #include "sandbox.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -140,6 +147,9 @@ static void net_drop(brigd *d, brig_net_sandbox *net, int how)
     else
         brig_net_detach(d->net, net);
 }
+
+static void teardown_enqueue(brigd *d, brig_sandbox *sb);
+static void watch(brigd *d, brig_sandbox *sb);
 
 void brig_sandbox_put(brigd *d, brig_sandbox *sb)
 {
@@ -560,6 +570,7 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     pthread_mutex_lock(&d->lock);
     sb->state = "running";
     pthread_mutex_unlock(&d->lock);
+    watch(d, sb);
     brig_store_sandbox_set_state(d->store, sb->id, "running", NULL, brig_now_real_ms(), NULL);
     r = 0;
     brig_info("sandbox %s: running (%s, %s, %lld ms)", sb->id, sb->template, sb->tariff,
@@ -574,22 +585,6 @@ out:
         return 0;
     }
     brig_warn("sandbox %s: create failed: %s", sb->id, err && *err ? (*err)->msg : "?");
-    int destroyed = 0;
-    if (sb->rt) { /* started (or claimed warm): nothing of it may stay */
-        brig_error *derr = NULL;
-        destroyed = d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr) == 0;
-        if (!destroyed) {
-            brig_err("sandbox %s: cleanup: %s", sb->id, derr->msg);
-            brig_error_clear(&derr);
-        }
-    }
-    if (sb->net) { /* a claimed warm sandbox's, when its policy could not be applied */
-        if (destroyed)
-            brig_net_release(d->net, sb->net);
-        else
-            brig_net_detach(d->net, sb->net);
-        sb->net = NULL;
-    }
     if (stored)
         brig_store_sandbox_set_state(d->store, sb->id, "failed",
                                      err && *err ? (*err)->msg : "create failed",
@@ -601,8 +596,19 @@ out:
         if (--d->ops_inflight == 0)
             d->ops_idle_since = brig_now_mono_ms();
     }
-    uid_mark_locked(d, sb->uid_base, 0); /* create cleaned up after itself */
-    unreserve_locked(d, &res);           /* when it failed before it was listed */
+    unreserve_locked(d, &res); /* when it failed before it was listed */
+    pthread_mutex_unlock(&d->lock);
+    if (sb->rt) {
+        /* Started (or claimed warm): nothing of it may stay.  The teardown destroys
+         * it (and its network, a claimed warm sandbox's) and returns its slot and uid
+         * range only when that is done, retrying as for any ended sandbox. */
+        sb->refs = 1; /* the teardown's; nobody else borrowed a sandbox still creating */
+        sb->active_ops = 0;
+        teardown_enqueue(d, sb);
+        return -1;
+    }
+    pthread_mutex_lock(&d->lock);
+    uid_mark_locked(d, sb->uid_base, 0); /* the runtime cleaned up after itself */
     pthread_mutex_unlock(&d->lock);
     brig_admission_release(&d->admission, (brig_capacity){sb->memory_mib, sb->disk_mib});
     sandbox_free(d, sb);
@@ -611,19 +617,43 @@ out:
 
 /* ---- delete -------------------------------------------------------------------------- */
 
-/* Ends a sandbox already unlinked from the list (we hold the list's reference). */
-/* The host side of an ended sandbox: runtime (wait for init, runc delete,
- * unmount, remove), network, uid range, capacity slot.  On the teardown thread. */
-static void teardown(brigd *d, brig_sandbox *sb)
+#define DELETE_KILL_WAIT_MS 2000  /* how long a DELETE waits for the processes to die */
+#define LAST_KILL_WAIT_MS   1000  /* per sandbox, for the last attempt (shutdown) */
+#define RETRY_ALIVE_MS      50    /* first re-check of processes that have not died yet */
+#define RETRY_ALIVE_MAX_MS  1000  /* ... doubling up to this */
+#define RETRY_FAILED_MS     500   /* first retry of a cleanup that left something behind */
+#define RETRY_FAILED_MAX_MS 15000 /* ... doubling up to this */
+
+/* One attempt at the host side of an ended sandbox, on a teardown worker, bounded
+ * (it never waits for the sandbox's processes unless wait_ms says so):
+ * 1. its processes must be gone; then its capacity slot and memory go back to the
+ *    admission at once (nothing of the sandbox runs any more);
+ * 2. the runtime destroy (runc state, cgroups, mounts, disk, directory), then its
+ *    network (after the runtime: with the namespace gone the kernel removes the
+ *    link pair; not under a request that still uses it: that request's
+ *    brig_sandbox_put removes it);
+ * 3. its uid range is returned only once that succeeded: until then processes,
+ *    files or cgroups of the range may be left, and no new sandbox may get it.
+ * Returns 1 when done (the teardown's reference is dropped), 0 when it must be
+ * attempted again. */
+static int teardown_attempt(brigd *d, brig_sandbox *sb, int wait_ms)
 {
+    if (!sb->procs_gone) {
+        if (d->rt->ops->kill(d->rt, sb->rt, wait_ms) < 0) {
+            if (sb->teardown_checks++ == 0)
+                brig_warn("sandbox %s: processes still alive after SIGKILL (uninterruptible "
+                          "sleep?): its cleanup waits for them in the background",
+                          sb->id);
+            return 0;
+        }
+        sb->procs_gone = true;
+        brig_admission_release(&d->admission, (brig_capacity){sb->memory_mib, sb->disk_mib});
+    }
     int64_t t0 = brig_now_mono_ms();
     brig_error *derr = NULL;
     /* The runtime handle stays valid for requests that borrowed the sandbox
      * before it ended (their agent connections fail cleanly). */
     int r = d->rt->ops->destroy(d->rt, sb->id, sb->rt, &derr);
-    /* The network goes after the runtime (with the namespace gone, the kernel
-     * removes its link pair), and not under a request that still uses it: then
-     * that request's brig_sandbox_put removes it. */
     pthread_mutex_lock(&d->lock);
     brig_net_sandbox *net = NULL;
     int how = r == 0 ? 1 : 2;
@@ -636,95 +666,183 @@ static void teardown(brigd *d, brig_sandbox *sb)
     pthread_mutex_unlock(&d->lock);
     net_drop(d, net, how);
     if (r < 0) {
-        /* Its row says deleted, so the next start's reconcile removes what is left. */
-        brig_err("sandbox %s: teardown: %s", sb->id, derr ? derr->msg : "?");
+        /* 1st, 2nd, 4th, 8th... failure: a cleanup that keeps failing logs little. */
+        int n = ++sb->teardown_fails;
+        if ((n & (n - 1)) == 0)
+            brig_err("sandbox %s: teardown (attempt %d; retried in the background): %s", sb->id, n,
+                     derr ? derr->msg : "?");
         brig_error_clear(&derr);
-    } else {
-        brig_info("sandbox %s: deleted (%lld ms)", sb->id, (long long)(brig_now_mono_ms() - t0));
+        return 0;
     }
+    if (sb->teardown_fails || sb->teardown_checks)
+        brig_info("sandbox %s: deleted, at attempt %d", sb->id,
+                  sb->teardown_fails + sb->teardown_checks + 1);
+    else
+        brig_info("sandbox %s: deleted (%lld ms)", sb->id, (long long)(brig_now_mono_ms() - t0));
     pthread_mutex_lock(&d->lock);
-    if (r == 0) /* a range whose processes may live on stays taken */
-        uid_mark_locked(d, sb->uid_base, 0);
-    /* sb may be freed by another borrower once unref'd */
-    brig_capacity held = {sb->memory_mib, sb->disk_mib};
+    uid_mark_locked(d, sb->uid_base, 0);
     brig_sandbox *dead = unref_locked(sb);
     pthread_mutex_unlock(&d->lock);
-    brig_admission_release(&d->admission, held);
     if (dead)
         sandbox_free(d, dead);
-    pthread_mutex_lock(&d->teardown_lock);
-    if (r < 0)
-        d->teardown_failed++;
-    if (--d->teardown_pending == 0)
-        pthread_cond_broadcast(&d->teardown_cond);
-    pthread_mutex_unlock(&d->teardown_lock);
+    return 1;
 }
 
-static void *teardown_thread(void *arg)
+/* Gives up on a teardown (shutdown, or no workers): its uid range stays taken for
+ * the rest of this run, and the next start's reconcile removes what is left (its
+ * row says deleted; the runtime still lists it). */
+static void teardown_abandon(brigd *d, brig_sandbox *sb)
+{
+    brig_warn("sandbox %s: cleanup not finished; the next start completes it", sb->id);
+    pthread_mutex_lock(&d->lock);
+    brig_sandbox *dead = unref_locked(sb);
+    pthread_mutex_unlock(&d->lock);
+    if (dead)
+        sandbox_free(d, dead);
+}
+
+/* The next attempt's delay: short while the processes are dying, longer for a
+ * cleanup that failed; both double with every attempt. */
+static int64_t retry_delay(const brig_sandbox *sb)
+{
+    int64_t base = sb->procs_gone ? RETRY_FAILED_MS : RETRY_ALIVE_MS;
+    int64_t max = sb->procs_gone ? RETRY_FAILED_MAX_MS : RETRY_ALIVE_MAX_MS;
+    int n = sb->procs_gone ? sb->teardown_fails : sb->teardown_checks;
+    int64_t ms = base;
+    while (--n > 0 && ms < max)
+        ms *= 2;
+    return ms < max ? ms : max;
+}
+
+/* Queues sb for an attempt at due (mono ms).  Needs d->teardown_lock. */
+static void queue_locked(brigd *d, brig_sandbox *sb, int64_t due)
+{
+    sb->teardown_due = due;
+    sb->teardown_next = d->teardown_queue;
+    d->teardown_queue = sb;
+    pthread_cond_broadcast(&d->teardown_cond);
+}
+
+/* Unlinks and returns the queued sandbox due first, when it is due (or at
+ * shutdown: at once); else NULL, with *next its due time (0: queue empty).
+ * Needs d->teardown_lock. */
+static brig_sandbox *take_due_locked(brigd *d, int64_t now, int64_t *next)
+{
+    brig_sandbox **first = NULL;
+    for (brig_sandbox **pp = &d->teardown_queue; *pp; pp = &(*pp)->teardown_next)
+        if (first == NULL || (*pp)->teardown_due < (*first)->teardown_due)
+            first = pp;
+    *next = first ? (*first)->teardown_due : 0;
+    if (first == NULL || ((*first)->teardown_due > now && !d->teardown_stop))
+        return NULL;
+    brig_sandbox *sb = *first;
+    *first = sb->teardown_next;
+    sb->teardown_next = NULL;
+    return sb;
+}
+
+/* A teardown worker: attempts whatever is due.  Attempts never wait on a
+ * sandbox's processes, so one that cannot die delays no other. */
+static void *teardown_worker(void *arg)
 {
     brigd *d = arg;
     pthread_mutex_lock(&d->teardown_lock);
     for (;;) {
-        brig_sandbox *sb = d->teardown_head;
+        int64_t now = brig_now_mono_ms(), next = 0;
+        brig_sandbox *sb = take_due_locked(d, now, &next);
         if (sb == NULL) {
-            if (d->teardown_stop)
+            if (d->teardown_stop && d->teardown_queue == NULL)
                 break;
-            pthread_cond_wait(&d->teardown_cond, &d->teardown_lock);
+            if (next > 0) {
+                struct timespec ts = brig_mono_after(next - now);
+                pthread_cond_timedwait(&d->teardown_cond, &d->teardown_lock, &ts);
+            } else {
+                pthread_cond_wait(&d->teardown_cond, &d->teardown_lock);
+            }
             continue;
         }
-        d->teardown_head = sb->teardown_next;
-        if (d->teardown_head == NULL)
-            d->teardown_tail = NULL;
+        bool last = d->teardown_stop;
         pthread_mutex_unlock(&d->teardown_lock);
-        teardown(d, sb);
+        int done = teardown_attempt(d, sb, last ? LAST_KILL_WAIT_MS : 0);
+        if (!done && last) {
+            teardown_abandon(d, sb);
+            done = 1;
+        }
         pthread_mutex_lock(&d->teardown_lock);
+        if (!done)
+            queue_locked(d, sb, brig_now_mono_ms() + retry_delay(sb));
+        else if (--d->teardown_pending == 0)
+            pthread_cond_broadcast(&d->teardown_cond);
     }
     pthread_mutex_unlock(&d->teardown_lock);
     return NULL;
 }
 
+/* Hands an ended, unlisted sandbox (its one reference) to the teardown. */
+static void teardown_enqueue(brigd *d, brig_sandbox *sb)
+{
+    if (d->teardown_workers == 0) { /* none (a failed start-up): one attempt here */
+        if (!teardown_attempt(d, sb, LAST_KILL_WAIT_MS))
+            teardown_abandon(d, sb);
+        return;
+    }
+    pthread_mutex_lock(&d->teardown_lock);
+    d->teardown_pending++;
+    queue_locked(d, sb, brig_now_mono_ms());
+    pthread_mutex_unlock(&d->teardown_lock);
+}
+
 int brig_sandbox_teardown_start(brigd *d, brig_error **err)
 {
-    int e = pthread_create(&d->teardown, NULL, teardown_thread, d);
-    if (e != 0)
-        return brig_error_set(err, BRIG_E_INTERNAL, e, "start the teardown thread");
-    d->teardown_running = true;
+    for (int i = 0; i < BRIG_TEARDOWN_WORKERS; i++) {
+        int e = pthread_create(&d->teardown[i], NULL, teardown_worker, d);
+        if (e != 0) {
+            if (d->teardown_workers > 0)
+                break; /* fewer workers still work */
+            return brig_error_set(err, BRIG_E_INTERNAL, e, "start the teardown workers");
+        }
+        d->teardown_workers++;
+    }
     return 0;
 }
 
-int brig_sandbox_teardown_drain(brigd *d)
+int brig_sandbox_teardown_drain(brigd *d, int64_t timeout_ms)
 {
+    struct timespec ts = brig_mono_after(timeout_ms);
     pthread_mutex_lock(&d->teardown_lock);
-    while (d->teardown_pending > 0)
-        pthread_cond_wait(&d->teardown_cond, &d->teardown_lock);
-    int failed = d->teardown_failed;
+    while (d->teardown_pending > 0 &&
+           pthread_cond_timedwait(&d->teardown_cond, &d->teardown_lock, &ts) != ETIMEDOUT)
+        ;
+    int left = d->teardown_pending;
     pthread_mutex_unlock(&d->teardown_lock);
-    return failed;
+    return left;
 }
 
 void brig_sandbox_teardown_stop(brigd *d)
 {
-    if (!d->teardown_running)
+    if (d->teardown_workers == 0)
         return;
     pthread_mutex_lock(&d->teardown_lock);
     d->teardown_stop = true;
     pthread_cond_broadcast(&d->teardown_cond);
     pthread_mutex_unlock(&d->teardown_lock);
-    pthread_join(d->teardown, NULL); /* it empties the queue first */
-    d->teardown_running = false;
+    for (int i = 0; i < d->teardown_workers; i++)
+        pthread_join(d->teardown[i], NULL); /* they empty the queue first */
+    d->teardown_workers = 0;
 }
 
-/* Ends a sandbox that take_for_delete marked "deleting".  What the caller
- * is promised happens before the answer: every process killed, the final
- * charge, the secrets gone, the row deleted.  The rest is teardown(), queued:
- * a create or a delete should not wait ~20 ms for runc, the kernel and the
- * file system. */
-static void finish(brigd *d, brig_sandbox *sb, const char *reason)
+/* Ends a sandbox that take_for_delete marked "deleting".  What the caller is
+ * promised happens before the answer: SIGKILL to every process (and up to wait_ms
+ * for them to die: a process in uninterruptible sleep dies only when it wakes, and
+ * the teardown waits for that, not the caller), the final charge, the secrets
+ * gone, the row deleted.  The rest is teardown_attempt(), queued: a create or a
+ * delete should not wait ~20 ms for runc, the kernel and the file system. */
+static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms)
 {
     pthread_mutex_lock(&d->lock);
     snprintf(sb->end_reason, sizeof(sb->end_reason), "%s", reason);
     pthread_mutex_unlock(&d->lock);
-    d->rt->ops->kill(d->rt, sb->rt);
+    d->rt->ops->kill(d->rt, sb->rt, wait_ms);
     int64_t now = brig_now_real_ms();
     brig_error *err = NULL;
     if (brig_billing_charge(d, sb->id, now, true, NULL, &err) < 0) {
@@ -738,23 +856,7 @@ static void finish(brigd *d, brig_sandbox *sb, const char *reason)
     unlink_locked(d, sb); /* the list's reference is now the teardown's */
     pthread_mutex_unlock(&d->lock);
     brig_info("sandbox %s: ended (%s)", sb->id, reason);
-    if (!d->teardown_running) { /* no thread (a failed start-up): do it here */
-        pthread_mutex_lock(&d->teardown_lock);
-        d->teardown_pending++;
-        pthread_mutex_unlock(&d->teardown_lock);
-        teardown(d, sb);
-        return;
-    }
-    pthread_mutex_lock(&d->teardown_lock);
-    sb->teardown_next = NULL;
-    if (d->teardown_tail)
-        d->teardown_tail->teardown_next = sb;
-    else
-        d->teardown_head = sb;
-    d->teardown_tail = sb;
-    d->teardown_pending++;
-    pthread_cond_signal(&d->teardown_cond);
-    pthread_mutex_unlock(&d->teardown_lock);
+    teardown_enqueue(d, sb);
 }
 
 static brig_sandbox *take_for_delete(brigd *d, const brig_caller *c, const char *id)
@@ -776,18 +878,116 @@ int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const ch
     brig_sandbox *sb = take_for_delete(d, c, id);
     if (sb == NULL)
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
-    finish(d, sb, reason);
+    finish(d, sb, reason, DELETE_KILL_WAIT_MS);
     return 0;
 }
 
+/* brigd's own stops (the janitor, the watch, --destroy-all) wait for nothing: the
+ * janitor must never wait on a sandbox. */
 int brig_sandbox_stop(brigd *d, const char *id, const char *reason)
 {
     brig_sandbox *sb = take_for_delete(d, NULL, id);
     if (sb == NULL)
         return -1;
     brig_warn("sandbox %s: stopping (%s)", id, reason);
-    finish(d, sb, reason);
+    finish(d, sb, reason, 0);
     return 0;
+}
+
+/* ---- the watch on inits ------------------------------------------------------------ */
+
+/* Every running sandbox's init (its agent) is in one epoll set through the
+ * runtime's exit fd, EPOLLONESHOT, keyed by a serial number rather than a pointer
+ * (the sandbox may be gone when its event is read; its fd is closed, which drops
+ * it from the set, when the handle is released).  An init that exits while its
+ * sandbox is still "running" died on its own: a DELETE and brigd's own stops mark
+ * it "deleting" before they kill it. */
+
+/* Watches a sandbox that just became running (create, reconcile). */
+static void watch(brigd *d, brig_sandbox *sb)
+{
+    int fd = d->watch_epfd >= 0 ? d->rt->ops->exit_fd(d->rt, sb->rt) : -1;
+    if (fd < 0)
+        return;
+    pthread_mutex_lock(&d->lock);
+    uint64_t key = sb->watch_id = ++d->watch_serial;
+    pthread_mutex_unlock(&d->lock);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.u64 = key};
+    if (epoll_ctl(d->watch_epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+        brig_warn("sandbox %s: cannot watch its agent: %s", sb->id, strerror(errno));
+}
+
+static void agent_gone(brigd *d, uint64_t key)
+{
+    char id[BRIG_ID_MAX] = "";
+    pthread_mutex_lock(&d->lock);
+    for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        if (sb->watch_id == key && strcmp(sb->state, "running") == 0)
+            snprintf(id, sizeof(id), "%s", sb->id);
+    pthread_mutex_unlock(&d->lock);
+    if (id[0])
+        brig_sandbox_stop(d, id, "agent_lost");
+}
+
+static void *watcher(void *arg)
+{
+    brigd *d = arg;
+    for (;;) {
+        struct epoll_event ev[16];
+        int n = epoll_wait(d->watch_epfd, ev, 16, -1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            brig_err("watch: %s", strerror(errno));
+            return NULL;
+        }
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.u64 == 0) /* the wake-up eventfd: stop */
+                return NULL;
+            agent_gone(d, ev[i].data.u64);
+        }
+    }
+}
+
+int brig_sandbox_watch_start(brigd *d, brig_error **err)
+{
+    d->watch_epfd = epoll_create1(EPOLL_CLOEXEC);
+    d->watch_wake = eventfd(0, EFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+    if (d->watch_epfd < 0 || d->watch_wake < 0 ||
+        epoll_ctl(d->watch_epfd, EPOLL_CTL_ADD, d->watch_wake, &ev) < 0) {
+        brig_error_sys(err, "watch on sandbox inits");
+        goto fail;
+    }
+    int e = pthread_create(&d->watcher, NULL, watcher, d);
+    if (e != 0) {
+        brig_error_set(err, BRIG_E_INTERNAL, e, "start the watch on sandbox inits");
+        goto fail;
+    }
+    d->watch_running = true;
+    return 0;
+fail:
+    if (d->watch_epfd >= 0)
+        close(d->watch_epfd);
+    if (d->watch_wake >= 0)
+        close(d->watch_wake);
+    d->watch_epfd = d->watch_wake = -1;
+    return -1;
+}
+
+void brig_sandbox_watch_stop(brigd *d)
+{
+    if (d->watch_running) {
+        uint64_t one = 1;
+        (void)!write(d->watch_wake, &one, sizeof(one));
+        pthread_join(d->watcher, NULL);
+        d->watch_running = false;
+    }
+    if (d->watch_epfd >= 0)
+        close(d->watch_epfd);
+    if (d->watch_wake >= 0)
+        close(d->watch_wake);
+    d->watch_epfd = d->watch_wake = -1;
 }
 
 /* ---- queries --------------------------------------------------------------------------- */
@@ -1043,6 +1243,7 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         d->sandboxes = sb;
         d->n_sandboxes++;
         pthread_mutex_unlock(&d->lock);
+        watch(d, sb);
         brig_admission_hold(&d->admission, (brig_capacity){sb->memory_mib, sb->disk_mib});
         c->kept = brig_xrealloc(c->kept, (c->n_kept + 1) * sizeof(char *));
         c->kept[c->n_kept++] = brig_xstrdup(row->id);
@@ -1070,6 +1271,32 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
                                  brig_now_real_ms(), NULL);
 }
 
+static int uid_row(brig_row *row, void *arg)
+{
+    *(int64_t *)arg = brig_row_int(row, 0);
+    return 1;
+}
+
+/* A leftover whose cleanup failed: retried in the background like any teardown,
+ * with its uid range (from its row, when there is one) kept out of use until it
+ * succeeds.  It holds no capacity slot in this run. */
+static void teardown_leftover(brigd *d, const char *id)
+{
+    brig_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
+    snprintf(sb->id, sizeof(sb->id), "%s", id);
+    brig_error *err = NULL;
+    if (brig_store_query(d->store, &err, uid_row, &sb->uid_base,
+                         "SELECT uid_base FROM sandboxes WHERE id = ?", "s", id) < 0)
+        brig_error_clear(&err);
+    sb->state = "deleted";
+    sb->refs = 1;
+    sb->procs_gone = true;
+    pthread_mutex_lock(&d->lock);
+    uid_mark_locked(d, sb->uid_base, 1);
+    pthread_mutex_unlock(&d->lock);
+    teardown_enqueue(d, sb);
+}
+
 void brig_sandbox_reconcile(brigd *d)
 {
     reconcile_ctx c = {.d = d};
@@ -1094,6 +1321,7 @@ void brig_sandbox_reconcile(brigd *d)
             if (d->rt->ops->destroy(d->rt, ids[i], NULL, &err) < 0) {
                 brig_err("reconcile: %s: %s", ids[i], err->msg);
                 brig_error_clear(&err);
+                teardown_leftover(d, ids[i]);
             }
         }
         free(ids[i]);

@@ -47,11 +47,22 @@ struct brig_sandbox {
     int64_t expires_at;      /* ms since the epoch; 0: never */
     int64_t last_activity;   /* ms since the epoch: the last API use */
     int active_ops;          /* API requests using it right now */
+    uint64_t watch_id;       /* its key in the watch on inits (0: not watched) */
+    int probe;               /* the janitor's idle probe: BRIG_PROBE_* */
+    int64_t probe_at;        /* ms since the epoch: when that probe asked */
     /* The janitor's own (only it touches these): */
     int64_t cpu_last_ns, cpu_last_at, cpu_busy_since, billed_at;
     struct brig_sandbox *next;
+    /* Its teardown (brigd.teardown_lock while queued; then the worker's that took it): */
     struct brig_sandbox *teardown_next; /* in brigd's teardown queue */
+    int64_t teardown_due;               /* mono ms: its next attempt */
+    int teardown_checks;                /* attempts that found its processes alive */
+    int teardown_fails;                 /* attempts whose cleanup left something behind */
+    bool procs_gone;                    /* its processes are dead; its capacity was returned */
 };
+
+/* The janitor's question to an idle sandbox's agent: does a command still run? */
+enum { BRIG_PROBE_NONE, BRIG_PROBE_ASKING, BRIG_PROBE_BUSY, BRIG_PROBE_IDLE };
 
 typedef struct brig_sandbox_opts {
     const char *template;    /* NULL: the configured default */
@@ -97,14 +108,24 @@ int brig_sandbox_net_attach(brigd *d, const char *id, brig_rt_sandbox *rt,
 /* Opens an agent connection to a borrowed sandbox (the caller closes it). */
 int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err);
 
-/* Ending a sandbox: its processes are killed, its final charge made and its row
- * marked deleted at once; the host-side cleanup (runtime, mounts, disk, link,
- * its uid range and capacity slot) follows on the teardown thread. */
+/* Ending a sandbox: its processes are sent SIGKILL, its final charge made and its
+ * row marked deleted at once; the host-side cleanup (runtime, cgroups, mounts,
+ * disk, link) follows on the teardown workers, retried with backoff until it
+ * succeeds.  Its capacity slot is returned once its processes are dead, its uid
+ * range once nothing of it is left. */
 int brig_sandbox_teardown_start(brigd *d, brig_error **err);
-/* Waits until every queued teardown is done; returns how many failed so far. */
-int brig_sandbox_teardown_drain(brigd *d);
-/* Drains the queue and ends the thread (shutdown). */
+/* Waits up to timeout_ms until every queued teardown is done; returns how many
+ * are not. */
+int brig_sandbox_teardown_drain(brigd *d, int64_t timeout_ms);
+/* One last attempt for each queued teardown (what still fails is left for the
+ * next start's reconcile), then ends the workers (shutdown). */
 void brig_sandbox_teardown_stop(brigd *d);
+
+/* The watch on running sandboxes' inits: an agent that dies while its sandbox
+ * runs ends the sandbox at once with reason agent_lost.  Start before
+ * reconcile (re-attached sandboxes are watched), stop before forgetting them. */
+int brig_sandbox_watch_start(brigd *d, brig_error **err);
+void brig_sandbox_watch_stop(brigd *d);
 
 /* Deletes a sandbox the caller may see (reason: "deleted_by_api"...). */
 int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const char *reason,

@@ -14,6 +14,8 @@
 #include "runtime/runtime.h"
 #include "store.h"
 
+#define BRIG_TEARDOWN_WORKERS 4
+
 typedef struct brig_sandbox brig_sandbox;
 typedef struct brig_reservation brig_reservation;
 typedef struct brig_vault brig_vault;
@@ -47,15 +49,22 @@ typedef struct brigd {
     struct MHD_Daemon *http; /* the REST API server */
     char *base_url;          /* "http://host:port" actually listened on */
     int state_lock;          /* flock on <state>/brigd.lock: one brigd per state dir */
-    /* The host-side cleanup of ended sandboxes, after the caller got its answer (sandbox.c): */
-    pthread_t teardown;
+    /* The host-side cleanup of ended sandboxes, after the caller got its answer, on a
+     * few workers, each attempt bounded and retried with backoff (sandbox.c): */
+    pthread_t teardown[BRIG_TEARDOWN_WORKERS];
+    int teardown_workers; /* how many of them run */
     pthread_mutex_t teardown_lock;
-    pthread_cond_t teardown_cond; /* work queued; the queue went idle */
-    brig_sandbox *teardown_head, *teardown_tail;
-    int teardown_pending; /* queued or being torn down */
-    int teardown_failed;  /* teardowns that left something behind (the next start retries) */
-    bool teardown_stop;
-    bool teardown_running;
+    pthread_cond_t teardown_cond; /* (monotonic) work queued or due; the queue went idle */
+    brig_sandbox *teardown_queue; /* waiting for their next attempt (not the ones a worker has) */
+    int teardown_pending;         /* queued or being torn down */
+    bool teardown_stop; /* shutdown: one last attempt each, then left for the next start */
+    /* The watch on every running sandbox's init (sandbox.c): its death ends the sandbox. */
+    pthread_t watcher;
+    int watch_epfd;        /* epoll over the inits' exit fds; -1 when not started */
+    int watch_wake;        /* eventfd that stops the watcher; -1 when not started */
+    uint64_t watch_serial; /* the last key handed out (guarded by lock) */
+    bool watch_running;
+    struct brig_probes *probes; /* the janitor's idle probes in flight (lifecycle.c) */
 } brigd;
 
 #endif

@@ -1016,6 +1016,22 @@ def test_as_pid1_reaps_orphans_and_stops_everything(pid1_agent, tmp_path):
     assert tagged(a.tag) == []
 
 
+def test_as_pid1_only_a_stop_from_outside_stops_it(pid1_agent):
+    """As PID 1, SIGTERM and SIGINT from a process of its own pid namespace (the
+    sandbox's root) are read and dropped; the same SIGTERM from outside (the host,
+    as runc's kill) still stops it in order."""
+    a = pid1_agent
+    for sig in ("TERM", "INT"):
+        r = a.exec(argv=["kill", f"-{sig}", "1"])
+        assert r["exit_code"] == 0, r
+    for _ in range(3):  # a stop would take effect within a poll round
+        assert a.exec(argv=["echo", "alive"])["stdout"] == b"alive\n"
+    assert a.proc.poll() is None and alive(a.pid)
+    a.terminate()
+    assert a.proc.wait(timeout=15) == 0
+    assert tagged(a.tag) == []
+
+
 # ---- processes ----
 
 

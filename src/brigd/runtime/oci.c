@@ -419,16 +419,22 @@ static int wait_pidfd(int pidfd, int timeout_ms)
 }
 
 /* SIGKILL to init: the kernel kills the rest of its pid namespace, and init's
- * exit (the pidfd turns readable) completes only once they are all gone. */
-static void oci_kill(brig_runtime *rt, brig_rt_sandbox *sb)
+ * exit (the pidfd turns readable) completes only once they are all gone.  A
+ * process in uninterruptible sleep keeps it from completing until it wakes. */
+static int oci_kill(brig_runtime *rt, brig_rt_sandbox *sb, int timeout_ms)
 {
     (void)rt;
     if (sb == NULL || sb->pidfd < 0)
-        return;
+        return 0; /* nothing known to wait for: destroy's `runc delete --force` kills */
     if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
         brig_warn("%s: kill init: %s", sb->id, strerror(errno));
-    if (wait_pidfd(sb->pidfd, KILL_TIMEOUT_MS) < 0)
-        brig_warn("%s: init did not exit after SIGKILL", sb->id);
+    return wait_pidfd(sb->pidfd, timeout_ms);
+}
+
+static int oci_exit_fd(brig_runtime *rt, brig_rt_sandbox *sb)
+{
+    (void)rt;
+    return sb ? sb->pidfd : -1;
 }
 
 static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, brig_error **err)
@@ -453,6 +459,10 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
         failed = 1;
     }
     brig_buf_dispose(&out);
+    /* runc 1.1 forgets the container even when it could not remove a cgroup (a
+     * process from elsewhere still in it): what is left is ours to remove. */
+    if (!failed && o->cgroup->remove(id, err) < 0)
+        failed = 1;
 
     /* Unmount in the reverse order of create: the overlay, then what it was
      * built from (the id-mapped template, the disk, whose loop device then
@@ -773,6 +783,7 @@ static const brig_runtime_ops oci_ops = {
     .connect = oci_connect,
     .destroy = oci_destroy,
     .kill = oci_kill,
+    .exit_fd = oci_exit_fd,
     .netns = oci_netns,
     .release = oci_release,
     .list = oci_list,

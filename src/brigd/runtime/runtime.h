@@ -39,14 +39,22 @@ typedef struct brig_runtime_ops {
     int (*attach)(brig_runtime *rt, const char *id, brig_rt_sandbox **out, brig_error **err);
     /* Opens a new agent connection (handshake done); returns the fd. */
     int (*connect)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
-    /* Kills every process and removes every trace of the sandbox.  sb may be
-     * NULL (leftovers found by reconcile).  Idempotent.  sb stays allocated
+    /* Kills every process and removes every trace of the sandbox (runtime state,
+     * cgroups, mounts, files); -1 when anything is left, and then it may be called
+     * again later.  sb may be NULL (leftovers found by reconcile).  Idempotent.  It
+     * waits (boundedly) for the processes to die: callers that must not wait call
+     * kill(…, 0) first and destroy only once that says they are gone.  sb stays allocated
      * (other threads may still hold it; their connects then fail cleanly) until
      * release. */
     int (*destroy)(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, brig_error **err);
-    /* Kills every process of the sandbox and waits until they are gone, without
-     * cleaning up (destroy does that).  Idempotent. */
-    void (*kill)(brig_runtime *rt, brig_rt_sandbox *sb);
+    /* Sends every process of the sandbox SIGKILL and waits up to timeout_ms (0: not
+     * at all) until they are gone, without cleaning up (destroy does that).  0 when
+     * they are gone, -1 while some still live: a process in uninterruptible sleep
+     * dies only when it leaves it.  Idempotent; cheap to call again. */
+    int (*kill)(brig_runtime *rt, brig_rt_sandbox *sb, int timeout_ms);
+    /* A descriptor that turns readable (POLLIN) once every process of the sandbox is
+     * gone, for poll/epoll; owned by sb (valid until release).  -1 when unknown. */
+    int (*exit_fd)(brig_runtime *rt, brig_rt_sandbox *sb);
     /* An fd of the sandbox's network namespace (the caller closes it). */
     int (*netns)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
     /* Frees a handle from create/attach (NULL is fine). */
