@@ -4,7 +4,8 @@
  * The INI file has one [brigd] section whose keys are the long flag names with
  * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
- * (seconds), output_limit_bytes, max_file_bytes, pids_limit, * uid_base, uid_ranges,
+ * (seconds), output_limit_bytes, max_file_bytes, max_secrets, max_secret_bytes, pids_limit,
+ * uid_base, uid_ranges,
  * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes,
  * memory_overcommit (a ratio), and in
  * seconds: create_queue_timeout, idle_timeout_default, idle_timeout_max, lifetime_default,
@@ -72,6 +73,8 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"exec_timeout_max", &cfg->exec_timeout_max_ms, 1, 7 * 86400, 1000},
         {"output_limit_bytes", &cfg->output_limit_bytes, 1024, INT64_C(1) << 32, 1},
         {"max_file_bytes", &cfg->max_file_bytes, 1, INT64_C(1) << 50, 1},
+        {"max_secrets", &cfg->max_secrets, 1, 10000, 1},
+        {"max_secret_bytes", &cfg->max_secret_bytes, 4, 16 << 20, 1},
         {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
         {"uid_base", &cfg->uid_base, 65536, INT64_C(1) << 31, 1},
         {"uid_ranges", &cfg->uid_ranges, 1, 1 << 14, 1},
@@ -255,6 +258,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->exec_timeout_max_ms = 3600 * 1000;
     cfg->output_limit_bytes = 10 << 20;
     cfg->max_file_bytes = INT64_C(8) << 30;
+    cfg->max_secrets = 100;
+    cfg->max_secret_bytes = 65536;
     cfg->pids_limit = 512;
     static const brig_tariff defaults[] = {
         {"small", 1, 512, 2048, 10},

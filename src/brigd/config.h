@@ -32,6 +32,8 @@ typedef struct brig_config {
     int64_t exec_timeout_max_ms;           /* per-call ceiling; default 1 h */
     int64_t output_limit_bytes;            /* per stream of a buffered exec result; 10 MiB */
     int64_t max_file_bytes;                /* largest upload (file or tar); 8 GiB */
+    int64_t max_secrets;                   /* secrets per sandbox; 100 */
+    int64_t max_secret_bytes;              /* their values together, per sandbox; 64 KiB */
     int64_t pids_limit;                    /* per sandbox; default 512 */
     int64_t uid_base;                      /* first host uid of sandbox ranges; 10000000 */
     int64_t uid_ranges;                    /* how many 65536-id ranges (max live sandboxes) */

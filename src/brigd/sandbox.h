@@ -50,6 +50,11 @@ struct brig_sandbox {
     int64_t cpu_last_ns, cpu_last_at, cpu_busy_since, billed_at;
     struct brig_sandbox *next;
     struct brig_sandbox *teardown_next; /* in brigd's teardown queue */
+    /* Its secrets' redactor (redact.h; one reference), built at create, or at first use
+     * after a restart, and kept: a sandbox's secrets never change.  NULL with
+     * redactor_built: it has none.  Guarded by brigd.lock. */
+    struct brig_redactor *redactor;
+    bool redactor_built;
 };
 
 typedef struct brig_sandbox_opts {
@@ -82,6 +87,11 @@ void brig_sandbox_unref(brigd *d, brig_sandbox *sb);
  * possible.  -1 when they exist but do not open (another master key): what
  * needs them (a command's env, the redaction of output) must not go on. */
 int brig_sandbox_secrets(brigd *d, const brig_sandbox *sb, json_t **out, brig_error **err);
+
+/* The redactor of the sandbox's secrets (redact.h): a new reference in *out
+ * (brig_redactor_free it), or NULL when it has none.  Built once per sandbox.
+ * -1 like brig_sandbox_secrets when they do not open: output must not go out. */
+int brig_sandbox_redactor(brigd *d, brig_sandbox *sb, struct brig_redactor **out, brig_error **err);
 
 /* The environment of a command: the sandbox's env, then its secrets, then the
  * request's own (any may be NULL); a new object (holding secret values: wipe
