@@ -16,8 +16,8 @@
  * Inputs whose values make more than MAX_FORM_BYTES of patterns are skipped (see below).
  *
  * The stream is redacted four ways: in one feed, in the chunk sizes above, one byte at a time,
- * and with brig_redact_buf.  What redact.h and docs/secrets.md promise is checked, abort() on
- * a violation:
+ * and with brig_redact_buf; and masked (downloads), also with the redactor's DNS twin.  What
+ * redact.h and docs/secrets.md promise is checked, abort() on a violation:
  *   - the output does not depend on how the stream is cut into chunks;
  *   - no secret value appears in the output, nor (values of 8 bytes or more) its base64 forms
  *     at any alignment or its URL-encoded forms, also with line breaks inside the match; checked
@@ -26,6 +26,7 @@
  *     (a stream lets go of a partial match once it holds over 2 * longest + 256 bytes, by
  *     design, which takes more line breaks than that);
  *   - a stream in which no form of any value occurs comes out unchanged;
+ *   - masks keep the stream's length, and leave no form of a value either;
  *   - a stream holds back fewer non-line-break bytes than the longest form (only what could
  *     still become a match) and at most 2 * longest + 257 bytes in all.
  */
@@ -221,17 +222,34 @@ static brig_buf redact(const brig_redactor *r, const bytes *in, const uint8_t *p
         }
         brig_redact_feed(&s, in->p + at, n, &out);
         at += n;
-        size_t solid = 0;
-        for (size_t i = 0; i < s.held.len; i++)
-            solid += !is_newline((uint8_t)s.held.data[i]);
+        const uint8_t *held = NULL;
+        size_t nheld = brig_redact_held(&s, &held), solid = 0;
+        for (size_t i = 0; i < nheld; i++)
+            solid += !is_newline(held[i]);
+        if (solid != s.solid)
+            fail("the count of held non-line-break bytes is off");
         if (r != NULL && solid > 0 && solid >= fs->longest)
             fail("holds back a whole form's worth of bytes");
-        if (s.held.len > 2 * fs->longest + 257)
+        if (nheld > 2 * fs->longest + 257)
             fail("holds back more than 2 * longest + 257 bytes");
     } while (at < in->n);
     brig_redact_flush(&s, &out);
-    if (s.held.len != 0)
+    if (brig_redact_held(&s, NULL) != 0)
         fail("flush left bytes held");
+    brig_redact_dispose(&s);
+    brig_buf_append(&out, "", 0);
+    return out;
+}
+
+/* `in` through a masking stream of r, 7 bytes at a time. */
+static brig_buf mask_feed(const brig_redactor *r, const bytes *in)
+{
+    brig_redact_stream s;
+    brig_redact_init_mask(&s, r);
+    brig_buf out = {0};
+    for (size_t at = 0; at < in->n; at += 7)
+        brig_redact_feed(&s, in->p + at, in->n - at < 7 ? in->n - at : 7, &out);
+    brig_redact_flush(&s, &out);
     brig_redact_dispose(&s);
     brig_buf_append(&out, "", 0);
     return out;
@@ -387,6 +405,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!any && (whole.len != in.n || memcmp(whole.data, in.p, in.n) != 0))
         fail("changed a stream that holds no secret");
 
+    /* Masks (downloads): each replaces exactly the bytes it covers, so the length stays;
+     * no value's form is left (one sharing a byte with a marker or '*' is not checked). */
+    brig_buf masked = mask_feed(r, &in);
+    if (masked.len != in.n)
+        fail("a mask changed the length");
+    bytes flat_m = strip_newlines((const uint8_t *)masked.data, masked.len);
+    if (breaks <= 256) {
+        char marker[256] = "[REDACTED:]*";
+        for (int i = 0; i < nv; i++)
+            strcat(marker, names[i]);
+        for (int i = 0; i < fs.n; i++) {
+            bool checkable = true;
+            for (size_t k = 0; k < fs.f[i].n && checkable; k++)
+                checkable = memchr(marker, fs.f[i].p[k], strlen(marker)) == NULL;
+            if (checkable && contains(&flat_m, &fs.f[i]))
+                fail("a secret's form is in the masked output");
+        }
+    }
+    /* The DNS twin (case folded, dots ignored): built from the trie alone; masks keep the
+     * length there too. */
+    brig_buf masked_dns = mask_feed(brig_redactor_dns(r), &in);
+    if (masked_dns.len != in.n)
+        fail("a mask of the DNS twin changed the length");
+
+    free(flat_m.p);
+    brig_buf_dispose(&masked);
+    brig_buf_dispose(&masked_dns);
     free(flat.p);
     free(flat_in.p);
     brig_buf_dispose(&whole);

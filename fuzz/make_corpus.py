@@ -51,6 +51,8 @@ AGENT = {
     "proc_resize": req({"op": "proc_resize", "pid": 42, "cols": 100, "rows": 30}),
     "stat": req({"op": "stat", "path": "/"}),
     "list_dir": req({"op": "list_dir", "path": "/tmp"}),
+    "raw_path": req({"op": "stat", "path_b64": "L3RtcC9i/w=="}),  # /tmp/b\xff
+    "raw_path_bad": req({"op": "remove", "path_b64": "L3Rt!", "path": "/tmp"}),
     "remove": req({"op": "remove", "path": "/tmp/x", "recursive": True}),
     "move": req({"op": "move", "from": "/tmp/a", "to": "/tmp/b"}),
     "mkdir": req({"op": "mkdir", "path": "/tmp/d", "mode": 493, "parents": True}),

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,25 @@ static const char *type_name(mode_t m)
     return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
 }
 
-/* The entry of `name` in dirfd (the link itself for a symlink), or NULL with *err. */
+/* Sets key to the bytes s[0..n): as a string when they are UTF-8, else as the string for
+ * display (U+FFFD for each stray byte) plus "<key>_b64" with the bytes themselves. */
+static void set_bytes(json_t *o, const char *key, const char *s, size_t n)
+{
+    if (brig_utf8_valid(s, n)) {
+        json_object_set_new(o, key, json_stringn(s, n));
+        return;
+    }
+    _cleanup_free_ char *shown = brig_utf8_display(s, n);
+    json_object_set_new(o, key, json_string(shown));
+    size_t len = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+    _cleanup_free_ char *enc = brig_xmalloc(len);
+    sodium_bin2base64(enc, len, (const unsigned char *)s, n, sodium_base64_VARIANT_ORIGINAL);
+    _cleanup_free_ char *k64 = brig_asprintf("%s_b64", key);
+    json_object_set_new(o, k64, json_string(enc));
+}
+
+/* The entry of `name` in dirfd (the link itself for a symlink) shown as `shown`, or NULL
+ * with *err. */
 static json_t *entry_at(int dirfd, const char *name, const char *shown, brig_error **err)
 {
     struct stat st;
@@ -38,16 +57,18 @@ static json_t *entry_at(int dirfd, const char *name, const char *shown, brig_err
         brig_agent_fail(err, errno, "%s", shown);
         return NULL;
     }
-    json_t *e =
-        json_pack("{s:s, s:s, s:I, s:i, s:I}", "name", shown, "type", type_name(st.st_mode), "size",
-                  (json_int_t)st.st_size, "mode", (int)(st.st_mode & 07777), "mtime",
-                  (json_int_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000);
+    json_t *e = json_object();
+    set_bytes(e, "name", shown, strlen(shown));
+    json_object_update_new(
+        e, json_pack("{s:s, s:I, s:i, s:I}", "type", type_name(st.st_mode), "size",
+                     (json_int_t)st.st_size, "mode", (int)(st.st_mode & 07777), "mtime",
+                     (json_int_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000));
     if (S_ISLNK(st.st_mode)) {
         char target[PATH_MAX];
         ssize_t n = readlinkat(dirfd, name, target, sizeof(target) - 1);
         if (n >= 0) {
             target[n] = '\0';
-            json_object_set_new(e, "target", json_stringn(target, (size_t)n));
+            set_bytes(e, "target", target, (size_t)n);
         }
     }
     return e;

@@ -5,6 +5,8 @@
 #include "request.h"
 
 #include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "frame.h"
@@ -74,9 +76,33 @@ static int req_int(json_t *req, const char *key, int64_t lo, int64_t hi, int64_t
     return opt_int(req, key, lo, hi, out, err);
 }
 
-/* An absolute path without NUL, shorter than PATH_MAX. */
+/* A path may come as "<key>_b64" instead of "<key>": base64 of bytes that are not UTF-8,
+ * which a JSON string cannot hold.  It is decoded into the request object as "<key>" (a
+ * string jansson did not check), which the parsed struct then borrows like any other. */
+static int raw_path(json_t *req, const char *key, brig_error **err)
+{
+    char k64[32];
+    snprintf(k64, sizeof(k64), "%s_b64", key);
+    json_t *b = brig_agent_field(req, k64);
+    if (b == NULL)
+        return 0;
+    if (brig_agent_field(req, key) != NULL)
+        return bad(err, "give \"%s\" or \"%s\", not both", key, k64);
+    const char *s = brig_agent_cstring(b);
+    unsigned char buf[PATH_MAX + 3];
+    size_t len = 0;
+    if (s == NULL || sodium_base642bin(buf, sizeof(buf), s, strlen(s), NULL, &len, NULL,
+                                       sodium_base64_VARIANT_ORIGINAL) != 0)
+        return bad(err, "\"%s\" must be the base64 of a path shorter than PATH_MAX", k64);
+    json_object_set_new(req, key, json_stringn_nocheck((const char *)buf, len));
+    return 0;
+}
+
+/* An absolute path without NUL, shorter than PATH_MAX (see raw_path for its other form). */
 static int abs_path(json_t *req, const char *key, const char **out, brig_error **err)
 {
+    if (raw_path(req, key, err) < 0)
+        return -1;
     const char *p = brig_agent_cstring(json_object_get(req, key));
     if (p == NULL || p[0] != '/')
         return bad(err, "\"%s\" must be an absolute path without NUL", key);

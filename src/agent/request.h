@@ -8,6 +8,8 @@
  * dispatches to) act on the parsed structs only.
  *
  * Strings in the parsed structs are borrowed from the request object: it must outlive them.
+ * The one change a parser makes is to that object: a path sent as "<field>_b64" (bytes that
+ * are not UTF-8) is decoded into "<field>" there, for the struct to borrow.
  */
 #ifndef BRIG_AGENT_REQUEST_H
 #define BRIG_AGENT_REQUEST_H

@@ -4,6 +4,7 @@
 #include "agentc.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -277,9 +278,26 @@ int brig_agentc_stream_begin(int fd, json_t *req, brig_error **err)
     return r;
 }
 
+void brig_agentc_set_path(json_t *req, const char *key, const char *path)
+{
+    size_t n = strlen(path);
+    if (brig_utf8_valid(path, n)) {
+        json_object_set_new(req, key, json_stringn(path, n));
+        return;
+    }
+    size_t len = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+    char *enc = brig_xmalloc(len);
+    sodium_bin2base64(enc, len, (const unsigned char *)path, n, sodium_base64_VARIANT_ORIGINAL);
+    char *k64 = brig_asprintf("%s_b64", key);
+    json_object_set_new(req, k64, json_string(enc));
+    free(k64);
+    free(enc);
+}
+
 int brig_agentc_write_begin(int fd, const char *path, int mode, brig_error **err)
 {
-    json_t *m = json_pack("{s:s, s:s}", "op", "write_file", "path", path);
+    json_t *m = json_pack("{s:s}", "op", "write_file");
+    brig_agentc_set_path(m, "path", path);
     if (mode >= 0)
         json_object_set_new(m, "mode", json_integer(mode));
     int r = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, m, err);
@@ -340,7 +358,8 @@ int brig_agentc_write_end(int fd, int64_t *size, brig_error **err)
 
 int brig_agentc_read_begin(int fd, const char *path, int64_t *size, int *mode, brig_error **err)
 {
-    json_t *m = json_pack("{s:s, s:s}", "op", "read_file", "path", path);
+    json_t *m = json_pack("{s:s}", "op", "read_file");
+    brig_agentc_set_path(m, "path", path);
     int r = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, m, err);
     json_decref(m);
     if (r < 0)

@@ -93,6 +93,11 @@ int brig_agentc_error(json_t *msg, brig_error **err);
 /* Sets the connection's receive timeout (0: none). */
 void brig_agentc_set_timeout(int fd, int64_t ms);
 
+/* Sets req's path field `key` to path: a string, or "<key>_b64" (base64 of the
+ * bytes) when path is not UTF-8, which a JSON string cannot hold
+ * (docs/protocol.md, "File-system operations"). */
+void brig_agentc_set_path(json_t *req, const char *key, const char *path);
+
 /* Streaming file write: begin, any number of chunks, end (returns the size). */
 int brig_agentc_write_begin(int fd, const char *path, int mode, brig_error **err);
 /* Same, for another op that streams DATA in (tar_extract, proc_stdin): req is

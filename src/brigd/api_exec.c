@@ -195,14 +195,16 @@ void api_exec(brig_req *r)
     int fd = api_open_agent(r, &sb);
     if (fd < 0)
         goto out;
-    if (brig_sandbox_secrets(r->d, sb, &secrets, &err) < 0) {
+    /* The redactor is the sandbox's own, built once (not per exec). */
+    if (brig_sandbox_secrets(r->d, sb, &secrets, &err) < 0 ||
+        brig_sandbox_redactor(r->d, sb, &red, &err) < 0) {
         /* Neither the command's env nor the redaction of its output can be right. */
+        brig_vault_wipe(secrets);
         close(fd);
         brig_sandbox_put(r->d, sb);
         brig_http_error(r, err);
         goto out;
     }
-    red = brig_redactor_new(secrets);
     env = brig_sandbox_command_env(sb, secrets, req.env);
     brig_vault_wipe(secrets);
     if (env)
@@ -304,8 +306,8 @@ void api_proc_output(brig_req *r)
     if (fd < 0)
         return;
     brig_error *err = NULL;
-    json_t *secrets = NULL;
-    if (brig_sandbox_secrets(r->d, sb, &secrets, &err) < 0) {
+    brig_redactor *red = NULL;
+    if (brig_sandbox_redactor(r->d, sb, &red, &err) < 0) {
         /* Output read without its secrets could not be redacted. */
         close(fd);
         brig_sandbox_put(r->d, sb);
@@ -317,8 +319,7 @@ void api_proc_output(brig_req *r)
     s->sb = sb;
     s->fd = fd;
     s->client_fd = -1;
-    brig_stream_redact(s, brig_redactor_new(secrets));
-    brig_vault_wipe(secrets);
+    brig_stream_redact(s, red);
     json_t *req = json_pack("{s:s, s:i, s:b}", "op", "proc_output", "pid", pid, "follow", follow);
     int rc = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, req, &err);
     json_decref(req);

@@ -2,6 +2,15 @@
  * api_files.c - files: streamed uploads and downloads (single files, tar
  * archives, and a process's stdin, which is an upload too) and the
  * file-system operations (list, stat, remove, move, mkdir).
+ *
+ * Paths: a query argument is percent-decoded into raw bytes, so any name can be
+ * addressed; one that is not UTF-8 travels to the agent as "path_b64"
+ * (brig_agentc_set_path), and entries with such names carry "name_b64".
+ *
+ * What comes out of a sandbox with secrets passes its redactor (redact.h):
+ * listings and stat like output, downloads (files and tar streams) with masks
+ * of the match's own length, so sizes, Content-Length and tar headers stay
+ * right; the answer says so in "X-Brig-Redaction: mask" (docs/secrets.md).
  */
 #include <errno.h>
 #include <limits.h>
@@ -11,6 +20,7 @@
 
 #include "api_internal.h"
 #include "log.h"
+#include "redact.h"
 
 /* ---- paths and modes -------------------------------------------------------- */
 
@@ -83,10 +93,56 @@ static json_t *entry_json(json_t *e)
     return o;
 }
 
-static json_t *conv_stat(json_t *reply)
+/* A request for path (any bytes) as the agent takes it. */
+static json_t *path_op(const char *op, const char *path)
 {
-    json_t *e = json_object_get(reply, "entry");
-    return entry_json(e ? e : reply);
+    json_t *req = json_pack("{s:s}", "op", op);
+    brig_agentc_set_path(req, "path", path);
+    return req;
+}
+
+/* Opens the agent of the request's sandbox and its redactor (*red: NULL when it
+ * has no secrets); replies with the error itself on failure. */
+static int open_redacted(brig_req *r, brig_sandbox **sb, brig_redactor **red)
+{
+    int fd = api_open_agent(r, sb);
+    if (fd < 0)
+        return -1;
+    brig_error *err = NULL;
+    if (brig_sandbox_redactor(r->d, *sb, red, &err) < 0) {
+        /* What could not be redacted does not go out. */
+        close(fd);
+        brig_sandbox_put(r->d, *sb);
+        brig_http_error(r, err);
+        return -1;
+    }
+    return fd;
+}
+
+static void stat_path(brig_req *r, const char *path)
+{
+    brig_sandbox *sb = NULL;
+    brig_redactor *red = NULL;
+    int fd = open_redacted(r, &sb, &red);
+    if (fd < 0)
+        return;
+    brig_agentc_set_timeout(fd, 30000);
+    json_t *req = path_op("stat", path), *reply = NULL;
+    brig_error *err = NULL;
+    int rc = brig_agentc_call(fd, req, &reply, &err);
+    json_decref(req);
+    close(fd);
+    brig_sandbox_put(r->d, sb);
+    if (rc < 0) {
+        brig_http_error(r, err);
+    } else {
+        json_t *e = json_object_get(reply, "entry");
+        json_t *out = entry_json(e ? e : reply);
+        brig_redact_json(red, out);
+        brig_http_json(r, 200, out);
+    }
+    json_decref(reply);
+    brig_redactor_free(red);
 }
 
 /* ---- uploads ------------------------------------------------------------------ */
@@ -186,7 +242,7 @@ void api_files_put_begin(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    json_t *op = json_pack("{s:s, s:s}", "op", "write_file", "path", path);
+    json_t *op = path_op("write_file", path);
     const char *m = brig_http_query(r, "mode");
     if (m) {
         int mode;
@@ -208,7 +264,7 @@ void api_tar_put_begin(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    upload_open(r, json_pack("{s:s, s:s}", "op", "tar_extract", "path", path), UP_TAR);
+    upload_open(r, path_op("tar_extract", path), UP_TAR);
 }
 
 void api_proc_stdin_begin(brig_req *r)
@@ -229,9 +285,13 @@ typedef struct download {
     brig_sandbox *sb;
     int fd;
     bool tar;           /* size unknown; a final ok/error message follows the data */
+    bool ended;         /* the agent's data is all in (out holds the rest) */
     brig_frame frame;   /* the current DATA frame */
-    size_t off;         /* bytes of it already sent */
-    int64_t size, sent; /* files: the announced size */
+    brig_redactor *red; /* the sandbox's secrets (a reference), or NULL */
+    brig_redact_stream rs;
+    brig_buf out; /* redacted bytes ready to send: out.data[off .. len) */
+    size_t off;
+    int64_t size, got; /* files: the announced size; bytes received */
 } download;
 
 static void download_free(void *cls)
@@ -241,70 +301,104 @@ static void download_free(void *cls)
         close(dl->fd);
     brig_sandbox_put(dl->d, dl->sb);
     brig_frame_dispose(&dl->frame);
+    brig_redact_dispose(&dl->rs);
+    brig_redactor_free(dl->red);
+    brig_buf_dispose(&dl->out);
     free(dl);
+}
+
+/* Reads the next piece from the agent into dl->out (redacted; masks keep the
+ * length).  1: data or the end was taken in, -1: failed (logged). */
+static int download_more(download *dl)
+{
+    brig_error *err = NULL;
+    int r = brig_agentc_read_chunk(dl->fd, &dl->frame, &err);
+    if (r > 0) {
+        dl->got += dl->frame.hdr.len;
+        if (!dl->tar && dl->got > dl->size) {
+            brig_warn("download from %s: the file grew while being read", dl->sb->id);
+            return -1;
+        }
+        brig_redact_feed(&dl->rs, dl->frame.payload, dl->frame.hdr.len, &dl->out);
+        return 1;
+    }
+    if (r == 0 && dl->tar) {
+        /* tar ran to its end: did it succeed? */
+        json_t *msg = NULL;
+        brig_agent_event ev;
+        if (brig_agentc_next(dl->fd, &dl->frame, &ev, &msg, &err) == 0 && ev == BRIG_EV_MESSAGE)
+            r = 1;
+        else
+            r = -1;
+        json_decref(msg);
+    } else if (r == 0) {
+        r = dl->got == dl->size ? 1 : -1;
+    }
+    if (r < 0) {
+        brig_warn("download from %s: %s", dl->sb->id,
+                  err ? err->msg : "file changed size while being read");
+        brig_error_clear(&err);
+        return -1;
+    }
+    brig_redact_flush(&dl->rs, &dl->out);
+    dl->ended = true;
+    return 1;
 }
 
 static ssize_t download_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     download *dl = cls;
-    brig_error *err = NULL;
-    while (dl->off >= dl->frame.hdr.len) {
-        int r = brig_agentc_read_chunk(dl->fd, &dl->frame, &err);
-        if (r == 0 && dl->tar) {
-            /* tar ran to its end: did it succeed? */
-            json_t *msg = NULL;
-            brig_agent_event ev;
-            if (brig_agentc_next(dl->fd, &dl->frame, &ev, &msg, &err) == 0 &&
-                ev == BRIG_EV_MESSAGE) {
-                json_decref(msg);
-                return MHD_CONTENT_READER_END_OF_STREAM;
-            }
-            json_decref(msg);
-            r = -1;
-        }
-        if (r <= 0) {
-            if (r == 0 && dl->sent == dl->size)
-                return MHD_CONTENT_READER_END_OF_STREAM;
-            brig_warn("download from %s: %s", dl->sb->id,
-                      err ? err->msg : "file changed size while being read");
-            brig_error_clear(&err);
+    while (dl->off >= dl->out.len) {
+        if (dl->ended)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        dl->out.len = dl->off = 0;
+        if (download_more(dl) < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        dl->off = 0;
     }
-    size_t n = dl->frame.hdr.len - dl->off;
+    size_t n = dl->out.len - dl->off;
     if (n > max)
         n = max;
-    if (!dl->tar && dl->sent + (int64_t)n > dl->size)
-        return MHD_CONTENT_READER_END_WITH_ERROR; /* grew while being read */
-    memcpy(buf, dl->frame.payload + dl->off, n);
+    memcpy(buf, dl->out.data + dl->off, n);
     dl->off += n;
-    dl->sent += (int64_t)n;
     return (ssize_t)n;
 }
 
 static download *download_open(brig_req *r)
 {
     brig_sandbox *sb = NULL;
-    int fd = api_open_agent(r, &sb);
+    brig_redactor *red = NULL;
+    int fd = open_redacted(r, &sb, &red);
     if (fd < 0)
         return NULL;
     download *dl = brig_xcalloc(1, sizeof(*dl));
     dl->d = r->d;
     dl->sb = sb;
     dl->fd = fd;
+    dl->red = red;
+    brig_redact_init_mask(&dl->rs, red);
     return dl;
+}
+
+static struct MHD_Response *download_response(download *dl, uint64_t size, const char *type)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(size, 64 * 1024, download_reader, dl, download_free);
+    MHD_add_response_header(resp, "Content-Type", type);
+    if (dl->red)
+        MHD_add_response_header(resp, "X-Brig-Redaction", "mask");
+    return resp;
 }
 
 static void list_dir(brig_req *r, const char *path)
 {
     brig_sandbox *sb = NULL;
-    int fd = api_open_agent(r, &sb);
+    brig_redactor *red = NULL;
+    int fd = open_redacted(r, &sb, &red);
     if (fd < 0)
         return;
     brig_error *err = NULL;
-    json_t *req = json_pack("{s:s, s:s}", "op", "list_dir", "path", path);
+    json_t *req = path_op("list_dir", path);
     json_t *entries = json_array();
     brig_frame f = {0};
     int rc = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, req, &err);
@@ -338,9 +432,11 @@ static void list_dir(brig_req *r, const char *path)
     if (rc < 0) {
         json_decref(entries);
         brig_http_error(r, err);
-        return;
+    } else {
+        brig_redact_json(red, entries); /* names are the sandbox's text too */
+        brig_http_json(r, 200, json_pack("{s:o}", "entries", entries));
     }
-    brig_http_json(r, 200, json_pack("{s:o}", "entries", entries));
+    brig_redactor_free(red);
 }
 
 void api_files_get(brig_req *r)
@@ -356,8 +452,7 @@ void api_files_get(brig_req *r)
         return;
     }
     if (query_flag(r, "stat")) {
-        api_simple_call(r, json_pack("{s:s, s:s}", "op", "stat", "path", path), conv_stat, 200,
-                        30000);
+        stat_path(r, path);
         return;
     }
     download *dl = download_open(r);
@@ -369,9 +464,9 @@ void api_files_get(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    struct MHD_Response *resp = MHD_create_response_from_callback(
-        (uint64_t)dl->size, 64 * 1024, download_reader, dl, download_free);
-    MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+    /* Masks keep the length: the announced size stays right. */
+    struct MHD_Response *resp =
+        download_response(dl, (uint64_t)dl->size, "application/octet-stream");
     char m[16];
     snprintf(m, sizeof(m), "%04o", mode & 07777);
     MHD_add_response_header(resp, "X-Brig-File-Mode", m);
@@ -390,7 +485,7 @@ void api_tar_get(brig_req *r)
     if (dl == NULL)
         return;
     dl->tar = true;
-    json_t *req = json_pack("{s:s, s:s}", "op", "tar_create", "path", path);
+    json_t *req = path_op("tar_create", path);
     json_t *reply = NULL;
     brig_agentc_set_timeout(dl->fd, 300000);
     if (brig_agentc_call(dl->fd, req, &reply, &err) < 0) {
@@ -401,10 +496,7 @@ void api_tar_get(brig_req *r)
     }
     json_decref(req);
     json_decref(reply);
-    struct MHD_Response *resp = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 64 * 1024, download_reader, dl, download_free);
-    MHD_add_response_header(resp, "Content-Type", "application/x-tar");
-    brig_http_response(r, 200, resp);
+    brig_http_response(r, 200, download_response(dl, MHD_SIZE_UNKNOWN, "application/x-tar"));
 }
 
 /* ---- file-system operations ------------------------------------------------------ */
@@ -417,10 +509,9 @@ void api_files_delete(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    api_simple_call(r,
-                    json_pack("{s:s, s:s, s:b}", "op", "remove", "path", path, "recursive",
-                              query_flag(r, "recursive")),
-                    NULL, 204, 300000);
+    json_t *req = path_op("remove", path);
+    json_object_set_new(req, "recursive", json_boolean(query_flag(r, "recursive")));
+    api_simple_call(r, req, NULL, 204, 300000);
 }
 
 void api_files_move(brig_req *r)

@@ -40,6 +40,8 @@ typedef struct brig_config {
     int64_t body_timeout_ms;               /* a JSON body's deadline after its head; 20 s */
     int64_t max_requests_per_account;      /* authenticated requests in flight; 256 */
     int64_t max_file_bytes;                /* largest upload (file or tar); 8 GiB */
+    int64_t max_secrets;                   /* secrets per sandbox; 100 */
+    int64_t max_secret_bytes;              /* their values together, per sandbox; 64 KiB */
     int64_t pids_limit;                    /* per sandbox; default 512 */
     int64_t uid_base;                      /* first host uid of sandbox ranges; 10000000 */
     int64_t uid_ranges;                    /* how many 65536-id ranges (max live sandboxes) */

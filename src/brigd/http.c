@@ -112,8 +112,11 @@ void brig_http_error(brig_req *r, brig_error *err)
     unsigned status = (unsigned)brig_error_http_status(err->kind);
     if (status >= 500)
         brig_warn("%s %s: %u %s", r->method, r->route ? r->route->pattern : "?", status, err->msg);
-    json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", brig_error_code(err->kind),
-                             "message", err->msg);
+    /* Messages may name paths that are not UTF-8: shown with U+FFFD. */
+    char *msg = brig_utf8_display(err->msg, strlen(err->msg));
+    json_t *body =
+        json_pack("{s:{s:s, s:s}}", "error", "code", brig_error_code(err->kind), "message", msg);
+    free(msg);
     brig_http_json(r, status, body);
     if (status == 401)
         MHD_add_response_header(r->resp, "WWW-Authenticate", "Bearer");

@@ -32,6 +32,7 @@
 #include "billing.h"
 #include "log.h"
 #include "pool.h"
+#include "redact.h"
 #include "template.h"
 #include "tenants.h"
 #include "util.h"
@@ -132,6 +133,7 @@ static void sandbox_free(brigd *d, brig_sandbox *sb)
     if (sb->rt)
         d->rt->ops->release(d->rt, sb->rt);
     json_decref(sb->env);
+    brig_redactor_free(sb->redactor);
     free(sb);
 }
 
@@ -254,6 +256,35 @@ int brig_sandbox_secrets(brigd *d, const brig_sandbox *sb, json_t **out, brig_er
     return 0;
 }
 
+int brig_sandbox_redactor(brigd *d, brig_sandbox *sb, brig_redactor **out, brig_error **err)
+{
+    *out = NULL;
+    pthread_mutex_lock(&d->lock);
+    bool built = sb->redactor_built;
+    if (built)
+        *out = brig_redactor_ref(sb->redactor);
+    pthread_mutex_unlock(&d->lock);
+    if (built)
+        return 0;
+    /* Built outside the lock; two first uses at once (after a restart) may both
+     * build, and the second one's is dropped. */
+    json_t *secrets = NULL;
+    if (brig_sandbox_secrets(d, sb, &secrets, err) < 0)
+        return -1;
+    brig_redactor *r = brig_redactor_new(secrets);
+    brig_vault_wipe(secrets);
+    pthread_mutex_lock(&d->lock);
+    if (!sb->redactor_built) {
+        sb->redactor = r;
+        sb->redactor_built = true;
+        r = NULL;
+    }
+    *out = brig_redactor_ref(sb->redactor);
+    pthread_mutex_unlock(&d->lock);
+    brig_redactor_free(r);
+    return 0;
+}
+
 json_t *brig_sandbox_command_env(const brig_sandbox *sb, json_t *secrets, json_t *request_env)
 {
     if (json_object_size(sb->env) == 0 && json_object_size(secrets) == 0 &&
@@ -369,6 +400,10 @@ static int admit(brigd *d, const char *account_id, brig_capacity need, brig_rese
 static int seal_secrets(brigd *d, const char *id, const char *project_id,
                         const brig_sandbox_opts *o, brig_error **err)
 {
+    /* The count first: nothing is sealed for a create that must be refused. */
+    if (brig_vault_check_count(json_object_size(o->secrets) + json_array_size(o->secret_refs),
+                               d->cfg.max_secrets, err) < 0)
+        return -1;
     const char *name;
     json_t *v;
     json_object_foreach(o->secrets, name, v)
@@ -382,7 +417,8 @@ static int seal_secrets(brigd *d, const char *id, const char *project_id,
     if (o->secret_refs &&
         brig_vault_copy(d->vault, d->store, project_id, id, o->secret_refs, err) < 0)
         return -1;
-    return 0;
+    /* Their bytes, referenced ones included (the create's cleanup removes them). */
+    return brig_vault_check_total(d->store, id, d->cfg.max_secrets, d->cfg.max_secret_bytes, err);
 }
 
 int brig_sandbox_net_attach(brigd *d, const char *id, brig_rt_sandbox *rt,
@@ -521,6 +557,11 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     }
     if (seal_secrets(d, sb->id, project, opts, err) < 0)
         goto out;
+    /* Its redactor, once for its life, before anyone can use it. */
+    brig_redactor *unused = NULL;
+    if (brig_sandbox_redactor(d, sb, &unused, err) < 0)
+        goto out;
+    brig_redactor_free(unused);
     brig_sandbox_row row = {0};
     memcpy(row.id, sb->id, sizeof(row.id));
     memcpy(row.account_id, sb->account_id, sizeof(row.account_id));
@@ -1172,8 +1213,17 @@ int brig_sandbox_network_log(brigd *d, const brig_caller *c, const char *id, jso
     brig_sandbox *sb = NULL;
     if (brig_sandbox_get(d, c, id, &sb, err) < 0)
         return -1;
+    /* DNS names are the sandbox's own text (a query for <value>.evil.test): the
+     * log is shown through its redactor like output. */
+    brig_redactor *red = NULL;
+    if (brig_sandbox_redactor(d, sb, &red, err) < 0) {
+        brig_sandbox_put(d, sb);
+        return -1;
+    }
     *out = sb->net ? brig_net_log(d->net, sb->net) : json_array();
     brig_sandbox_put(d, sb);
+    brig_redact_json(brig_redactor_dns(red), *out);
+    brig_redactor_free(red);
     return 0;
 }
 

@@ -59,6 +59,11 @@ struct brig_sandbox {
     int teardown_checks;                /* attempts that found its processes alive */
     int teardown_fails;                 /* attempts whose cleanup left something behind */
     bool procs_gone;                    /* its processes are dead; its capacity was returned */
+    /* Its secrets' redactor (redact.h; one reference), built at create, or at first use
+     * after a restart, and kept: a sandbox's secrets never change.  NULL with
+     * redactor_built: it has none.  Guarded by brigd.lock. */
+    struct brig_redactor *redactor;
+    bool redactor_built;
 };
 
 /* The janitor's question to an idle sandbox's agent: does a command still run? */
@@ -94,6 +99,11 @@ void brig_sandbox_unref(brigd *d, brig_sandbox *sb);
  * possible.  -1 when they exist but do not open (another master key): what
  * needs them (a command's env, the redaction of output) must not go on. */
 int brig_sandbox_secrets(brigd *d, const brig_sandbox *sb, json_t **out, brig_error **err);
+
+/* The redactor of the sandbox's secrets (redact.h): a new reference in *out
+ * (brig_redactor_free it), or NULL when it has none.  Built once per sandbox.
+ * -1 like brig_sandbox_secrets when they do not open: output must not go out. */
+int brig_sandbox_redactor(brigd *d, brig_sandbox *sb, struct brig_redactor **out, brig_error **err);
 
 /* The environment of a command: the sandbox's env, then its secrets, then the
  * request's own (any may be NULL); a new object (holding secret values: wipe

@@ -128,6 +128,44 @@ int brig_vault_check_value(const char *value, size_t len, brig_error **err)
     return 0;
 }
 
+int brig_vault_check_count(size_t n, int64_t max, brig_error **err)
+{
+    if ((int64_t)n > max)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "a sandbox has at most %lld secrets (max_secrets); this one would "
+                              "have %zu",
+                              (long long)max, n);
+    return 0;
+}
+
+static int total_row(brig_row *row, void *arg)
+{
+    int64_t *t = arg;
+    t[0] = brig_row_int(row, 0);
+    t[1] = brig_row_int(row, 1);
+    return 0;
+}
+
+int brig_vault_check_total(brig_store *st, const char *owner, int64_t max_count, int64_t max_bytes,
+                           brig_error **err)
+{
+    /* A box is the value and its tag. */
+    int64_t t[2] = {0, 0};
+    if (brig_store_query(st, err, total_row, t,
+                         "SELECT count(*), coalesce(sum(length(box)), 0) - count(*) * ?"
+                         " FROM secrets WHERE owner = ?",
+                         "is", (int64_t)TAG_BYTES, owner) < 0)
+        return -1;
+    if (brig_vault_check_count((size_t)t[0], max_count, err) < 0)
+        return -1;
+    if (t[1] > max_bytes)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "a sandbox's secret values are at most %lld bytes in all "
+                              "(max_secret_bytes); these have %lld",
+                              (long long)max_bytes, (long long)t[1]);
+    return 0;
+}
+
 /* Associated data: "owner\0name". */
 static char *aad(const char *owner, const char *name, size_t *len)
 {
@@ -182,7 +220,11 @@ static int open_row(brig_row *row, void *arg)
     }
     size_t alen;
     char *ad = aad(c->owner, name, &alen);
-    char *plain = sodium_malloc(blen - TAG_BYTES + 1);
+    /* Not sodium_malloc: its guard pages cost an mmap, mprotects and a munmap (with a
+     * TLB shootdown on every CPU) per secret and exec, and the value is copied into an
+     * ordinary heap string next anyway.  Wiped below like that copy is later. */
+    size_t cap = blen - TAG_BYTES + 1;
+    char *plain = brig_xmalloc(cap);
     unsigned long long plen = 0;
     int r = crypto_aead_xchacha20poly1305_ietf_decrypt((unsigned char *)plain, &plen, NULL, box,
                                                        blen, (const unsigned char *)ad, alen, nonce,
@@ -192,7 +234,8 @@ static int open_row(brig_row *row, void *arg)
         json_object_set_new(c->out, name, json_stringn(plain, (size_t)plen));
     else
         c->bad = 1;
-    sodium_free(plain);
+    sodium_memzero(plain, cap);
+    free(plain);
     return r == 0 ? 0 : 1;
 }
 

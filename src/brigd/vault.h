@@ -25,6 +25,14 @@ int brig_vault_check_name(const char *name, brig_error **err);
 /* A value: 4 bytes (shorter ones would redact ordinary text) to 64 KiB. */
 int brig_vault_check_value(const char *value, size_t len, brig_error **err);
 
+/* The caps on one owner's set (max_secrets, max_secret_bytes): n secrets at
+ * most max; BRIG_E_INVALID naming the setting otherwise. */
+int brig_vault_check_count(size_t n, int64_t max, brig_error **err);
+/* The owner's stored secrets: at most max_count, their values at most max_bytes
+ * in all; BRIG_E_INVALID naming the setting that is exceeded. */
+int brig_vault_check_total(brig_store *st, const char *owner, int64_t max_count, int64_t max_bytes,
+                           brig_error **err);
+
 /* Seals and stores value under (owner, name), replacing an older one. */
 int brig_vault_put(brig_vault *v, brig_store *st, const char *owner, const char *name,
                    const char *value, size_t len, brig_error **err);

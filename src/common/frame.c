@@ -186,5 +186,7 @@ int brig_proto_client_hello(int fd, int *version, brig_error **err)
 
 json_t *brig_proto_error_msg(const char *code, const char *msg)
 {
-    return json_pack("{s:s, s:s, s:s}", "type", "error", "code", code, "message", msg);
+    /* Messages name paths, which need not be UTF-8: shown with U+FFFD then. */
+    _cleanup_free_ char *shown = brig_utf8_display(msg, strlen(msg));
+    return json_pack("{s:s, s:s, s:s}", "type", "error", "code", code, "message", shown);
 }

@@ -183,3 +183,60 @@ void brig_buf_dispose(brig_buf *b)
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+/* The length of the valid UTF-8 sequence at p[0..n) (what jansson accepts: no
+ * overlong forms, surrogates or code points above U+10FFFF), or 0. */
+static size_t utf8_seq(const uint8_t *p, size_t n)
+{
+    uint8_t c = p[0];
+    size_t len;
+    uint32_t cp, min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2, cp = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3, cp = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4, cp = c & 0x07, min = 0x10000;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+bool brig_utf8_valid(const char *s, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)s;
+    for (size_t i = 0, k; i < n; i += k)
+        if ((k = utf8_seq(p + i, n - i)) == 0)
+            return false;
+    return true;
+}
+
+char *brig_utf8_display(const char *s, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)s;
+    brig_buf b = {0};
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_seq(p + i, n - i);
+        if (k == 0) {
+            brig_buf_append(&b, "\xEF\xBF\xBD", 3); /* U+FFFD */
+            i++;
+        } else {
+            brig_buf_append(&b, p + i, k);
+            i += k;
+        }
+    }
+    if (b.data == NULL)
+        return brig_xstrdup("");
+    return b.data;
+}

@@ -7,6 +7,7 @@
 #define BRIG_UTIL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -69,5 +70,11 @@ typedef struct brig_buf {
 
 void brig_buf_append(brig_buf *b, const void *p, size_t n);
 void brig_buf_dispose(brig_buf *b);
+
+/* Whether s[0..n) is valid UTF-8 (what a JSON string may hold). */
+bool brig_utf8_valid(const char *s, size_t n);
+/* s[0..n) for display: each byte that does not begin a valid UTF-8 sequence
+ * becomes U+FFFD.  Always valid UTF-8; caller frees. */
+char *brig_utf8_display(const char *s, size_t n);
 
 #endif
