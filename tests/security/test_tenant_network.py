@@ -398,7 +398,7 @@ def test_revoking_dns_grants_is_bounded_and_blocks_no_one(sec, bystander, upstre
     base_patch = time.monotonic() - t0
     link = brigtest.host_link(sid)
     flood = sectest.background(sec.api, sid, argv=["python3", "-c", CLIENT, "grants", "t0-",
-                                                   "100000", "40"])
+                                                   "100000", "20"])
     # Longer than the grants' 10 s lifetime: from now on some expire every moment.
     sectest.wait_output(sec.api, sid, flood, '"elapsed": 12,', timeout=60)
     assert len(dns_elements(link)) >= 200

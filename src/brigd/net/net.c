@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -241,6 +240,25 @@ brig_net_sandbox *brig_net_by_ifindex(brig_net *n, int ifindex)
     return NULL;
 }
 
+/* ---- the firewall lock ------------------------------------------------------ */
+
+static void fw_acquire(brig_net *n)
+{
+    pthread_mutex_lock(&n->fw_lock.m);
+    uint64_t ticket = n->fw_lock.next++;
+    while (ticket != n->fw_lock.serving)
+        pthread_cond_wait(&n->fw_lock.turn, &n->fw_lock.m);
+    pthread_mutex_unlock(&n->fw_lock.m);
+}
+
+static void fw_release(brig_net *n)
+{
+    pthread_mutex_lock(&n->fw_lock.m);
+    n->fw_lock.serving++;
+    pthread_cond_broadcast(&n->fw_lock.turn);
+    pthread_mutex_unlock(&n->fw_lock.m);
+}
+
 /* ---- DNS grants ----------------------------------------------------------- */
 
 /* Grants are kept least recently answered first: pruning and removals keep the
@@ -320,9 +338,9 @@ void brig_net_grant_add(brig_net *n, brig_net_sandbox *s, const brig_dns_questio
             evict[ne++] = s->grants[i].addr;
 
     brig_error *err = NULL;
-    pthread_mutex_lock(&n->fw_lock);
+    fw_acquire(n);
     int rc = brig_fw_grant(n->fw, s->ifname, addrs, ttls, na, evict, ne, &err);
-    pthread_mutex_unlock(&n->fw_lock);
+    fw_release(n);
     if (rc < 0) {
         brig_warn("net: %s: open DNS answers of %s: %s", s->id, q->name, err->msg);
         brig_error_clear(&err);
@@ -395,9 +413,9 @@ static void grants_reopen(brig_net *n, brig_net_sandbox *s, const uint32_t *addr
     if (k == 0)
         return;
     brig_error *err = NULL;
-    pthread_mutex_lock(&n->fw_lock);
+    fw_acquire(n);
     int rc = brig_fw_grant(n->fw, s->ifname, again, ttls, k, NULL, 0, &err);
-    pthread_mutex_unlock(&n->fw_lock);
+    fw_release(n);
     if (rc < 0) {
         brig_warn("net: %s: reopen DNS grants: %s", s->id, err->msg);
         brig_error_clear(&err);
@@ -405,8 +423,8 @@ static void grants_reopen(brig_net *n, brig_net_sandbox *s, const uint32_t *addr
 }
 
 /* Closes addresses taken by grants_take, BRIG_NET_REVOKE_CHUNK per
- * transaction, under the firewall lock alone and yielding between chunks, so
- * that other sandboxes' DNS and attaches go on meanwhile.  live: s is still
+ * transaction, under the firewall lock alone, which whoever waits for it gets
+ * between two chunks: other sandboxes' DNS and attaches go on meanwhile.  live: s is still
  * attached, and its DNS may open one of these addresses again (for a name the
  * new policy allows) while the chunk closes it: such ones are opened again
  * after the chunk. */
@@ -415,9 +433,9 @@ static void grants_close(brig_net *n, brig_net_sandbox *s, uint32_t *addrs, size
     for (size_t i = 0; i < na; i += BRIG_NET_REVOKE_CHUNK) {
         size_t m = na - i < BRIG_NET_REVOKE_CHUNK ? na - i : BRIG_NET_REVOKE_CHUNK;
         brig_error *err = NULL;
-        pthread_mutex_lock(&n->fw_lock);
+        fw_acquire(n);
         int rc = brig_fw_revoke(n->fw, s->ifname, addrs + i, m, &err);
-        pthread_mutex_unlock(&n->fw_lock);
+        fw_release(n);
         if (rc < 0) {
             brig_warn("net: %s: close DNS grants: %s", s->id, err->msg);
             brig_error_clear(&err);
@@ -429,7 +447,6 @@ static void grants_close(brig_net *n, brig_net_sandbox *s, uint32_t *addrs, size
             grants_reopen(n, s, addrs + i, m);
             pthread_mutex_unlock(&n->lock);
         }
-        sched_yield(); /* a waiter woken by the unlocks gets its turn */
     }
 }
 
@@ -463,7 +480,8 @@ int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err)
     brig_net *n = brig_xcalloc(1, sizeof(*n));
     n->owner_lock = lock;
     pthread_mutex_init(&n->lock, NULL);
-    pthread_mutex_init(&n->fw_lock, NULL);
+    pthread_mutex_init(&n->fw_lock.m, NULL);
+    pthread_cond_init(&n->fw_lock.turn, NULL);
     n->state_dir = brig_xstrdup(cfg->state_dir ? cfg->state_dir : "/var/lib/brig");
     n->next_gen = arc4random() | 1;
     n->grants_max = cfg->dns_grants_max > 0 ? (size_t)cfg->dns_grants_max : BRIG_NET_GRANTS_DEFAULT;
@@ -516,7 +534,8 @@ fail:
     brig_error_prefix(err, "sandbox networking");
     close(n->owner_lock);
     pthread_mutex_destroy(&n->lock);
-    pthread_mutex_destroy(&n->fw_lock);
+    pthread_mutex_destroy(&n->fw_lock.m);
+    pthread_cond_destroy(&n->fw_lock.turn);
     free(n->slot_used);
     free(n->state_dir);
     free(n);
@@ -570,7 +589,8 @@ void brig_net_free(brig_net *n)
     }
     brig_fw_free(n->fw);
     pthread_mutex_destroy(&n->lock);
-    pthread_mutex_destroy(&n->fw_lock);
+    pthread_mutex_destroy(&n->fw_lock.m);
+    pthread_cond_destroy(&n->fw_lock.turn);
     free(n->slot_used);
     free(n->state_dir);
     close(n->owner_lock);
@@ -611,9 +631,9 @@ static brig_net_sandbox *sandbox_new(brig_net *n, const char *id, const brig_egr
 static int sandbox_activate(brig_net *n, brig_net_sandbox *s, brig_error **err)
 {
     brig_fw_sandbox v = fw_view(s, &s->policy, s->gen);
-    pthread_mutex_lock(&n->fw_lock);
+    fw_acquire(n);
     int rc = brig_fw_sandbox_add(n->fw, &v, err);
-    pthread_mutex_unlock(&n->fw_lock);
+    fw_release(n);
     if (rc < 0)
         return -1;
     pthread_mutex_lock(&n->lock);
@@ -625,9 +645,9 @@ static int sandbox_activate(brig_net *n, brig_net_sandbox *s, brig_error **err)
     }
     pthread_mutex_unlock(&n->lock);
     if (rc < 0) {
-        pthread_mutex_lock(&n->fw_lock);
+        fw_acquire(n);
         brig_fw_sandbox_del(n->fw, &v, NULL);
-        pthread_mutex_unlock(&n->fw_lock);
+        fw_release(n);
     }
     return rc;
 }
@@ -762,9 +782,9 @@ int brig_net_set_policy(brig_net *n, brig_net_sandbox *s, const brig_egress *pol
     uint32_t gen = n->next_gen;
     n->next_gen += 2;
     brig_fw_sandbox old = fw_view(s, &s->policy, s->gen), new_ = fw_view(s, policy, gen);
-    pthread_mutex_lock(&n->fw_lock);
+    fw_acquire(n);
     int rc = brig_fw_sandbox_update(n->fw, &old, &new_, err);
-    pthread_mutex_unlock(&n->fw_lock);
+    fw_release(n);
     if (rc == 0) {
         /* Connections marked with the old generation are re-checked against
          * the new policy at their next packet (fw.c, chain egress).  From
@@ -839,12 +859,12 @@ static void detach(brig_net *n, brig_net_sandbox *s, bool del_link)
     /* Unregistered, s is this thread's alone: no lock but the firewall's. */
     brig_error *err = NULL;
     brig_fw_sandbox v = fw_view(s, &s->policy, s->gen);
-    pthread_mutex_lock(&n->fw_lock);
+    fw_acquire(n);
     if (brig_fw_sandbox_del(n->fw, &v, &err) < 0) {
         brig_warn("net: detach %s: %s", s->id, err->msg);
         brig_error_clear(&err);
     }
-    pthread_mutex_unlock(&n->fw_lock);
+    fw_release(n);
     grants_close(n, s, revoked, n_revoked, false);
 
     brig_rtnl *r = NULL;

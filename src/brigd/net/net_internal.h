@@ -12,7 +12,8 @@
  *             NFLOG records of denied packets
  *
  * Locking: brig_net.lock guards the registry, every sandbox's mutable fields
- * and the proxy's state; brig_net.fw_lock guards the nftables context.  Order:
+ * and the proxy's state; brig_net.fw_lock (a FIFO lock) guards the nftables
+ * context.  Order:
  * lock, then fw_lock.  Netlink work runs with neither held.  Every nftables
  * transaction is bounded (a sandbox's DNS grants are capped, and revoking
  * them goes in chunks, fw_lock let go in between and n->lock held only to
@@ -42,10 +43,10 @@
 #define BRIG_NET_GRANTS_DEFAULT      2048   /* dns_grants_max's default */
 #define BRIG_NET_GRANTS_MIN          32     /* ... at least one whole answer */
 #define BRIG_NET_CONNS_DEFAULT       1024   /* net_connections_max's default */
-#define BRIG_NET_REVOKE_CHUNK        128    /* grants revoked per nftables transaction */
+#define BRIG_NET_REVOKE_CHUNK        64     /* grants revoked per nftables transaction */
 #define BRIG_NET_MAX_QUERIES         64     /* upstream queries in flight per sandbox */
 #define BRIG_NET_MAX_TCP             8      /* DNS-over-TCP connections per sandbox */
-#define BRIG_NET_ANSWERS_PER_ROUND   2 /* upstream answers handled per sandbox per loop round */
+#define BRIG_NET_ANSWERS_PER_ROUND   1      /* upstream answers per sandbox per loop round */
 #define BRIG_NET_UPSTREAM_TIMEOUT_MS 4000
 
 /* ---- rtnl.c ------------------------------------------------------------ */
@@ -265,7 +266,13 @@ struct brig_net {
     int ttl_max;       /* seconds a grant lasts at most (dns_ttl_max) */
 
     pthread_mutex_t lock;
-    pthread_mutex_t fw_lock;
+    /* fw_lock is first come, first served (a ticket lock): a revocation's
+     * series of transactions lets every waiter in between two of them. */
+    struct {
+        pthread_mutex_t m;
+        pthread_cond_t turn;
+        uint64_t next, serving;
+    } fw_lock;
     brig_fw *fw;
     uint32_t next_gen;
 
