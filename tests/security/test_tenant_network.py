@@ -126,15 +126,16 @@ elif cmd == "probe":  # probe STOPFILE SECONDS: the bystander's resolver, every 
               flush=True)
         time.sleep(0.02)
     print(json.dumps({"done": n}), flush=True)
-elif cmd == "grants":  # grants PREFIX COUNT RATE: COUNT names answered with 32 addresses each
-    prefix, count, rate = args[0], int(args[1]), float(args[2])
+elif cmd == "grants":  # grants PREFIXES COUNT RATE: COUNT names answered with 32 addresses each
+    prefixes, count, rate = args[0].split(","), int(args[1]), float(args[2])
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
     t_start = time.time(); ok = 0; first = last = None; ttls = []; last_tick = 0
     for n in range(count):
         want = t_start + n / rate
         if want > time.time():
             time.sleep(want - time.time())
-        s.sendto(query(["%s%d" % (prefix, n), "flood", "test"], n & 0xffff), (gw, 53))
+        name = "%s%d" % (prefixes[n % len(prefixes)], n)
+        s.sendto(query([name, "flood", "test"], n & 0xffff), (gw, 53))
         try:
             while True:
                 r = s.recvfrom(4096)[0]
@@ -385,8 +386,9 @@ def sandbox_addr(sec, sid):
 @pytest.mark.parametrize("how", ["delete", "policy"])
 def test_revoking_dns_grants_is_bounded_and_blocks_no_one(sec, bystander, upstream, how):
     """An allowlisted sandbox keeps its DNS grants churning (a wildcard whose
-    answers carry 32 fresh addresses with TTL 0, so at any moment some of them
-    are expiring), then is deleted or has its policy changed.  The revocation
+    answers carry 32 fresh addresses, every other answer with TTL 0, so at any
+    moment some of them are expiring; the others last 60 s), then is deleted
+    or has its policy changed.  The revocation
     ends promptly, and meanwhile the other tenant's DNS answers as fast as when
     idle and its create is not held up; no element of the attacker stays."""
     base_dns = bystander.baseline()
@@ -397,7 +399,7 @@ def test_revoking_dns_grants_is_bounded_and_blocks_no_one(sec, bystander, upstre
                {"egress": {"mode": "allowlist", "domains": ["*.flood.test"]}})
     base_patch = time.monotonic() - t0
     link = brigtest.host_link(sid)
-    flood = sectest.background(sec.api, sid, argv=["python3", "-c", CLIENT, "grants", "t0-",
+    flood = sectest.background(sec.api, sid, argv=["python3", "-c", CLIENT, "grants", "t0-,m-",
                                                    "100000", "20"])
     # Longer than the grants' 10 s lifetime: from now on some expire every moment.
     sectest.wait_output(sec.api, sid, flood, '"elapsed": 12,', timeout=60)
@@ -434,7 +436,7 @@ def test_revoking_dns_grants_is_bounded_and_blocks_no_one(sec, bystander, upstre
     revoked = result["revoked"]
     print(f"\n{how}: revoked in {revoked:.2f}s; a create took {create:.2f}s "
           f"(idle {base_create:.2f}s)")
-    limit = max(10.0, 5 * base_create) if how == "delete" else 5.0 + 20 * base_patch
+    limit = max(15.0, 5 * base_create if how == "delete" else 20 * base_patch)
     assert revoked < limit, f"the {how} revoked in {revoked:.1f}s (bound {limit:.1f}s)"
     assert create < 3 * base_create + 5, (
         f"a create took {create:.1f}s during the revocation (idle {base_create:.1f}s)")

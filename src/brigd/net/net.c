@@ -242,6 +242,9 @@ brig_net_sandbox *brig_net_by_ifindex(brig_net *n, int ifindex)
 
 /* ---- the firewall lock ------------------------------------------------------ */
 
+/* First come, first served.  Nobody holding it ever waits for n->lock (the
+ * order is n->lock, then this), so a holder of n->lock may wait for it. */
+
 static void fw_acquire(brig_net *n)
 {
     pthread_mutex_lock(&n->fw_lock.m);
@@ -424,10 +427,10 @@ static void grants_reopen(brig_net *n, brig_net_sandbox *s, const uint32_t *addr
 
 /* Closes addresses taken by grants_take, BRIG_NET_REVOKE_CHUNK per
  * transaction, under the firewall lock alone, which whoever waits for it gets
- * between two chunks: other sandboxes' DNS and attaches go on meanwhile.  live: s is still
- * attached, and its DNS may open one of these addresses again (for a name the
- * new policy allows) while the chunk closes it: such ones are opened again
- * after the chunk. */
+ * between two chunks (it is FIFO): other sandboxes' DNS and attaches go on
+ * meanwhile.  live: s is still attached, and its DNS may open one of these
+ * addresses again (for a name the new policy allows) while a chunk closes it:
+ * such ones are opened again after the chunk.  No caller holds a lock. */
 static void grants_close(brig_net *n, brig_net_sandbox *s, uint32_t *addrs, size_t na, bool live)
 {
     for (size_t i = 0; i < na; i += BRIG_NET_REVOKE_CHUNK) {
