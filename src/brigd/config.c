@@ -11,9 +11,10 @@
  * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes,
  * memory_overcommit and disk_overcommit (ratios), disk_reserve_mib, and in
  * seconds: create_queue_timeout, idle_timeout_default, idle_timeout_max, lifetime_default,
- * lifetime_max, cpu_abuse_window, billing_interval, retention. Tariffs are sections [tariff.NAME]
- * with vcpus, memory_mib, disk_mib and price_micro_usd_per_second; small, medium and large exist by
- * default.
+ * lifetime_max, cpu_abuse_window, billing_interval, retention; and for sandbox networking
+ * net_pool, dns_upstream, network, dns_grants_max, dns_ttl_max (seconds),
+ * net_connections_max. Tariffs are sections [tariff.NAME] with vcpus, memory_mib, disk_mib and
+ * price_micro_usd_per_second; small, medium and large exist by default.
  */
 #include "config.h"
 
@@ -102,6 +103,9 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"cpu_abuse_window", &cfg->cpu_abuse_window_ms, 1, 7 * 86400, 1000},
         {"billing_interval", &cfg->billing_interval_ms, 1, 3600, 1000},
         {"retention", &cfg->retention_ms, 0, 365 * 86400, 1000},
+        {"dns_grants_max", &cfg->dns_grants_max, 32, 1 << 20, 1},
+        {"dns_ttl_max", &cfg->dns_ttl_max, 10, 86400, 1},
+        {"net_connections_max", &cfg->net_connections_max, 16, 1 << 20, 1},
     };
     struct {
         const char *name;
@@ -313,6 +317,9 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->billing_interval_ms = 10000;
     cfg->retention_ms = INT64_C(7) * 86400000;
     cfg->net_pool = brig_xstrdup("10.201.0.0/16");
+    cfg->dns_grants_max = 2048;
+    cfg->dns_ttl_max = 3600;
+    cfg->net_connections_max = 1024;
     cfg->network = brig_xstrdup("on");
     cfg->warm_pool = brig_xstrdup("");
     cfg->uid_base = 10000000;

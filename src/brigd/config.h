@@ -66,6 +66,9 @@ typedef struct brig_config {
     int64_t retention_ms;            /* ended sandboxes stay queryable; 7 days */
     char *net_pool;                  /* sandbox link addresses; "10.201.0.0/16" */
     char *dns_upstream;              /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
+    int64_t dns_grants_max;          /* addresses DNS answers keep open per sandbox; 2048 */
+    int64_t dns_ttl_max;             /* seconds one stays open at most; 3600 */
+    int64_t net_connections_max;     /* tracked forwarded connections per sandbox; 1024 */
     char *network;                   /* "on" | "off": sandbox networking */
     char *warm_pool;                 /* "TEMPLATE:TARIFF:COUNT,…"; "" for none */
     struct {

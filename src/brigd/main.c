@@ -187,7 +187,10 @@ static int run(brigd *d, int sigfd, brig_error **err)
      * with loopback only (no egress at all), never an unfiltered one. */
     brig_net_config nc = {.state_dir = d->cfg.state_dir,
                           .pool = d->cfg.net_pool,
-                          .dns_upstream = d->cfg.dns_upstream};
+                          .dns_upstream = d->cfg.dns_upstream,
+                          .dns_grants_max = (int)d->cfg.dns_grants_max,
+                          .dns_ttl_max = (int)d->cfg.dns_ttl_max,
+                          .connections_max = (int)d->cfg.net_connections_max};
     brig_error *nerr = NULL;
     if (strcmp(d->cfg.network, "off") == 0) {
         brig_info("networking off (network = off): sandboxes have loopback only");

@@ -30,6 +30,23 @@ static void name_of(const ldns_rdf *rdf, char *out, size_t cap)
     free(s);
 }
 
+/* The wire form of a name rdf, ASCII letters in lower case (DNS names compare
+ * case-insensitively); 0 or -1 when it does not fit. */
+static int wire_of(const ldns_rdf *rdf, uint8_t *out, size_t cap, size_t *len)
+{
+    size_t n = ldns_rdf_size(rdf);
+    if (ldns_rdf_get_type(rdf) != LDNS_RDF_TYPE_DNAME || n == 0 || n > cap)
+        return -1;
+    memcpy(out, ldns_rdf_data(rdf), n);
+    /* Label by label, so that length bytes are never touched. */
+    for (size_t i = 0; i < n && out[i] != 0; i += 1 + out[i])
+        for (size_t k = i + 1; k <= i + out[i] && k < n; k++)
+            if (out[k] >= 'A' && out[k] <= 'Z')
+                out[k] = (uint8_t)(out[k] - 'A' + 'a');
+    *len = n;
+    return 0;
+}
+
 static void type_of(uint16_t t, char *out, size_t cap)
 {
     const ldns_rr_descriptor *d = ldns_rr_descript(t);
@@ -66,6 +83,10 @@ int brig_dns_parse_query(const uint8_t *msg, size_t len, brig_dns_question *q)
         goto out;
     }
     name_of(ldns_rr_owner(rr), q->name, sizeof(q->name));
+    if (wire_of(ldns_rr_owner(rr), q->qname, sizeof(q->qname), &q->qname_len) < 0) {
+        rc = BRIG_DNS_FORMERR;
+        goto out;
+    }
     q->qtype = (uint16_t)ldns_rr_get_type(rr);
     type_of(q->qtype, q->type, sizeof(q->type));
     q->has_edns = ldns_pkt_edns(p);
@@ -139,9 +160,11 @@ int brig_dns_parse_answer(const uint8_t *msg, size_t len, uint16_t upstream_id,
     if (ldns_pkt_qdcount(p) != 1 || qs == NULL || ldns_rr_list_rr_count(qs) != 1)
         goto out;
     ldns_rr *qr = ldns_rr_list_rr(qs, 0);
-    char name[sizeof(q->name)];
-    name_of(ldns_rr_owner(qr), name, sizeof(name));
-    if (strcmp(name, q->name) != 0 || (uint16_t)ldns_rr_get_type(qr) != q->qtype)
+    uint8_t qname[sizeof(q->qname)];
+    size_t qname_len = 0;
+    if (wire_of(ldns_rr_owner(qr), qname, sizeof(qname), &qname_len) < 0 ||
+        qname_len != q->qname_len || memcmp(qname, q->qname, qname_len) != 0 ||
+        (uint16_t)ldns_rr_get_type(qr) != q->qtype)
         goto out;
     a->rcode = (int)ldns_pkt_get_rcode(p);
     a->truncated = ldns_pkt_tc(p);
@@ -167,22 +190,91 @@ out:
     return rc;
 }
 
-bool brig_dns_name_allowed(const brig_egress *policy, const char *name)
+/* Skips the name at *pos (compressed or not); -1 when it is malformed. */
+static int skip_name(const uint8_t *msg, size_t len, size_t *pos)
+{
+    ldns_rdf *d = NULL;
+    if (ldns_wire2dname(&d, msg, len, pos) != LDNS_STATUS_OK)
+        return -1;
+    ldns_rdf_deep_free(d);
+    return 0;
+}
+
+int brig_dns_clamp_ttls(uint8_t *msg, size_t len, uint32_t max)
+{
+    if (len < 12)
+        return -1;
+    size_t qd = (size_t)msg[4] << 8 | msg[5];
+    size_t rrs = ((size_t)msg[6] << 8 | msg[7]) + ((size_t)msg[8] << 8 | msg[9]) +
+                 ((size_t)msg[10] << 8 | msg[11]);
+    size_t pos = 12;
+    for (size_t i = 0; i < qd; i++) {
+        if (skip_name(msg, len, &pos) < 0 || pos + 4 > len)
+            return -1;
+        pos += 4;
+    }
+    for (size_t i = 0; i < rrs; i++) {
+        if (skip_name(msg, len, &pos) < 0 || pos + 10 > len)
+            return -1;
+        uint8_t *f = msg + pos; /* type, class, ttl, rdlength */
+        uint32_t ttl = (uint32_t)f[4] << 24 | (uint32_t)f[5] << 16 | (uint32_t)f[6] << 8 | f[7];
+        if ((f[0] << 8 | f[1]) != LDNS_RR_TYPE_OPT && ttl > max) {
+            f[4] = (uint8_t)(max >> 24);
+            f[5] = (uint8_t)(max >> 16);
+            f[6] = (uint8_t)(max >> 8);
+            f[7] = (uint8_t)max;
+        }
+        pos += 10 + (size_t)(f[8] << 8 | f[9]);
+        if (pos > len)
+            return -1;
+    }
+    return 0;
+}
+
+/* Whether the last labels of the wire name w (n labels at lab/lens) are the
+ * policy domain d ("api.example.com"; with wildcard, w must have more). */
+static bool labels_match(const char *d, bool wildcard, const uint8_t *const *lab,
+                         const uint8_t *lens, size_t n)
+{
+    size_t k = 1;
+    for (const char *p = d; *p; p++)
+        k += *p == '.';
+    if (wildcard ? n <= k : n != k)
+        return false;
+    const char *p = d;
+    for (size_t i = n - k; i < n; i++) {
+        size_t l = strcspn(p, ".");
+        if (lens[i] != l || memcmp(lab[i], p, l) != 0)
+            return false;
+        p += l + (p[l] == '.');
+    }
+    return true;
+}
+
+bool brig_dns_name_allowed(const brig_egress *policy, const uint8_t *qname, size_t qname_len)
 {
     if (policy->mode == BRIG_EGRESS_OPEN)
         return true;
     if (policy->mode != BRIG_EGRESS_ALLOWLIST)
         return false;
-    size_t n = strlen(name);
-    for (size_t i = 0; i < policy->n_domains; i++) {
-        const char *d = policy->domains[i];
-        if (strncmp(d, "*.", 2) == 0) {
-            size_t sl = strlen(d + 1); /* ".example.org" */
-            if (n > sl && strcmp(name + n - sl, d + 1) == 0)
-                return true;
-        } else if (strcmp(name, d) == 0) {
+    /* The labels of the name; a malformed one is allowed nothing. */
+    const uint8_t *lab[128];
+    uint8_t lens[128];
+    size_t n = 0, i = 0;
+    while (i < qname_len && qname[i] != 0) {
+        if (qname[i] > 63 || i + 1 + qname[i] > qname_len || n == BRIG_ARRAY_LEN(lab))
+            return false;
+        lab[n] = qname + i + 1;
+        lens[n++] = qname[i];
+        i += 1 + qname[i];
+    }
+    if (i + 1 != qname_len)
+        return false; /* no root label, or bytes after it */
+    for (size_t k = 0; k < policy->n_domains; k++) {
+        const char *d = policy->domains[k];
+        bool wildcard = strncmp(d, "*.", 2) == 0;
+        if (labels_match(wildcard ? d + 2 : d, wildcard, lab, lens, n))
             return true;
-        }
     }
     return false;
 }

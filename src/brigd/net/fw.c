@@ -4,6 +4,8 @@
  * elements keyed by its host-side link name, so attaching, changing a policy
  * and detaching are one small transaction each (about 0.2 ms through
  * libnftables), and the cost does not grow with the number of sandboxes.
+ * (Per-sandbox sets or chains would make every command slower: libnftables
+ * reads the table's list of sets and chains before each one.)
  *
  * Keys are link names ("brg" + hash of the sandbox id), never addresses: an
  * address is reused by a later sandbox, a name is not, so an element a
@@ -20,13 +22,25 @@
  *   4. private ranges are denied;
  *   5. by mode: open accepts, allowlist accepts addresses the DNS proxy
  *      returned, none (no element) falls through;
- *   6. ports (allowlist), then accept with the conntrack mark, else deny.
+ *   6. ports (allowlist), then a new connection counts against the sandbox's
+ *      connection limit (ct count), then accept with the conntrack mark, else
+ *      deny.
  * Anything addressed to the host itself (any of its addresses) is input, not
- * forward: only DNS to the sandbox's own gateway passes.  IPv6 from a sandbox
- * link is dropped before routing.  Forwarded or host traffic towards a
- * sandbox passes only as a reply (conntrack established/related).
+ * forward: only DNS to the sandbox's own gateway passes.  That DNS is not
+ * tracked (notrack both ways, before conntrack sees it): the proxy answers
+ * it, no state is needed, and a sandbox cycling through source ports or
+ * half-open TCP connections must not fill the host's conntrack table.
+ * IPv6 from a sandbox link is dropped before routing.  Forwarded or host
+ * traffic towards a sandbox passes only as a reply (conntrack
+ * established/related) or as its DNS answers.
  * Denied packets are logged to NFLOG group BRIG_NET_LOG_GROUP, at most 10 a
  * second per link (burst 20); proxy.c turns them into network-log records.
+ *
+ * DNS grants (allow_dns) are added and removed only here.  A removal never
+ * fails for an element that timed out meanwhile: each one is added (a no-op
+ * when present) and deleted in the same transaction, so a revocation is one
+ * transaction whose size is bounded by the caller (net.c caps grants per
+ * sandbox and revokes in chunks).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,8 +58,9 @@ struct brig_fw {
 #define T "inet " BRIG_NET_TABLE
 
 /* The whole table; %1$s = the pool, %2$s = the forward isolation rule, %3$d
- * = the log group.  Chains end in an explicit verdict: a chain that merely
- * returns would hand the packet back to a base chain whose policy is accept. */
+ * = the log group, %4$d = the tracked connections a sandbox may hold.  Chains
+ * end in an explicit verdict: a chain that merely returns would hand the
+ * packet back to a base chain whose policy is accept. */
 static const char table_fmt[] =
     "table inet brig {\n"
     "  set sb_src { type ifname . ipv4_addr; }\n" /* link . its sandbox's address */
@@ -58,6 +73,7 @@ static const char table_fmt[] =
     "  set sb_ports { type ifname . inet_service; }\n"
     "  set sb_anyport { type ifname; }\n"
     "  set logrl { type ifname; flags dynamic,timeout; timeout 1m; }\n"
+    "  set conns { type ifname; flags dynamic; }\n" /* link : its connections (ct count) */
     "  set deny_always { type ipv4_addr; flags interval; elements = { 0.0.0.0/8, 127.0.0.0/8,"
     " 169.254.0.0/16, 100.100.100.200, 192.0.0.0/24, 224.0.0.0/3, %1$s } }\n"
     "  set deny_private { type ipv4_addr; flags interval; elements = { 10.0.0.0/8,"
@@ -65,6 +81,10 @@ static const char table_fmt[] =
     "  chain prerouting { type filter hook prerouting priority raw; policy accept;\n"
     "    iifname \"brg*\" meta nfproto ipv6 drop\n"
     "    iifname \"brg*\" iifname . ip saddr != @sb_src jump deny_spoof\n"
+    "    meta l4proto { udp, tcp } th dport 53 iifname . ip daddr @sb_gw notrack\n"
+    "  }\n"
+    "  chain output_raw { type filter hook output priority raw; policy accept;\n"
+    "    meta l4proto { udp, tcp } th sport 53 oifname . ip saddr @sb_gw notrack\n"
     "  }\n"
     "  chain input { type filter hook input priority filter; policy accept;\n"
     "    iifname \"brg*\" jump sb_input\n"
@@ -74,6 +94,7 @@ static const char table_fmt[] =
     "    jump deny_host\n"
     "  }\n"
     "  chain output { type filter hook output priority filter; policy accept;\n"
+    "    meta l4proto { udp, tcp } th sport 53 oifname . ip saddr @sb_gw accept\n"
     "    oifname \"brg*\" ct state established,related accept\n"
     "    oifname \"brg*\" jump deny_in\n"
     "  }\n"
@@ -105,11 +126,17 @@ static const char table_fmt[] =
     "    jump deny_out\n"
     "  }\n"
     "  chain accept_conn {\n"
+    "    ct state new add @conns { iifname ct count over %4$d } jump deny_limit\n"
     "    ct mark set iifname map @sb_gen\n"
     "    accept\n"
     "  }\n"
     "  chain deny_out {\n"
     "    update @logrl { iifname limit rate 10/second burst 20 packets } log prefix \"out \""
+    " group %3$d\n"
+    "    drop\n"
+    "  }\n"
+    "  chain deny_limit {\n"
+    "    update @logrl { iifname limit rate 10/second burst 20 packets } log prefix \"limit \""
     " group %3$d\n"
     "    drop\n"
     "  }\n"
@@ -146,7 +173,8 @@ int brig_fw_run(brig_fw *fw, const char *cmds, brig_error **err)
     return 0;
 }
 
-int brig_fw_new(const char *pool, bool isolate_forward, brig_fw **out, brig_error **err)
+int brig_fw_new(const char *pool, bool isolate_forward, int connections_max, brig_fw **out,
+                brig_error **err)
 {
     brig_fw *fw = brig_xcalloc(1, sizeof(*fw));
     fw->ctx = nft_ctx_new(NFT_CTX_DEFAULT);
@@ -159,7 +187,8 @@ int brig_fw_new(const char *pool, bool isolate_forward, brig_fw **out, brig_erro
     const char *iso = isolate_forward ? "    iifname != \"brg*\" oifname != \"brg*\" drop\n" : "";
     /* One transaction: whatever a previous run left is replaced atomically
      * (its sandboxes are re-attached by brig_net_reattach). */
-    _cleanup_free_ char *body = brig_asprintf(table_fmt, pool, iso, BRIG_NET_LOG_GROUP);
+    _cleanup_free_ char *body =
+        brig_asprintf(table_fmt, pool, iso, BRIG_NET_LOG_GROUP, connections_max);
     _cleanup_free_ char *cmds = brig_asprintf("table " T "\ndelete table " T "\n%s", body);
     if (brig_fw_run(fw, cmds, err) < 0) {
         brig_error_prefix(err, "install the firewall table");
@@ -257,11 +286,23 @@ int brig_fw_sandbox_add(brig_fw *fw, const brig_fw_sandbox *s, brig_error **err)
     return rc;
 }
 
+/* Elements the packet path adds for a link (log rate limit, connection
+ * count), removed whether or not they exist: added (a no-op when present) and
+ * deleted in one transaction. */
+static void dynamic_elements_del(brig_buf *b, const char *ifname)
+{
+    for (int del = 0; del < 2; del++) {
+        buf_printf(b, "%s element " T " logrl { \"%s\" }\n", del ? "delete" : "add", ifname);
+        buf_printf(b, "%s element " T " conns { \"%s\" }\n", del ? "delete" : "add", ifname);
+    }
+}
+
 int brig_fw_sandbox_del(brig_fw *fw, const brig_fw_sandbox *s, brig_error **err)
 {
     brig_buf b = {0};
     policy_elements(&b, "delete", s);
     link_elements(&b, "delete", s);
+    dynamic_elements_del(&b, s->ifname);
     int rc = brig_fw_run(fw, b.data, err);
     brig_buf_dispose(&b);
     return rc;
@@ -278,46 +319,42 @@ int brig_fw_sandbox_update(brig_fw *fw, const brig_fw_sandbox *old, const brig_f
     return rc;
 }
 
-int brig_fw_grant(brig_fw *fw, const char *ifname, const uint32_t *addrs, const int *ttls, size_t n,
-                  brig_error **err)
+/* verb allow_dns { "ifname" . a, ... } with each element's timeout when
+ * ttls is set. */
+static void dns_elements(brig_buf *b, const char *verb, const char *ifname, const uint32_t *addrs,
+                         const int *ttls, size_t n)
 {
-    if (n == 0)
-        return 0;
-    brig_buf b = {0};
-    buf_printf(&b, "add element " T " allow_dns { ");
+    buf_printf(b, "%s element " T " allow_dns { ", verb);
     for (size_t i = 0; i < n; i++) {
         char a[INET_ADDRSTRLEN];
         ip4(addrs[i], a);
-        /* An element that is there already gets the new timeout. */
-        buf_printf(&b, "%s\"%s\" . %s timeout %ds", i ? ", " : "", ifname, a, ttls[i]);
+        buf_printf(b, "%s\"%s\" . %s", i ? ", " : "", ifname, a);
+        if (ttls)
+            buf_printf(b, " timeout %ds", ttls[i]);
     }
-    buf_printf(&b, " }\n");
+    buf_printf(b, " }\n");
+}
+
+int brig_fw_grant(brig_fw *fw, const char *ifname, const uint32_t *addrs, const int *ttls, size_t n,
+                  const uint32_t *evict, size_t n_evict, brig_error **err)
+{
+    if (n == 0 && n_evict == 0)
+        return 0;
+    brig_buf b = {0};
+    if (n_evict > 0) {
+        dns_elements(&b, "add", ifname, evict, NULL, n_evict);
+        dns_elements(&b, "delete", ifname, evict, NULL, n_evict);
+    }
+    /* An element that is there already gets the new timeout. */
+    if (n > 0)
+        dns_elements(&b, "add", ifname, addrs, ttls, n);
     int rc = brig_fw_run(fw, b.data, err);
     brig_buf_dispose(&b);
     return rc;
 }
 
-void brig_fw_revoke(brig_fw *fw, const char *ifname, const uint32_t *addrs, size_t n)
+int brig_fw_revoke(brig_fw *fw, const char *ifname, const uint32_t *addrs, size_t n,
+                   brig_error **err)
 {
-    /* Elements may have timed out meanwhile, and one missing element fails a
-     * whole transaction: try all at once, then one by one. */
-    brig_buf b = {0};
-    for (size_t i = 0; i < n; i++) {
-        char a[INET_ADDRSTRLEN];
-        ip4(addrs[i], a);
-        buf_printf(&b, "delete element " T " allow_dns { \"%s\" . %s }\n", ifname, a);
-    }
-    brig_error *err = NULL;
-    if (n > 0 && brig_fw_run(fw, b.data, &err) < 0) {
-        brig_error_clear(&err);
-        for (size_t i = 0; i < n; i++) {
-            char a[INET_ADDRSTRLEN], cmd[160];
-            ip4(addrs[i], a);
-            snprintf(cmd, sizeof(cmd), "delete element " T " allow_dns { \"%s\" . %s }\n", ifname,
-                     a);
-            brig_fw_run(fw, cmd, &err);
-            brig_error_clear(&err);
-        }
-    }
-    brig_buf_dispose(&b);
+    return brig_fw_grant(fw, ifname, NULL, NULL, 0, addrs, n, err);
 }

@@ -240,7 +240,38 @@ brig_net_sandbox *brig_net_by_ifindex(brig_net *n, int ifindex)
     return NULL;
 }
 
+/* ---- the firewall lock ------------------------------------------------------ */
+
+/* First come, first served.  Nobody holding it ever waits for n->lock (the
+ * order is n->lock, then this), so a holder of n->lock may wait for it. */
+
+static void fw_acquire(brig_net *n)
+{
+    pthread_mutex_lock(&n->fw_lock.m);
+    uint64_t ticket = n->fw_lock.next++;
+    while (ticket != n->fw_lock.serving)
+        pthread_cond_wait(&n->fw_lock.turn, &n->fw_lock.m);
+    pthread_mutex_unlock(&n->fw_lock.m);
+}
+
+static void fw_release(brig_net *n)
+{
+    pthread_mutex_lock(&n->fw_lock.m);
+    n->fw_lock.serving++;
+    pthread_cond_broadcast(&n->fw_lock.turn);
+    pthread_mutex_unlock(&n->fw_lock.m);
+}
+
 /* ---- DNS grants ----------------------------------------------------------- */
+
+/* Grants are kept least recently answered first: pruning and removals keep the
+ * order, and an answered address moves to the end. */
+
+static void grant_dispose(brig_net_grant *g)
+{
+    free(g->qname);
+    g->qname = NULL;
+}
 
 static void grants_prune(brig_net_sandbox *s, int64_t now)
 {
@@ -249,72 +280,177 @@ static void grants_prune(brig_net_sandbox *s, int64_t now)
         if (s->grants[i].expires_ms > now)
             s->grants[k++] = s->grants[i];
         else
-            free(s->grants[i].name);
+            grant_dispose(&s->grants[i]);
     }
     s->n_grants = k;
 }
 
-void brig_net_grant_add(brig_net *n, brig_net_sandbox *s, const char *name,
+static bool addr_in(uint32_t a, const uint32_t *set, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (set[i] == a)
+            return true;
+    return false;
+}
+
+static bool granted(const brig_net_sandbox *s, uint32_t a)
+{
+    for (size_t i = 0; i < s->n_grants; i++)
+        if (s->grants[i].addr == a)
+            return true;
+    return false;
+}
+
+void brig_net_grant_add(brig_net *n, brig_net_sandbox *s, const brig_dns_question *q,
                         const brig_dns_answer *a)
 {
+    /* The policy may have changed while the query was upstream. */
+    if (s->policy.mode != BRIG_EGRESS_ALLOWLIST ||
+        !brig_dns_name_allowed(&s->policy, q->qname, q->qname_len))
+        return;
+    /* The answer's addresses, each once (its longest TTL), within bounds. */
+    uint32_t addrs[BRIG_ARRAY_LEN(a->a)];
     int ttls[BRIG_ARRAY_LEN(a->a)];
-    for (size_t i = 0; i < a->n_a; i++)
-        ttls[i] = a->a_ttl[i] < BRIG_NET_TTL_MIN ? BRIG_NET_TTL_MIN : a->a_ttl[i];
+    size_t na = 0;
+    for (size_t i = 0; i < a->n_a; i++) {
+        int t = a->a_ttl[i] < BRIG_NET_TTL_MIN ? BRIG_NET_TTL_MIN : a->a_ttl[i];
+        t = t > n->ttl_max ? n->ttl_max : t;
+        size_t k = 0;
+        while (k < na && addrs[k] != a->a[i])
+            k++;
+        if (k == na) {
+            addrs[na] = a->a[i];
+            ttls[na++] = t;
+        } else if (t > ttls[k]) {
+            ttls[k] = t;
+        }
+    }
+    if (na == 0)
+        return;
+    int64_t now = brig_now_mono_ms();
+    grants_prune(s, now);
+    /* Room for the new ones: the least recently answered others go. */
+    size_t fresh = 0;
+    for (size_t i = 0; i < na; i++)
+        fresh += !granted(s, addrs[i]);
+    size_t over = s->n_grants + fresh > n->grants_max ? s->n_grants + fresh - n->grants_max : 0;
+    uint32_t evict[BRIG_ARRAY_LEN(a->a)];
+    size_t ne = 0;
+    for (size_t i = 0; i < s->n_grants && ne < over && ne < BRIG_ARRAY_LEN(evict); i++)
+        if (!addr_in(s->grants[i].addr, addrs, na))
+            evict[ne++] = s->grants[i].addr;
+
     brig_error *err = NULL;
-    pthread_mutex_lock(&n->fw_lock);
-    int rc = brig_fw_grant(n->fw, s->ifname, a->a, ttls, a->n_a, &err);
-    pthread_mutex_unlock(&n->fw_lock);
+    fw_acquire(n);
+    int rc = brig_fw_grant(n->fw, s->ifname, addrs, ttls, na, evict, ne, &err);
+    fw_release(n);
     if (rc < 0) {
-        brig_warn("net: %s: open DNS answers of %s: %s", s->id, name, err->msg);
+        brig_warn("net: %s: open DNS answers of %s: %s", s->id, q->name, err->msg);
         brig_error_clear(&err);
         return;
     }
-    int64_t now = brig_now_mono_ms();
-    grants_prune(s, now);
-    for (size_t i = 0; i < a->n_a; i++) {
-        brig_net_grant *g = NULL;
-        for (size_t k = 0; k < s->n_grants && !g; k++)
-            if (s->grants[k].addr == a->a[i])
-                g = &s->grants[k];
-        if (g == NULL) {
-            if (s->n_grants == s->cap_grants) {
-                s->cap_grants = s->cap_grants ? 2 * s->cap_grants : 16;
-                s->grants = brig_xrealloc(s->grants, s->cap_grants * sizeof(*s->grants));
-            }
-            g = &s->grants[s->n_grants++];
-            g->addr = a->a[i];
-            g->name = NULL;
-            g->expires_ms = 0;
-        }
+    /* The kernel now holds: the others in their order, then this answer's. */
+    size_t k = 0;
+    for (size_t i = 0; i < s->n_grants; i++) {
+        brig_net_grant *g = &s->grants[i];
+        if (addr_in(g->addr, addrs, na) || addr_in(g->addr, evict, ne))
+            grant_dispose(g);
+        else
+            s->grants[k++] = *g;
+    }
+    s->n_grants = k;
+    if (s->n_grants + na > s->cap_grants) {
+        s->cap_grants = s->n_grants + na > 2 * s->cap_grants ? s->n_grants + na : 2 * s->cap_grants;
+        s->grants = brig_xrealloc(s->grants, s->cap_grants * sizeof(*s->grants));
+    }
+    for (size_t i = 0; i < na; i++) {
         /* The element's timeout was replaced by this one (fw.c). */
+        brig_net_grant *g = &s->grants[s->n_grants++];
+        g->addr = addrs[i];
         g->expires_ms = now + (int64_t)ttls[i] * 1000;
-        free(g->name);
-        g->name = brig_xstrdup(name);
+        g->qname = brig_xmalloc(q->qname_len);
+        memcpy(g->qname, q->qname, q->qname_len);
+        g->qname_len = q->qname_len;
     }
 }
 
-/* Under n->lock: revokes the grants the policy p no longer allows (all when
- * p is NULL). */
-static void grants_revoke(brig_net *n, brig_net_sandbox *s, const brig_egress *p)
+/* Under n->lock: takes the grants the policy p no longer allows (all when p
+ * is NULL) out of s; their addresses are returned (malloc'd) for
+ * grants_close. */
+static uint32_t *grants_take(brig_net_sandbox *s, const brig_egress *p, size_t *n_out)
 {
     grants_prune(s, brig_now_mono_ms());
     uint32_t *addrs = brig_xcalloc(s->n_grants + 1, sizeof(uint32_t));
     size_t na = 0, k = 0;
     for (size_t i = 0; i < s->n_grants; i++) {
-        if (p && p->mode == BRIG_EGRESS_ALLOWLIST && brig_dns_name_allowed(p, s->grants[i].name)) {
-            s->grants[k++] = s->grants[i];
+        brig_net_grant *g = &s->grants[i];
+        if (p && p->mode == BRIG_EGRESS_ALLOWLIST &&
+            brig_dns_name_allowed(p, g->qname, g->qname_len)) {
+            s->grants[k++] = *g;
             continue;
         }
-        addrs[na++] = s->grants[i].addr;
-        free(s->grants[i].name);
+        addrs[na++] = g->addr;
+        grant_dispose(g);
     }
     s->n_grants = k;
-    if (na > 0) {
-        pthread_mutex_lock(&n->fw_lock);
-        brig_fw_revoke(n->fw, s->ifname, addrs, na);
-        pthread_mutex_unlock(&n->fw_lock);
+    *n_out = na;
+    return addrs;
+}
+
+/* Under n->lock: opens again, for their remaining time, the addresses among
+ * addrs that s holds grants for (its DNS answered them again while they were
+ * being closed). */
+static void grants_reopen(brig_net *n, brig_net_sandbox *s, const uint32_t *addrs, size_t na)
+{
+    uint32_t again[BRIG_NET_REVOKE_CHUNK];
+    int ttls[BRIG_NET_REVOKE_CHUNK];
+    size_t k = 0;
+    int64_t now = brig_now_mono_ms();
+    for (size_t i = 0; i < s->n_grants; i++) {
+        const brig_net_grant *g = &s->grants[i];
+        if (k < BRIG_ARRAY_LEN(again) && g->expires_ms > now && addr_in(g->addr, addrs, na)) {
+            again[k] = g->addr;
+            ttls[k++] = (int)((g->expires_ms - now + 999) / 1000);
+        }
     }
-    free(addrs);
+    if (k == 0)
+        return;
+    brig_error *err = NULL;
+    fw_acquire(n);
+    int rc = brig_fw_grant(n->fw, s->ifname, again, ttls, k, NULL, 0, &err);
+    fw_release(n);
+    if (rc < 0) {
+        brig_warn("net: %s: reopen DNS grants: %s", s->id, err->msg);
+        brig_error_clear(&err);
+    }
+}
+
+/* Closes addresses taken by grants_take, BRIG_NET_REVOKE_CHUNK per
+ * transaction, under the firewall lock alone, which whoever waits for it gets
+ * between two chunks (it is FIFO): other sandboxes' DNS and attaches go on
+ * meanwhile.  live: s is still attached, and its DNS may open one of these
+ * addresses again (for a name the new policy allows) while a chunk closes it:
+ * such ones are opened again after the chunk.  No caller holds a lock. */
+static void grants_close(brig_net *n, brig_net_sandbox *s, uint32_t *addrs, size_t na, bool live)
+{
+    for (size_t i = 0; i < na; i += BRIG_NET_REVOKE_CHUNK) {
+        size_t m = na - i < BRIG_NET_REVOKE_CHUNK ? na - i : BRIG_NET_REVOKE_CHUNK;
+        brig_error *err = NULL;
+        fw_acquire(n);
+        int rc = brig_fw_revoke(n->fw, s->ifname, addrs + i, m, &err);
+        fw_release(n);
+        if (rc < 0) {
+            brig_warn("net: %s: close DNS grants: %s", s->id, err->msg);
+            brig_error_clear(&err);
+        }
+        if (live) {
+            /* The proxy opens a grant under n->lock and records it before
+             * letting go: whatever it opened during the chunk is in s now. */
+            pthread_mutex_lock(&n->lock);
+            grants_reopen(n, s, addrs + i, m);
+            pthread_mutex_unlock(&n->lock);
+        }
+    }
 }
 
 /* ---- host-wide ------------------------------------------------------------- */
@@ -347,9 +483,18 @@ int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err)
     brig_net *n = brig_xcalloc(1, sizeof(*n));
     n->owner_lock = lock;
     pthread_mutex_init(&n->lock, NULL);
-    pthread_mutex_init(&n->fw_lock, NULL);
+    pthread_mutex_init(&n->fw_lock.m, NULL);
+    pthread_cond_init(&n->fw_lock.turn, NULL);
     n->state_dir = brig_xstrdup(cfg->state_dir ? cfg->state_dir : "/var/lib/brig");
     n->next_gen = arc4random() | 1;
+    n->grants_max = cfg->dns_grants_max > 0 ? (size_t)cfg->dns_grants_max : BRIG_NET_GRANTS_DEFAULT;
+    if (n->grants_max < BRIG_NET_GRANTS_MIN)
+        n->grants_max = BRIG_NET_GRANTS_MIN;
+    n->ttl_max = cfg->dns_ttl_max > 0 ? cfg->dns_ttl_max : BRIG_NET_TTL_DEFAULT;
+    n->ttl_max = n->ttl_max < BRIG_NET_TTL_MIN   ? BRIG_NET_TTL_MIN
+                 : n->ttl_max > BRIG_NET_TTL_MAX ? BRIG_NET_TTL_MAX
+                                                 : n->ttl_max;
+    int conns = cfg->connections_max > 0 ? cfg->connections_max : BRIG_NET_CONNS_DEFAULT;
     if (parse_pool(n, cfg->pool ? cfg->pool : "10.201.0.0/16", err) < 0)
         goto fail;
     /* The upstream: configured, else $BRIG_DNS_UPSTREAM, else the host's. */
@@ -377,7 +522,7 @@ int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err)
     uint32_t b = htonl(n->pool_base);
     inet_ntop(AF_INET, &b, base, sizeof(base));
     snprintf(pool, sizeof(pool), "%s/%d", base, n->pool_prefix);
-    if (brig_fw_new(pool, ours, &n->fw, err) < 0)
+    if (brig_fw_new(pool, ours, conns, &n->fw, err) < 0)
         goto fail;
     n->forwarding_ours = ours;
     if (brig_proxy_start(n, err) < 0)
@@ -392,7 +537,8 @@ fail:
     brig_error_prefix(err, "sandbox networking");
     close(n->owner_lock);
     pthread_mutex_destroy(&n->lock);
-    pthread_mutex_destroy(&n->fw_lock);
+    pthread_mutex_destroy(&n->fw_lock.m);
+    pthread_cond_destroy(&n->fw_lock.turn);
     free(n->slot_used);
     free(n->state_dir);
     free(n);
@@ -405,7 +551,7 @@ void brig_net_sandbox_free(brig_net_sandbox *s)
         return;
     brig_proxy_sandbox_free(s);
     for (size_t i = 0; i < s->n_grants; i++)
-        free(s->grants[i].name);
+        grant_dispose(&s->grants[i]);
     free(s->grants);
     for (size_t i = 0; i < s->log_len; i++)
         json_decref(s->log[(s->log_start + i) % BRIG_NET_LOG_MAX]);
@@ -446,7 +592,8 @@ void brig_net_free(brig_net *n)
     }
     brig_fw_free(n->fw);
     pthread_mutex_destroy(&n->lock);
-    pthread_mutex_destroy(&n->fw_lock);
+    pthread_mutex_destroy(&n->fw_lock.m);
+    pthread_cond_destroy(&n->fw_lock.turn);
     free(n->slot_used);
     free(n->state_dir);
     close(n->owner_lock);
@@ -487,9 +634,9 @@ static brig_net_sandbox *sandbox_new(brig_net *n, const char *id, const brig_egr
 static int sandbox_activate(brig_net *n, brig_net_sandbox *s, brig_error **err)
 {
     brig_fw_sandbox v = fw_view(s, &s->policy, s->gen);
-    pthread_mutex_lock(&n->fw_lock);
+    fw_acquire(n);
     int rc = brig_fw_sandbox_add(n->fw, &v, err);
-    pthread_mutex_unlock(&n->fw_lock);
+    fw_release(n);
     if (rc < 0)
         return -1;
     pthread_mutex_lock(&n->lock);
@@ -501,9 +648,9 @@ static int sandbox_activate(brig_net *n, brig_net_sandbox *s, brig_error **err)
     }
     pthread_mutex_unlock(&n->lock);
     if (rc < 0) {
-        pthread_mutex_lock(&n->fw_lock);
+        fw_acquire(n);
         brig_fw_sandbox_del(n->fw, &v, NULL);
-        pthread_mutex_unlock(&n->fw_lock);
+        fw_release(n);
     }
     return rc;
 }
@@ -632,24 +779,29 @@ int brig_net_reattach(brig_net *n, const char *sandbox_id, int netns_fd, const b
 int brig_net_set_policy(brig_net *n, brig_net_sandbox *s, const brig_egress *policy,
                         brig_error **err)
 {
+    uint32_t *revoked = NULL;
+    size_t n_revoked = 0;
     pthread_mutex_lock(&n->lock);
     uint32_t gen = n->next_gen;
     n->next_gen += 2;
     brig_fw_sandbox old = fw_view(s, &s->policy, s->gen), new_ = fw_view(s, policy, gen);
-    pthread_mutex_lock(&n->fw_lock);
+    fw_acquire(n);
     int rc = brig_fw_sandbox_update(n->fw, &old, &new_, err);
-    pthread_mutex_unlock(&n->fw_lock);
+    fw_release(n);
     if (rc == 0) {
         /* Connections marked with the old generation are re-checked against
-         * the new policy at their next packet (fw.c, chain egress). */
+         * the new policy at their next packet (fw.c, chain egress).  From
+         * here on the proxy opens only what the new policy allows. */
         brig_egress_dispose(&s->policy);
         brig_egress_copy(&s->policy, policy);
         s->gen = gen;
-        grants_revoke(n, s, policy);
+        revoked = grants_take(s, policy, &n_revoked);
     } else {
         brig_error_prefix(err, "apply egress policy to %s", s->id);
     }
     pthread_mutex_unlock(&n->lock);
+    grants_close(n, s, revoked, n_revoked, true);
+    free(revoked);
     return rc;
 }
 
@@ -701,23 +853,22 @@ static void detach(brig_net *n, brig_net_sandbox *s, bool del_link)
 {
     if (s == NULL)
         return;
+    size_t n_revoked = 0;
     pthread_mutex_lock(&n->lock);
     unregister(n, s);
-    grants_revoke(n, s, NULL);
+    _cleanup_free_ uint32_t *revoked = grants_take(s, NULL, &n_revoked);
     pthread_mutex_unlock(&n->lock);
 
+    /* Unregistered, s is this thread's alone: no lock but the firewall's. */
     brig_error *err = NULL;
     brig_fw_sandbox v = fw_view(s, &s->policy, s->gen);
-    _cleanup_free_ char *rl =
-        brig_asprintf("delete element inet " BRIG_NET_TABLE " logrl { \"%s\" }\n", s->ifname);
-    pthread_mutex_lock(&n->fw_lock);
+    fw_acquire(n);
     if (brig_fw_sandbox_del(n->fw, &v, &err) < 0) {
         brig_warn("net: detach %s: %s", s->id, err->msg);
         brig_error_clear(&err);
     }
-    brig_fw_run(n->fw, rl, &err); /* absent unless something was denied */
-    brig_error_clear(&err);
-    pthread_mutex_unlock(&n->fw_lock);
+    fw_release(n);
+    grants_close(n, s, revoked, n_revoked, false);
 
     brig_rtnl *r = NULL;
     if (del_link && brig_rtnl_open(&r, &err) == 0)

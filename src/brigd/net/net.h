@@ -45,6 +45,11 @@ typedef struct brig_net_config {
     const char *dns_upstream; /* "IP" or "IP:PORT" the DNS proxy forwards to; NULL: the
                                  environment's BRIG_DNS_UPSTREAM, else the first nameserver
                                  of the host's /etc/resolv.conf */
+    int dns_grants_max;       /* addresses DNS answers keep open per sandbox (allowlist);
+                                 0: 2048; at least 32 */
+    int dns_ttl_max;          /* seconds such an address stays open at most, and the TTL
+                                 answers tell the sandbox at most; 0: 3600; 10 .. 86400 */
+    int connections_max;      /* tracked forwarded connections per sandbox; 0: 1024 */
 } brig_net_config;
 
 /* Host-wide set-up (nftables table, forwarding, NAT).  Fails with a clear error
@@ -65,7 +70,8 @@ int brig_net_attach(brig_net *n, const char *sandbox_id, int netns_fd, const bri
 int brig_net_reattach(brig_net *n, const char *sandbox_id, int netns_fd, const brig_egress *policy,
                       brig_net_sandbox **out, brig_error **err);
 
-/* Applies a new policy to a running sandbox (effective within 1 s). */
+/* Applies a new policy to a running sandbox (effective within 1 s).  Not
+ * concurrent with brig_net_detach / brig_net_release of the same handle. */
 int brig_net_set_policy(brig_net *n, brig_net_sandbox *s, const brig_egress *policy,
                         brig_error **err);
 

@@ -12,8 +12,14 @@
  *             NFLOG records of denied packets
  *
  * Locking: brig_net.lock guards the registry, every sandbox's mutable fields
- * and the proxy's state; brig_net.fw_lock guards the nftables context.  Order:
- * lock, then fw_lock.  Netlink work runs with neither held.
+ * and the proxy's state; brig_net.fw_lock (a FIFO lock) guards the nftables
+ * context.  Order:
+ * lock, then fw_lock.  Netlink work runs with neither held.  Every nftables
+ * transaction is bounded (a sandbox's DNS grants are capped, and revoking
+ * them goes in chunks, fw_lock let go in between and n->lock held only to
+ * take the grants and to check them after each chunk), so neither lock is
+ * held long, whatever a sandbox does: the proxy thread, which serves every
+ * sandbox's DNS, and attach both wait on them.
  */
 #ifndef BRIG_NET_INTERNAL_H
 #define BRIG_NET_INTERNAL_H
@@ -32,9 +38,15 @@
 #define BRIG_NET_LOG_GROUP           17010  /* NFLOG group of denied packets */
 #define BRIG_NET_LOG_MAX             1000   /* records kept per sandbox */
 #define BRIG_NET_TTL_MIN             10     /* seconds an answered address stays open, at least */
-#define BRIG_NET_TTL_MAX             86400  /* ... and at most */
+#define BRIG_NET_TTL_MAX             86400  /* ... and at most (dns_ttl_max's ceiling) */
+#define BRIG_NET_TTL_DEFAULT         3600   /* dns_ttl_max's default */
+#define BRIG_NET_GRANTS_DEFAULT      2048   /* dns_grants_max's default */
+#define BRIG_NET_GRANTS_MIN          32     /* ... at least one whole answer */
+#define BRIG_NET_CONNS_DEFAULT       1024   /* net_connections_max's default */
+#define BRIG_NET_REVOKE_CHUNK        64     /* grants revoked per nftables transaction */
 #define BRIG_NET_MAX_QUERIES         64     /* upstream queries in flight per sandbox */
 #define BRIG_NET_MAX_TCP             8      /* DNS-over-TCP connections per sandbox */
+#define BRIG_NET_ANSWERS_PER_ROUND   1      /* upstream answers per sandbox per loop round */
 #define BRIG_NET_UPSTREAM_TIMEOUT_MS 4000
 
 /* ---- rtnl.c ------------------------------------------------------------ */
@@ -71,8 +83,10 @@ typedef struct brig_fw brig_fw;
 
 /* Creates (or atomically replaces) the table.  pool is "a.b.c.d/len";
  * isolate_forward adds a rule that drops forwarding between non-sandbox links
- * (used when brigd itself had to turn IPv4 forwarding on). */
-int brig_fw_new(const char *pool, bool isolate_forward, brig_fw **out, brig_error **err);
+ * (used when brigd itself had to turn IPv4 forwarding on); connections_max is
+ * how many tracked forwarded connections one sandbox may hold. */
+int brig_fw_new(const char *pool, bool isolate_forward, int connections_max, brig_fw **out,
+                brig_error **err);
 /* Leaves the table in place (sandboxes stay firewalled while brigd is down). */
 void brig_fw_free(brig_fw *fw);
 /* Removes the table (tests, and a host giving networking up). */
@@ -86,17 +100,22 @@ typedef struct brig_fw_sandbox {
     uint32_t gen; /* conntrack mark of its connections (never 0) */
 } brig_fw_sandbox;
 
-/* Adds / removes every static element of a sandbox (one transaction). */
+/* Adds / removes every static element of a sandbox (one transaction); the
+ * removal takes the elements the packet path added for its link too. */
 int brig_fw_sandbox_add(brig_fw *fw, const brig_fw_sandbox *s, brig_error **err);
 int brig_fw_sandbox_del(brig_fw *fw, const brig_fw_sandbox *s, brig_error **err);
 /* Replaces the policy elements (old -> new) in one transaction. */
 int brig_fw_sandbox_update(brig_fw *fw, const brig_fw_sandbox *old, const brig_fw_sandbox *new_,
                            brig_error **err);
-/* Opens daddr (network order) for the sandbox's link for ttl seconds. */
+/* One transaction: closes the n_evict addresses evict (present or not), then
+ * opens the n addresses addrs (network order) for the sandbox's link for
+ * ttls[i] seconds each (an open one gets the new timeout). */
 int brig_fw_grant(brig_fw *fw, const char *ifname, const uint32_t *addrs, const int *ttls, size_t n,
-                  brig_error **err);
-/* Best effort: removes grants and the log rate-limit element of a link. */
-void brig_fw_revoke(brig_fw *fw, const char *ifname, const uint32_t *addrs, size_t n);
+                  const uint32_t *evict, size_t n_evict, brig_error **err);
+/* One transaction: closes addresses of a link, whether or not they are still
+ * there (timed out).  Its cost grows with n: the caller bounds n. */
+int brig_fw_revoke(brig_fw *fw, const char *ifname, const uint32_t *addrs, size_t n,
+                   brig_error **err);
 /* Runs a command list; for tests and cleanup. */
 int brig_fw_run(brig_fw *fw, const char *cmds, brig_error **err);
 
@@ -111,10 +130,15 @@ enum {
     BRIG_DNS_REFUSED = 5
 };
 
+#define BRIG_DNS_NAME_MAX 255 /* a name in wire format, root label included */
+
 typedef struct brig_dns_question {
     uint16_t id;
-    char name[1024]; /* lower case, no trailing dot; escapes as ldns prints them */
-    char type[16];   /* "A", "AAAA", "TXT", "TYPE65280" ... */
+    char name[1024]; /* lower case, no trailing dot; escapes as ldns prints them (logs only) */
+    uint8_t qname[BRIG_DNS_NAME_MAX]; /* the name in wire format, ASCII lower case: what the
+                                         policy is checked against */
+    size_t qname_len;
+    char type[16]; /* "A", "AAAA", "TXT", "TYPE65280" ... */
     uint16_t qtype;
     bool has_edns;
 } brig_dns_question;
@@ -149,10 +173,17 @@ typedef struct brig_dns_answer {
 int brig_dns_parse_answer(const uint8_t *msg, size_t len, uint16_t upstream_id,
                           const brig_dns_question *q, brig_dns_answer *a);
 
-/* Whether name (lower case, no trailing dot) is allowed by the policy's
- * domains: exact match, or "*.example.org" matching any name that ends with
- * ".example.org" (not example.org itself). */
-bool brig_dns_name_allowed(const brig_egress *policy, const char *name);
+/* Lowers every record's TTL above max to max, in place (the message keeps
+ * its length; OPT records are left alone).  -1 when msg is malformed (it may
+ * then be changed in part). */
+int brig_dns_clamp_ttls(uint8_t *msg, size_t len, uint32_t max);
+
+/* Whether the name qname (wire format, qname_len bytes, ASCII lower case) is
+ * allowed by the policy's domains, compared label by label: exact match, or
+ * "*.example.org" matching any name with more labels whose last ones are
+ * example and org (not example.org itself).  A label holding a dot never
+ * matches: policy labels have none. */
+bool brig_dns_name_allowed(const brig_egress *policy, const uint8_t *qname, size_t qname_len);
 
 /* ---- policy.c (module-internal helpers) -------------------------------- */
 
@@ -182,7 +213,8 @@ void brig_proxy_wake(brig_net *n);
 typedef struct brig_net_grant {
     uint32_t addr;      /* network order */
     int64_t expires_ms; /* CLOCK_MONOTONIC */
-    char *name;         /* the query name that opened it */
+    uint8_t *qname;     /* the query name that opened it (wire format) */
+    size_t qname_len;
 } brig_net_grant;
 
 struct brig_net_sandbox {
@@ -202,8 +234,11 @@ struct brig_net_sandbox {
     int n_queries;
     struct brig_dns_conn *conns; /* accepted TCP connections */
     int n_conns;
+    uint64_t round;    /* the proxy loop's round in which ... */
+    int round_answers; /* ... this many of its upstream answers were handled */
 
-    /* addresses the DNS proxy opened (allowlist) */
+    /* addresses the DNS proxy opened (allowlist), least recently answered
+     * first; at most brig_net.grants_max (the oldest make room) */
     brig_net_grant *grants;
     size_t n_grants, cap_grants;
 
@@ -227,8 +262,17 @@ struct brig_net {
     socklen_t upstream_len;
     char upstream_str[96];
 
+    size_t grants_max; /* DNS grants per sandbox (dns_grants_max) */
+    int ttl_max;       /* seconds a grant lasts at most (dns_ttl_max) */
+
     pthread_mutex_t lock;
-    pthread_mutex_t fw_lock;
+    /* fw_lock is first come, first served (a ticket lock): a revocation's
+     * series of transactions lets every waiter in between two of them. */
+    struct {
+        pthread_mutex_t m;
+        pthread_cond_t turn;
+        uint64_t next, serving;
+    } fw_lock;
     brig_fw *fw;
     uint32_t next_gen;
 
@@ -242,8 +286,11 @@ struct brig_net {
 void brig_net_log_add(brig_net_sandbox *s, json_t *rec);
 /* Under n->lock: the sandbox attached to host link ifindex, or NULL. */
 brig_net_sandbox *brig_net_by_ifindex(brig_net *n, int ifindex);
-/* Under n->lock: records grants the DNS proxy made (and opens them). */
-void brig_net_grant_add(brig_net *n, brig_net_sandbox *s, const char *name,
+/* Under n->lock: opens the A records of the answer a to q for the sandbox
+ * (when its policy still allows q's name), each for its TTL within
+ * [BRIG_NET_TTL_MIN, n->ttl_max], closing its least recently answered
+ * addresses beyond n->grants_max. */
+void brig_net_grant_add(brig_net *n, brig_net_sandbox *s, const brig_dns_question *q,
                         const brig_dns_answer *a);
 /* Frees a detached sandbox (proxy thread, or brig_net_free). */
 void brig_net_sandbox_free(brig_net_sandbox *s);

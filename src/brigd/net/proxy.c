@@ -10,8 +10,12 @@
  * well exist, the policy refuses to look it up, and a client can tell the two
  * apart).  Under allowlist the A records of an answer are opened in the
  * firewall (allow_dns) before the answer reaches the sandbox, so a connect()
- * right after the lookup passes.  Each query goes upstream from its own
- * connected UDP socket (a fresh source port and id per query).
+ * right after the lookup passes, and the answer's TTLs are lowered to how long
+ * that lasts at most.  Each query goes upstream from its own connected UDP
+ * socket (a fresh source port and id per query); once it is answered or given
+ * up, its conntrack entry is deleted (ctnetlink), so a sandbox's queries hold
+ * at most BRIG_NET_MAX_QUERIES entries of the host's table, not one per query
+ * for the 30 s a UDP entry otherwise lingers.
  *
  * Lifetime: everything runs under n->lock.  A sandbox detached while its
  * events wait in the current epoll batch is marked dead and parked in
@@ -22,6 +26,7 @@
 #include <fcntl.h>
 #include <libmnl/libmnl.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/netfilter/nfnetlink_log.h>
 #include <netinet/ip.h>
 #include <netinet/ip_icmp.h>
@@ -55,7 +60,8 @@ typedef struct brig_dns_conn {
 
 typedef struct brig_dns_pending {
     watch w;
-    int fd; /* connected to the upstream */
+    int fd;                        /* connected to the upstream */
+    struct sockaddr_storage local; /* fd's own address (its conntrack tuple's source) */
     uint16_t client_id, upstream_id;
     brig_dns_question q;
     struct sockaddr_in client; /* UDP client */
@@ -70,10 +76,12 @@ struct brig_proxy {
     int ep;
     int wake_fd;
     struct mnl_socket *nflog;
+    struct mnl_socket *ct; /* ctnetlink, for deleting the upstream queries' entries */
     watch wake_w, nflog_w;
     pthread_t thread;
     bool running;
     bool stop;
+    uint64_t round;                                 /* loop rounds so far */
     uint8_t buf[65536] __attribute__((aligned(8))); /* netlink messages need it */
 };
 
@@ -173,8 +181,56 @@ static void reply_rcode(brig_net_sandbox *s, const struct sockaddr_in *client, b
 
 /* ---- queries ---------------------------------------------------------- */
 
-static void pending_free(brig_proxy *p, brig_net_sandbox *s, brig_dns_pending *q)
+/* Deletes the conntrack entry of an upstream query (best effort: an entry
+ * that is not there, or a host without conntrack, is no error). */
+static void ct_forget(brig_net *n, brig_dns_pending *q)
 {
+    brig_proxy *p = n->proxy;
+    if (p->ct == NULL || q->local.ss_family == AF_UNSPEC)
+        return;
+    uint8_t buf[256] __attribute__((aligned(8)));
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+    nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
+    nlh->nlmsg_flags = NLM_F_REQUEST;
+    struct nfgenmsg *g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+    g->nfgen_family = (uint8_t)q->local.ss_family;
+    g->version = NFNETLINK_V0;
+    struct nlattr *tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
+    struct nlattr *ipn = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
+    uint16_t sport, dport;
+    if (q->local.ss_family == AF_INET) {
+        const struct sockaddr_in *l = (const struct sockaddr_in *)&q->local;
+        const struct sockaddr_in *u = (const struct sockaddr_in *)&n->upstream;
+        mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, l->sin_addr.s_addr);
+        mnl_attr_put_u32(nlh, CTA_IP_V4_DST, u->sin_addr.s_addr);
+        sport = l->sin_port;
+        dport = u->sin_port;
+    } else {
+        const struct sockaddr_in6 *l = (const struct sockaddr_in6 *)&q->local;
+        const struct sockaddr_in6 *u = (const struct sockaddr_in6 *)&n->upstream;
+        mnl_attr_put(nlh, CTA_IP_V6_SRC, sizeof(l->sin6_addr), &l->sin6_addr);
+        mnl_attr_put(nlh, CTA_IP_V6_DST, sizeof(u->sin6_addr), &u->sin6_addr);
+        sport = l->sin6_port;
+        dport = u->sin6_port;
+    }
+    mnl_attr_nest_end(nlh, ipn);
+    struct nlattr *proto = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
+    mnl_attr_put_u8(nlh, CTA_PROTO_NUM, IPPROTO_UDP);
+    mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, sport);
+    mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, dport);
+    mnl_attr_nest_end(nlh, proto);
+    mnl_attr_nest_end(nlh, tuple);
+    (void)!mnl_socket_sendto(p->ct, nlh, nlh->nlmsg_len);
+    /* Errors come back even unasked (ENOENT): drop them. */
+    while (recv(mnl_socket_get_fd(p->ct), buf, sizeof(buf), MSG_DONTWAIT) > 0)
+        ;
+    q->local.ss_family = AF_UNSPEC;
+}
+
+static void pending_free(brig_net *n, brig_net_sandbox *s, brig_dns_pending *q)
+{
+    brig_proxy *p = n->proxy;
+    ct_forget(n, q);
     brig_dns_pending **pp = &s->queries;
     while (*pp && *pp != q)
         pp = &(*pp)->next;
@@ -203,7 +259,7 @@ static void query_in(brig_net *n, brig_net_sandbox *s, const uint8_t *msg, size_
         reply_rcode(s, client, c, msg, len, rc);
         return;
     }
-    if (!brig_dns_name_allowed(&s->policy, q.name)) {
+    if (!brig_dns_name_allowed(&s->policy, q.qname, q.qname_len)) {
         log_dns(s, &q, false, BRIG_DNS_REFUSED, NULL, proto);
         reply_rcode(s, client, c, msg, len, BRIG_DNS_REFUSED);
         return;
@@ -225,9 +281,12 @@ static void query_in(brig_net *n, brig_net_sandbox *s, const uint8_t *msg, size_
     uint8_t *up = NULL;
     size_t up_len = 0;
     pq->fd = socket(n->upstream.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    socklen_t local_len = sizeof(pq->local);
     if (pq->fd < 0 || connect(pq->fd, (struct sockaddr *)&n->upstream, n->upstream_len) < 0 ||
+        getsockname(pq->fd, (struct sockaddr *)&pq->local, &local_len) < 0 ||
         brig_dns_upstream_query(msg, len, pq->upstream_id, c != NULL, &up, &up_len) < 0 ||
         send(pq->fd, up, up_len, 0) < 0) {
+        ct_forget(n, pq);
         if (pq->fd >= 0)
             close(pq->fd);
         free(pq);
@@ -255,16 +314,20 @@ static void upstream_in(brig_net *n, brig_net_sandbox *s, brig_dns_pending *pq)
     brig_dns_answer a;
     if (brig_dns_parse_answer(p->buf, (size_t)len, pq->upstream_id, &pq->q, &a) < 0)
         return; /* not our answer: keep waiting */
-    /* Open first, answer second: the sandbox connects as soon as it knows. */
-    if (s->policy.mode == BRIG_EGRESS_ALLOWLIST && a.n_a > 0)
-        brig_net_grant_add(n, s, pq->q.name, &a);
+    /* Open first, answer second: the sandbox connects as soon as it knows;
+     * and it is told no TTL longer than the address stays open. */
+    if (s->policy.mode == BRIG_EGRESS_ALLOWLIST) {
+        if (a.n_a > 0)
+            brig_net_grant_add(n, s, &pq->q, &a);
+        (void)brig_dns_clamp_ttls(p->buf, (size_t)len, (uint32_t)n->ttl_max);
+    }
     log_dns(s, &pq->q, true, a.rcode, &a, pq->conn ? "tcp" : "udp");
     p->buf[0] = (uint8_t)(pq->client_id >> 8);
     p->buf[1] = (uint8_t)pq->client_id;
     bool tcp_client = pq->conn != NULL;
     if (tcp_client || (pq->client.sin_family == AF_INET))
         send_reply(s, &pq->client, pq->conn, p->buf, (size_t)len);
-    pending_free(p, s, pq);
+    pending_free(n, s, pq);
 }
 
 static void udp_in(brig_net *n, brig_net_sandbox *s)
@@ -339,6 +402,8 @@ static void nflog_record(brig_net *n, const char *prefix, int indev, int outdev,
         reason = "host";
     } else if (strncmp(prefix, "spoof ", 6) == 0) {
         reason = "spoofed";
+    } else if (strncmp(prefix, "limit ", 6) == 0) {
+        reason = "limit";
     } else if (strncmp(prefix, "out ", 4) != 0) {
         return;
     }
@@ -526,7 +591,7 @@ static void expire(brig_net *n)
             log_dns(s, &q->q, true, BRIG_DNS_SERVFAIL, NULL, q->conn ? "tcp" : "udp");
             if (q->conn || q->client.sin_family == AF_INET)
                 reply_rcode(s, &q->client, q->conn, q->msg, q->msg_len, BRIG_DNS_SERVFAIL);
-            pending_free(n->proxy, s, q);
+            pending_free(n, s, q);
         }
         for (brig_dns_conn *c = s->conns, *nx; c; c = nx) {
             nx = c->next;
@@ -559,7 +624,16 @@ static void handle(brig_net *n, watch *w)
         tcp_in(n, w->s, w->obj);
         break;
     case W_UPSTREAM:
-        upstream_in(n, w->s, w->obj);
+        /* An answer may cost a firewall transaction (allowlist): a few per
+         * sandbox per round, so that one sandbox's flood of answers cannot
+         * hold up everyone else's.  The rest stay readable for the next
+         * round (epoll is level-triggered and reports them after the others). */
+        if (w->s->round != n->proxy->round) {
+            w->s->round = n->proxy->round;
+            w->s->round_answers = 0;
+        }
+        if (w->s->round_answers++ < BRIG_NET_ANSWERS_PER_ROUND)
+            upstream_in(n, w->s, w->obj);
         break;
     }
 }
@@ -581,6 +655,7 @@ static void *loop(void *arg)
             pthread_mutex_unlock(&n->lock);
             return NULL;
         }
+        p->round++;
         for (int i = 0; i < k; i++)
             handle(n, evs[i].data.ptr);
         expire(n);
@@ -613,6 +688,14 @@ int brig_proxy_start(brig_net *n, brig_error **err)
     p->wake_w = (watch){.type = W_WAKE};
     watch_add(p, p->wake_fd, &p->wake_w);
     p->nflog = nflog_open();
+    p->ct = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (p->ct && mnl_socket_bind(p->ct, 0, MNL_SOCKET_AUTOPID) < 0) {
+        mnl_socket_close(p->ct);
+        p->ct = NULL;
+    }
+    if (p->ct == NULL)
+        brig_warn("net: ctnetlink socket: %s; upstream DNS queries keep their conntrack entries",
+                  strerror(errno));
     if (p->nflog) {
         p->nflog_w = (watch){.type = W_NFLOG};
         watch_add(p, mnl_socket_get_fd(p->nflog), &p->nflog_w);
@@ -641,6 +724,8 @@ void brig_proxy_stop(brig_net *n)
     }
     if (p->nflog)
         mnl_socket_close(p->nflog);
+    if (p->ct)
+        mnl_socket_close(p->ct);
     close(p->wake_fd);
     close(p->ep);
     free(p);
@@ -699,6 +784,7 @@ void brig_proxy_remove(brig_net *n, brig_net_sandbox *s)
      * freed with the sandbox (brig_net_sandbox_free). */
     for (brig_dns_pending *q = s->queries; q; q = q->next)
         if (q->fd >= 0) {
+            ct_forget(n, q);
             watch_del(p, q->fd);
             close(q->fd);
             q->fd = -1;
