@@ -292,8 +292,12 @@ static json_t *oci_spec_new(const oci *o, const brig_rt_spec *spec, const char *
                                          "/sys/firmware",
                                          "/sys/devices/virtual/powercap",
                                          NULL};
+    /* /proc/pressure: reading it is harmless, but a written trigger is host-wide kernel
+     * work, and a process exiting with thousands of them open sat in uninterruptible
+     * sleep for minutes (its sandbox's teardown with it). */
     static const char *const readonly[] = {
-        "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL};
+        "/proc/bus",           "/proc/fs", "/proc/irq", "/proc/pressure", "/proc/sys",
+        "/proc/sysrq-trigger", NULL};
     static const char *const args[] = {AGENT_IN_SANDBOX, "--listen-fd", "3", NULL};
     static const char *const env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
