@@ -4,7 +4,8 @@
  * The INI file has one [brigd] section whose keys are the long flag names with
  * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
- * (seconds), output_limit_bytes, max_file_bytes, pids_limit, * uid_base, uid_ranges,
+ * (seconds), output_limit_bytes, max_file_bytes, pids_limit, pty_max, tcp_memory_mib, uid_base,
+ * uid_ranges,
  * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes,
  * memory_overcommit (a ratio), and in
  * seconds: create_queue_timeout, idle_timeout_default, idle_timeout_max, lifetime_default,
@@ -73,6 +74,8 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"output_limit_bytes", &cfg->output_limit_bytes, 1024, INT64_C(1) << 32, 1},
         {"max_file_bytes", &cfg->max_file_bytes, 1, INT64_C(1) << 50, 1},
         {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
+        {"pty_max", &cfg->pty_max, 1, 4096, 1},
+        {"tcp_memory_mib", &cfg->tcp_memory_mib, 1, 1 << 20, 1},
         {"uid_base", &cfg->uid_base, 65536, INT64_C(1) << 31, 1},
         {"uid_ranges", &cfg->uid_ranges, 1, 1 << 14, 1},
         {"initial_credit_micro_usd", &cfg->initial_credit_micro_usd, 0, INT64_C(1) << 50, 1},
@@ -256,6 +259,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->output_limit_bytes = 10 << 20;
     cfg->max_file_bytes = INT64_C(8) << 30;
     cfg->pids_limit = 512;
+    cfg->pty_max = 64;
+    cfg->tcp_memory_mib = 32;
     static const brig_tariff defaults[] = {
         {"small", 1, 512, 2048, 10},
         {"medium", 2, 2048, 8192, 40},

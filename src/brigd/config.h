@@ -33,6 +33,8 @@ typedef struct brig_config {
     int64_t output_limit_bytes;            /* per stream of a buffered exec result; 10 MiB */
     int64_t max_file_bytes;                /* largest upload (file or tar); 8 GiB */
     int64_t pids_limit;                    /* per sandbox; default 512 */
+    int64_t pty_max;                       /* ptys per sandbox (its devpts max=); 64 */
+    int64_t tcp_memory_mib;                /* TCP buffer memory per sandbox (cgroup v1); 32 */
     int64_t uid_base;                      /* first host uid of sandbox ranges; 10000000 */
     int64_t uid_ranges;                    /* how many 65536-id ranges (max live sandboxes) */
     brig_tariff tariffs[BRIG_MAX_TARIFFS]; /* [tariff.NAME] sections; small/medium/large */
