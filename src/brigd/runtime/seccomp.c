@@ -32,14 +32,15 @@
  *
  * One ABI only: x86-64.  The i386 ABI (int $0x80, and SYSENTER/SYSCALL32 from a
  * 32-bit code segment) multiplexes calls: socketcall(SYS_SOCKET, args) carries
- * socket's arguments in memory, where seccomp cannot look, and libseccomp turns
- * an argument rule for socket into an unconditional one for socketcall - with
- * SCMP_ARCH_X86 listed, `int $0x80` opened the AF_VSOCK socket that x86-64's
- * socket() refused.  x32 (the x86-64 call numbers with bit 30 set) has nothing a
- * sandbox needs either.  An architecture missing from "architectures" gets
- * libseccomp's bad-arch action, which runc leaves at SECCOMP_RET_KILL_THREAD; the
- * agent adds a filter that makes it kill the whole process (agent.md), so any
- * foreign-ABI call ends its process with SIGSYS, as if the kernel had no such ABI.
+ * socket's arguments in memory, where seccomp cannot look, so libseccomp made the
+ * rule for socket(family != AF_VSOCK) one for socketcall(SYS_SOCKET, any family) -
+ * with SCMP_ARCH_X86 listed, `int $0x80` opened the AF_VSOCK socket that x86-64's
+ * socket() refused (ipc(2) multiplexes SysV IPC the same way).  x32 (the x86-64
+ * call numbers with bit 30 set) has nothing a sandbox needs either.  An
+ * architecture missing from "architectures" gets libseccomp's bad-arch action,
+ * which runc leaves at SECCOMP_RET_KILL_THREAD; the agent adds a filter that makes
+ * it kill the whole process (agent.md), so any foreign-ABI call ends its process
+ * with SIGSYS, as if the kernel had no such ABI.
  *
  * Arguments are compared as 64-bit values, but the kernel truncates an int
  * argument to its low 32 bits: a rule "family != AF_VSOCK" let socket(AF_VSOCK |
