@@ -184,6 +184,10 @@ static int pipe_ours(int fds[2], int our_end, brig_error **err)
 static int pty_open(const brig_exec_spec *s, int *master, int *slave, brig_error **err)
 {
     *master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    if (*master < 0 && errno == ENOSPC) /* the sandbox's devpts max= (brigd's pty_max) */
+        return brig_error_set(err, BRIG_E_NO_SPACE, ENOSPC,
+                              "no free pseudo-terminal: this sandbox has every pty it may "
+                              "have open");
     if (*master < 0)
         return brig_error_sys(err, "open /dev/ptmx");
     if (unlockpt(*master) < 0)

@@ -24,6 +24,7 @@
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -33,7 +34,10 @@
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <linux/audit.h>
 #include <linux/close_range.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #include "log.h"
 #include "util.h"
@@ -336,6 +340,37 @@ static void lower_limits(void)
     }
 }
 
+/* A call of a foreign ABI ends its whole process.  brigd's seccomp profile admits
+ * x86-64 alone (runtime/seccomp.c), so an i386 call (int $0x80) or an x32 one (bit 30
+ * of the number) gets libseccomp's bad-arch action, which runc leaves at
+ * SECCOMP_RET_KILL_THREAD: made by a second thread, the call would end that thread
+ * only and leave its process running without it, holding whatever it held.  This
+ * filter, inherited by every command, says SECCOMP_RET_KILL_PROCESS for the same
+ * calls; of two filters' actions the kernel takes the stronger.  Installed only where
+ * the runtime set no_new_privs (every sandbox): an agent run on a host for tests
+ * leaves its process as it found it. */
+static void kill_foreign_abis(void)
+{
+#if defined(__x86_64__)
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        /* x32: 0x40000000 + n.  Numbers from 0x80000000 up stay the other filter's. */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xC0000000),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x40000000, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = BRIG_ARRAY_LEN(code), .filter = code};
+    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+        return;
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+        brig_warn("seccomp filter for foreign ABIs: %s", strerror(errno));
+#endif
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -397,6 +432,7 @@ int main(int argc, char **argv)
     if (prctl(PR_SET_DUMPABLE, 0) < 0)
         brig_warn("PR_SET_DUMPABLE: %s", strerror(errno));
     lower_limits();
+    kill_foreign_abis();
     agent a = {.pid = getpid(), .lfd = -1, .sfd = -1};
     brig_error *err = NULL;
     if (a.pid != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)

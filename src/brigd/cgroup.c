@@ -5,12 +5,15 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "util.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
@@ -113,10 +116,73 @@ static int no_remove(const char *id, brig_error **err)
     return 0;
 }
 
-static brig_cgroup_ops v1 = {.name = "v1", .check = ok, .cpu_ns = v1_cpu_ns, .remove = v1_remove};
-static brig_cgroup_ops v2 = {.name = "v2", .check = ok, .cpu_ns = v2_cpu_ns, .remove = v2_remove};
-static const brig_cgroup_ops none = {
-    .name = "none", .check = refuse, .cpu_ns = no_cpu, .remove = no_remove};
+static int v1_prepare(const char *id, int64_t tcp_bytes, brig_error **err);
+static int64_t v1_tcp_bytes(const char *id);
+
+static int no_prepare(const char *id, int64_t tcp_bytes, brig_error **err)
+{
+    (void)id;
+    (void)tcp_bytes;
+    (void)err;
+    return 0;
+}
+
+static int64_t no_tcp(const char *id)
+{
+    (void)id;
+    return -1;
+}
+
+static brig_cgroup_ops v1 = {.name = "v1",
+                             .check = ok,
+                             .cpu_ns = v1_cpu_ns,
+                             .prepare = v1_prepare,
+                             .tcp_bytes = v1_tcp_bytes,
+                             .remove = v1_remove};
+static brig_cgroup_ops v2 = {.name = "v2",
+                             .check = ok,
+                             .cpu_ns = v2_cpu_ns,
+                             .prepare = no_prepare,
+                             .tcp_bytes = no_tcp,
+                             .remove = v2_remove};
+static const brig_cgroup_ops none = {.name = "none",
+                                     .check = refuse,
+                                     .cpu_ns = no_cpu,
+                                     .prepare = no_prepare,
+                                     .tcp_bytes = no_tcp,
+                                     .remove = no_remove};
+
+#define V1_MEMORY "/sys/fs/cgroup/memory/brig"
+
+/* TCP buffers come from one host-wide budget (net.ipv4.tcp_mem) that v1 does not count
+ * as memory: a 512 MiB sandbox pinned 902 MiB of them over its loopback, and two such
+ * stall every TCP socket of the host.  memory.kmem.tcp.limit_in_bytes bounds them per
+ * cgroup (over it, sockets stop growing their buffers and wait).  v2 needs none of
+ * this: it charges socket buffers to memory.max. */
+static int v1_prepare(const char *id, int64_t tcp_bytes, brig_error **err)
+{
+    if (!v1.tcp_limit)
+        return 0;
+    _cleanup_free_ char *dir = brig_asprintf("%s/%s", V1_MEMORY, id);
+    if ((mkdir(V1_MEMORY, 0755) < 0 && errno != EEXIST) ||
+        (mkdir(dir, 0755) < 0 && errno != EEXIST))
+        return brig_error_sys(err, "create memory cgroup %s", dir);
+    _cleanup_free_ char *path = brig_asprintf("%s/memory.kmem.tcp.limit_in_bytes", dir);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    char v[32];
+    int n = snprintf(v, sizeof(v), "%lld", (long long)tcp_bytes);
+    if (fd < 0 || write(fd, v, (size_t)n) != n)
+        return brig_error_sys(err, "set %s to %s", path, v);
+    return 0;
+}
+
+static int64_t v1_tcp_bytes(const char *id)
+{
+    if (!v1.tcp_limit)
+        return -1;
+    _cleanup_free_ char *p = brig_asprintf("%s/%s/memory.kmem.tcp.usage_in_bytes", V1_MEMORY, id);
+    return read_first_int(p, NULL);
+}
 
 static bool exists(const char *root, const char *rel)
 {
@@ -148,6 +214,7 @@ const brig_cgroup_ops *brig_cgroup_detect(const char *root)
         !exists(root, "cpu/cpu.cfs_quota_us"))
         return &none;
     v1.swap_limit = exists(root, "memory/memory.memsw.limit_in_bytes");
+    v1.tcp_limit = exists(root, "memory/memory.kmem.tcp.limit_in_bytes");
     v1.io_weight = exists(root, "blkio/blkio.weight");
     return &v1;
 }

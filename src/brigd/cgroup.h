@@ -2,10 +2,11 @@
  * cgroup.h - which cgroup hierarchy this host has, chosen once at start-up.
  *
  * The OCI runtime creates and removes each sandbox's cgroup from the resources
- * brigd writes into config.json; this module only decides what can be asked
- * for: v1 (runc's cgroupfs driver; this development host), v2 (unified), or
- * "none" - no usable memory/cpu/pids controllers - which refuses to start
- * sandboxes rather than run them without limits.
+ * brigd writes into config.json; this module decides what can be asked for: v1
+ * (runc's cgroupfs driver; this development host), v2 (unified), or "none" - no
+ * usable memory/cpu/pids controllers - which refuses to start sandboxes rather
+ * than run them without limits; and it sets, ahead of the runtime, the one limit
+ * the runtime cannot (v1's TCP buffer bound).
  */
 #ifndef BRIG_CGROUP_H
 #define BRIG_CGROUP_H
@@ -17,8 +18,10 @@
 typedef struct brig_cgroup_ops {
     const char *name; /* "v1" | "v2" | "none" */
     bool swap_limit;  /* swap can be limited (memsw on v1, memory.swap.max on v2) */
-    bool io_weight; /* a proportional I/O weight is available */ /* 0 when sandboxes may start, -1
-                                                                    with the reason otherwise. */
+    bool tcp_limit;   /* v1's memory.kmem.tcp: socket buffers get a bound of their own (v2
+                         charges them to memory.max: no separate bound needed) */
+    bool io_weight;   /* a proportional I/O weight is available */
+    /* 0 when sandboxes may start, -1 with the reason otherwise. */
     int (*check)(brig_error **err);
     /* CPU time used by a sandbox's cgroup so far, in ns (-1 when unknown). */
     int64_t (*cpu_ns)(const char *id);
@@ -26,6 +29,14 @@ typedef struct brig_cgroup_ops {
      * removes them, but runc 1.1 reports success when it could not); 0 when none is
      * left, -1 with *err when one is still in use. */
     int (*remove)(const char *id, brig_error **err);
+    /* Before the runtime starts sandbox id: what the OCI spec cannot ask of this
+     * runtime.  v1 with tcp_limit: makes the sandbox's memory cgroup with its TCP
+     * buffer limit (tcp_bytes), which the runtime then joins (runc 1.1 ignores OCI's
+     * kernelTCP; the limit only counts sockets made after it is set).  0 or -1. */
+    int (*prepare)(const char *id, int64_t tcp_bytes, brig_error **err);
+    /* TCP buffer memory sandbox id holds now, in bytes, where the flavour counts it
+     * apart from memory (v1 with tcp_limit); -1 elsewhere. */
+    int64_t (*tcp_bytes)(const char *id);
 } brig_cgroup_ops;
 
 /* Detects the host's hierarchy (under root, normally /sys/fs/cgroup). */

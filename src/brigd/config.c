@@ -5,8 +5,8 @@
  * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
  * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
  * (seconds), output_limit_bytes, exec_output_budget, exec_output_budget_per_account,
- * max_file_bytes, max_secrets, max_secret_bytes, pids_limit, uid_base, uid_ranges,
- * max_connections, max_waiting_connections, max_waiting_per_address, header_timeout,
+ * max_file_bytes, max_secrets, max_secret_bytes, pids_limit, pty_max, tcp_memory_mib, uid_base,
+ * uid_ranges, max_connections, max_waiting_connections, max_waiting_per_address, header_timeout,
  * body_timeout (seconds), max_requests_per_account,
  * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes,
  * memory_overcommit and disk_overcommit (ratios), disk_reserve_mib, and in
@@ -89,6 +89,8 @@ static int apply(brig_config *cfg, const char *key, const char *v, brig_error **
         {"max_secrets", &cfg->max_secrets, 1, 10000, 1},
         {"max_secret_bytes", &cfg->max_secret_bytes, 4, 16 << 20, 1},
         {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
+        {"pty_max", &cfg->pty_max, 1, 4096, 1},
+        {"tcp_memory_mib", &cfg->tcp_memory_mib, 1, 1 << 20, 1},
         {"uid_base", &cfg->uid_base, 65536, INT64_C(1) << 31, 1},
         {"uid_ranges", &cfg->uid_ranges, 1, 1 << 14, 1},
         {"initial_credit_micro_usd", &cfg->initial_credit_micro_usd, 0, BRIG_CREDIT_MAX, 1},
@@ -294,6 +296,8 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     cfg->max_secrets = 100;
     cfg->max_secret_bytes = 65536;
     cfg->pids_limit = 512;
+    cfg->pty_max = 64;
+    cfg->tcp_memory_mib = 32;
     static const brig_tariff defaults[] = {
         {"small", 1, 512, 2048, 10},
         {"medium", 2, 2048, 8192, 40},

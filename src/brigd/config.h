@@ -43,6 +43,8 @@ typedef struct brig_config {
     int64_t max_secrets;                   /* secrets per sandbox; 100 */
     int64_t max_secret_bytes;              /* their values together, per sandbox; 64 KiB */
     int64_t pids_limit;                    /* per sandbox; default 512 */
+    int64_t pty_max;                       /* ptys per sandbox (its devpts max=); 64 */
+    int64_t tcp_memory_mib;                /* TCP buffer memory per sandbox (cgroup v1); 32 */
     int64_t uid_base;                      /* first host uid of sandbox ranges; 10000000 */
     int64_t uid_ranges;                    /* how many 65536-id ranges (max live sandboxes) */
     brig_tariff tariffs[BRIG_MAX_TARIFFS]; /* [tariff.NAME] sections; small/medium/large */

@@ -199,6 +199,18 @@ static bool cpu_abusive(brigd *d, brig_sandbox *sb, int64_t now)
     return abusive;
 }
 
+/* TCP buffers past what the kernel lets a bound stop: over its limit (cgroup.c) a socket
+ * still gets a minimum the kernel charges regardless (about one segment, 64 KiB on a
+ * loopback), so thousands of stuck sockets add up past any limit, and past the host's
+ * net.ipv4.tcp_mem, where every TCP socket of the host stalls.  cgroup v2 counts them
+ * as memory, whose limit then OOM-kills; on v1 the janitor stops the sandbox once its
+ * TCP memory is twice its bound (legitimate use stays under the bound itself). */
+static bool tcp_overrun(brigd *d, brig_sandbox *sb)
+{
+    int64_t bytes = d->cgroup->tcp_bytes(sb->id);
+    return bytes >= 0 && bytes > 2 * (d->cfg.tcp_memory_mib << 20);
+}
+
 void brig_lifecycle_tick(brigd *d, int64_t now)
 {
     /* Borrow every running sandbox, decide outside the lock. */
@@ -226,6 +238,8 @@ void brig_lifecycle_tick(brigd *d, int64_t now)
             reason = "max_lifetime";
         else if (cpu_abusive(d, sb, now))
             reason = "cpu_abuse";
+        else if (tcp_overrun(d, sb))
+            reason = "tcp_memory";
         else if (idle_now(d, sb, now))
             reason = "idle_timeout";
         if (reason == NULL && now - sb->billed_at >= d->cfg.billing_interval_ms) {

@@ -13,6 +13,8 @@
  *   max_lifetime       past its expiry (POST …/timeout extends it)
  *   cpu_abuse          at >= 95 % of its CPU quota for longer than the abuse
  *                      window (the account sees it in cpu_abuse_stops)
+ *   tcp_memory         its TCP buffers passed twice tcp_memory_mib (cgroup v1:
+ *                      stuck sockets' kernel-granted minimums past the limit)
  *   balance_exhausted  incremental billing took the account's balance to zero
  */
 #ifndef BRIG_LIFECYCLE_H

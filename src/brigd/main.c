@@ -83,6 +83,83 @@ static void tune_host(void)
     brig_info("raised fs.file-max to %s (was %lld)", want, strtoll(cur, NULL, 10));
 }
 
+/* The first integer in a /proc file, or -1. */
+static long long proc_ll(const char *path)
+{
+    char buf[32] = "";
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    if (fgets(buf, sizeof(buf), f) == NULL)
+        buf[0] = '\0';
+    fclose(f);
+    char *end = NULL;
+    long long v = strtoll(buf, &end, 10);
+    return end == buf ? -1 : v;
+}
+
+#define PTY_MAX_KERNEL (1 << 20) /* NR_UNIX98_PTY_MAX: the most kernel.pty.max takes */
+
+/* The host's pty pool is one for every devpts instance: kernel.pty.max ptys, of which
+ * the last kernel.pty.reserve only the host's own /dev/pts may take.  Each sandbox's
+ * instance holds at most pty_max (its devpts max=, oci.c); the pool is raised (never
+ * lowered) so that max_sandboxes full instances fit in it: no sandbox can take
+ * another's ptys.  A pty is kernel memory charged to the sandbox that opened it. */
+static int size_pty_pool(const brig_config *cfg, brig_error **err)
+{
+    static const char path[] = "/proc/sys/kernel/pty/max";
+    long long cur = proc_ll(path), reserve = proc_ll("/proc/sys/kernel/pty/reserve");
+    if (cur < 0 || reserve < 0) {
+        brig_warn("no %s: cannot size the host's pty pool for the sandboxes", path);
+        return 0;
+    }
+    long long want = reserve + (long long)cfg->max_sandboxes * cfg->pty_max;
+    if (want > PTY_MAX_KERNEL)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "max_sandboxes (%lld) x pty_max (%lld) + kernel.pty.reserve (%lld) "
+                              "is more ptys than the kernel has (%d): lower pty_max or "
+                              "max_sandboxes",
+                              (long long)cfg->max_sandboxes, (long long)cfg->pty_max, reserve,
+                              PTY_MAX_KERNEL);
+    if (cur >= want)
+        return 0;
+    FILE *f = fopen(path, "we");
+    if (f == NULL || fprintf(f, "%lld", want) < 0 || fclose(f) != 0) {
+        brig_warn("cannot raise kernel.pty.max to %lld (%s): sandboxes share a pool of %lld "
+                  "ptys and may take each other's",
+                  want, path, cur - reserve);
+        return 0;
+    }
+    brig_info("raised kernel.pty.max to %lld (was %lld): %lld sandboxes x %lld ptys + %lld "
+              "reserved for the host",
+              want, cur, (long long)cfg->max_sandboxes, (long long)cfg->pty_max, reserve);
+    return 0;
+}
+
+/* TCP buffers of every sandbox come from one host-wide budget, net.ipv4.tcp_mem (in
+ * pages; past its second value every TCP socket of the host is under pressure).  Each
+ * sandbox keeps at most 2 x tcp_memory_mib (cgroup.c, lifecycle.c): says whether one
+ * account's sandboxes together stay below that pressure point. */
+static void check_tcp_budget(const brig_config *cfg, const brig_cgroup_ops *cg)
+{
+    long long pages[3] = {-1, -1, -1};
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_mem", "re");
+    if (f) {
+        if (fscanf(f, "%lld %lld %lld", &pages[0], &pages[1], &pages[2]) != 3)
+            pages[1] = -1;
+        fclose(f);
+    }
+    long long pressure_mib = pages[1] < 0 ? -1 : pages[1] * sysconf(_SC_PAGESIZE) / (1 << 20);
+    long long account_mib = (long long)cfg->max_live_per_account * 2 * cfg->tcp_memory_mib;
+    if (strcmp(cg->name, "v1") == 0 && !cg->tcp_limit)
+        brig_warn("cgroup v1 without memory.kmem.tcp: sandboxes' TCP buffers are not bounded");
+    else if (cg->tcp_limit && pressure_mib >= 0 && account_mib > pressure_mib)
+        brig_warn("max_live_per_account x 2 x tcp_memory_mib = %lld MiB of TCP buffers, more "
+                  "than the host's TCP pressure point (net.ipv4.tcp_mem, %lld MiB): one "
+                  "account could slow every TCP socket of the host; lower tcp_memory_mib",
+                  account_mib, pressure_mib);
+}
+
 /* One brigd per state dir: a second one would reconcile the first one's
  * sandboxes as leftovers and destroy them.  The lock lives as long as brigd. */
 static int lock_state_dir(const char *dir, brig_error **err)
@@ -168,9 +245,13 @@ static int run(brigd *d, int sigfd, brig_error **err)
     if (d->state_lock < 0)
         return -1;
     tune_host();
+    if (size_pty_pool(&d->cfg, err) < 0)
+        return -1;
     d->cgroup = brig_cgroup_detect("/sys/fs/cgroup");
-    brig_info("cgroups: %s (swap limit: %s, I/O weight: %s)", d->cgroup->name,
-              d->cgroup->swap_limit ? "yes" : "no", d->cgroup->io_weight ? "yes" : "no");
+    brig_info("cgroups: %s (swap limit: %s, I/O weight: %s, TCP buffer limit: %s)", d->cgroup->name,
+              d->cgroup->swap_limit ? "yes" : "no", d->cgroup->io_weight ? "yes" : "no",
+              d->cgroup->tcp_limit ? "yes" : "no");
+    check_tcp_budget(&d->cfg, d->cgroup);
     d->uid_used = brig_xcalloc((size_t)d->cfg.uid_ranges, 1);
     _cleanup_free_ char *db = brig_asprintf("%s/brig.db", d->cfg.state_dir);
     if (brig_store_open(&d->store, db, err) < 0)
@@ -178,7 +259,9 @@ static int run(brigd *d, int sigfd, brig_error **err)
     brig_runtime_config rc = {.state_dir = d->cfg.state_dir,
                               .agent_path = d->cfg.agent_path,
                               .oci_runtime = d->cfg.oci_runtime,
-                              .cgroup = d->cgroup};
+                              .cgroup = d->cgroup,
+                              .pty_max = d->cfg.pty_max,
+                              .tcp_memory_mib = d->cfg.tcp_memory_mib};
     if (brig_vault_open(&d->vault, d->cfg.state_dir, err) < 0)
         return -1;
     if (brig_runtime_oci_new(&rc, &d->rt, err) < 0)

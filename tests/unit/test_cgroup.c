@@ -45,9 +45,12 @@ static void test_v1_with_features(void **state)
     assert_string_equal(ops->name, "v1");
     assert_true(ops->swap_limit);
     assert_false(ops->io_weight);
+    assert_false(ops->tcp_limit);
     assert_int_equal(ops->check(NULL), 0);
     touch(root, "blkio/blkio.weight");
     assert_true(brig_cgroup_detect(root)->io_weight);
+    touch(root, "memory/memory.kmem.tcp.limit_in_bytes");
+    assert_true(brig_cgroup_detect(root)->tcp_limit);
     char cmd[64];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
     assert_int_equal(system(cmd), 0);

@@ -30,7 +30,7 @@ export interface SandboxInfo {
   expiresAt?: string;
   /** When it will be deleted if unused until then (ISO 8601). */
   idleExpiresAt?: string;
-  /** Why it ended: `deleted_by_api`, `idle_timeout`, `max_lifetime`, `cpu_abuse`, `balance_exhausted`, `lost_on_restart`. */
+  /** Why it ended: `deleted_by_api`, `idle_timeout`, `max_lifetime`, `cpu_abuse`, `tcp_memory`, `balance_exhausted`, `lost_on_restart`. */
   reason?: string;
   deletedAt?: string;
   /** What it cost, in micro-dollars (integer), and formatted (`"$0.000600"`). */

@@ -25,7 +25,8 @@
  * The sandbox's user namespace is made by brigd, owned by the sandbox's own
  * host uid, and joined by runc (see idmap.h).
  * Destroy order: SIGKILL init (the kernel then kills the whole pid namespace) ->
- * wait for it -> `runc delete` (cgroups, runc state) -> unmount rootfs, lower,
+ * wait for it -> `runc delete` (cgroups, runc state; then what cgroup->prepare made, if
+ * runc never ran) -> unmount rootfs, lower,
  * disk (the loop device detaches itself) -> remove the directory.  Every step tolerates work
  * already done, so destroy also cleans half-created sandboxes and leftovers of a crashed brigd.
  */
@@ -76,6 +77,8 @@ typedef struct oci {
     char *sb_dir;                  /* <state>/sandboxes */
     char *agent_layer;             /* <state>/agent/<hash> */
     char *disk_dir;                /* <state>/disk: golden images of the writable layer */
+    int64_t pty_max;               /* ptys per sandbox: its devpts instance's max= */
+    int64_t tcp_memory_mib;        /* TCP buffers per sandbox (cgroup->prepare) */
 } oci;
 
 struct brig_rt_sandbox {
@@ -292,16 +295,25 @@ static json_t *oci_spec_new(const oci *o, const brig_rt_spec *spec, const char *
                                          "/sys/firmware",
                                          "/sys/devices/virtual/powercap",
                                          NULL};
+    /* /proc/pressure: reading it is harmless, but a written trigger is host-wide kernel
+     * work, and a process exiting with thousands of them open sat in uninterruptible
+     * sleep for minutes (its sandbox's teardown with it). */
     static const char *const readonly[] = {
-        "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL};
+        "/proc/bus",           "/proc/fs", "/proc/irq", "/proc/pressure", "/proc/sys",
+        "/proc/sysrq-trigger", NULL};
     static const char *const args[] = {AGENT_IN_SANDBOX, "--listen-fd", "3", NULL};
     static const char *const env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
         "LANG=C.UTF-8", NULL};
     static const char *const o_proc[] = {"nosuid", "noexec", "nodev", NULL};
     static const char *const o_dev[] = {"nosuid", "strictatime", "mode=755", "size=65536k", NULL};
-    static const char *const o_pts[] = {"nosuid",    "noexec", "newinstance", "ptmxmode=0666",
-                                        "mode=0620", "gid=5",  NULL};
+    /* max=: every devpts instance draws from the host's kernel.pty.max; without a
+     * bound of its own, one sandbox took the whole pool and other sandboxes' PTY execs
+     * failed.  brigd sizes the host's pool for max_sandboxes of these (main.c). */
+    char pts_max[32];
+    snprintf(pts_max, sizeof(pts_max), "max=%lld", (long long)o->pty_max);
+    const char *const o_pts[] = {"nosuid",    "noexec", "newinstance", "ptmxmode=0666",
+                                 "mode=0620", "gid=5",  pts_max,       NULL};
     static const char *const o_shm[] = {"nosuid",    "noexec",      "nodev",
                                         "mode=1777", "size=65536k", NULL};
     static const char *const o_mq[] = {"nosuid", "noexec", "nodev", NULL};
@@ -460,7 +472,8 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
     }
     brig_buf_dispose(&out);
     /* runc 1.1 forgets the container even when it could not remove a cgroup (a
-     * process from elsewhere still in it): what is left is ours to remove. */
+     * process from elsewhere still in it): what is left is ours to remove, also the
+     * memory cgroup brigd made before runc (cgroup->prepare) when runc never ran. */
     if (!failed && o->cgroup->remove(id, err) < 0)
         failed = 1;
 
@@ -518,7 +531,8 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         brig_error_sys(err, "prepare %s", dir);
         goto out;
     }
-    if (o->cgroup->check(err) < 0)
+    /* The TCP buffer bound (cgroup.c), before anything of the sandbox runs. */
+    if (o->cgroup->check(err) < 0 || o->cgroup->prepare(spec->id, o->tcp_memory_mib << 20, err) < 0)
         goto out;
     if (mkdirat(sb->dirfd, "rootfs", 0755) < 0 || mkdirat(sb->dirfd, "lower", 0755) < 0 ||
         mkdirat(sb->dirfd, "disk", 0755) < 0) {
@@ -824,6 +838,8 @@ int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, bri
     if (o->runtime == NULL)
         goto fail;
     o->cgroup = cfg->cgroup;
+    o->pty_max = cfg->pty_max;
+    o->tcp_memory_mib = cfg->tcp_memory_mib;
     o->root = brig_asprintf("%s/runc", cfg->state_dir);
     o->sb_dir = brig_asprintf("%s/sandboxes", cfg->state_dir);
     o->disk_dir = brig_asprintf("%s/disk", cfg->state_dir);

@@ -75,6 +75,9 @@ typedef struct brig_runtime_config {
     const char *agent_path;               /* the brig-agent binary to run as PID 1 */
     const char *oci_runtime;              /* auto | runc | crun | runsc | PATH */
     const struct brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
+    int64_t pty_max;                      /* ptys per sandbox */
+    int64_t tcp_memory_mib;               /* TCP buffer memory per sandbox, where the cgroup flavour
+                                             bounds it apart from memory (v1) */
 } brig_runtime_config;
 
 int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err);

@@ -25,16 +25,37 @@
  *   user namespace: unprivileged user namespaces expose kernel code that
  *   normally needs CAP_SYS_ADMIN)
  *   clone3 answers ENOSYS, so libc falls back to clone, whose flags we can see
- *   socket(AF_VSOCK) is refused (a hypervisor channel has no business here)
+ *   socket and socketpair of AF_VSOCK answer EAFNOSUPPORT (below)
  *   personality only with the harmless values Docker allows
  * ptrace and process_vm_* stay allowed: the pid and user namespaces confine
  * them to the sandbox's own processes, and debuggers need them.
+ *
+ * One ABI only: x86-64.  The i386 ABI (int $0x80, and SYSENTER/SYSCALL32 from a
+ * 32-bit code segment) multiplexes calls: socketcall(SYS_SOCKET, args) carries
+ * socket's arguments in memory, where seccomp cannot look, so libseccomp made the
+ * rule for socket(family != AF_VSOCK) one for socketcall(SYS_SOCKET, any family) -
+ * with SCMP_ARCH_X86 listed, `int $0x80` opened the AF_VSOCK socket that x86-64's
+ * socket() refused (ipc(2) multiplexes SysV IPC the same way).  x32 (the x86-64
+ * call numbers with bit 30 set) has nothing a sandbox needs either.  An
+ * architecture missing from "architectures" gets libseccomp's bad-arch action,
+ * which runc leaves at SECCOMP_RET_KILL_THREAD; the agent adds a filter that makes
+ * it kill the whole process (agent.md), so any foreign-ABI call ends its process
+ * with SIGSYS, as if the kernel had no such ABI.
+ *
+ * Arguments are compared as 64-bit values, but the kernel truncates an int
+ * argument to its low 32 bits: a rule "family != AF_VSOCK" let socket(AF_VSOCK |
+ * 1 << 32) through, and the kernel made a vsock socket.  So the family rules
+ * enumerate what is allowed (exact 64-bit values: upper bits zero) and refuse the
+ * rest, never "allow all but".
  */
 #include "seccomp.h"
 
 #include <errno.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
 
 static const char *const allowed[] = {"accept",
                                       "accept4",
@@ -279,7 +300,6 @@ static const char *const allowed[] = {"accept",
                                       "sigaltstack",
                                       "signalfd",
                                       "signalfd4",
-                                      "socketpair",
                                       "splice",
                                       "stat",
                                       "statfs",
@@ -322,7 +342,6 @@ static const char *const allowed[] = {"accept",
 #define CLONE_NS_FLAGS                                                                             \
     (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |     \
      CLONE_NEWCGROUP)
-#define AF_VSOCK_ 40
 
 static json_t *names(const char *const *v)
 {
@@ -341,6 +360,38 @@ static json_t *allow_if(const char *name, int index, json_int_t value, json_int_
                      "op", op);
 }
 
+/* {index, value, op}: one comparison of a rule's "args". */
+static json_t *arg_cmp(int index, json_int_t value, const char *op)
+{
+    return json_pack("{s:i, s:I, s:s}", "index", index, "value", value, "op", op);
+}
+
+/* socket/socketpair by address family (argument 0).  Allowed: every family the
+ * kernel may have but AF_VSOCK, as exact values.  Refused with EAFNOSUPPORT, what a
+ * kernel without the family answers: AF_VSOCK (the host's vsock space is not
+ * namespaced: a sandbox could bind ports of the hypervisor's channels) and every
+ * value from AF_MAX up, which includes any family with upper bits set (the kernel
+ * would truncate them away).  EAFNOSUPPORT rather than EPERM: programs that probe
+ * for vsock treat it as "no vsock here" and go on.  Several comparisons of one
+ * argument in one rule are alternatives (runc adds one libseccomp rule each). */
+static json_t *family_rule(const char *name, const char *action)
+{
+    json_t *args = json_array();
+    bool allow = strcmp(action, "SCMP_ACT_ALLOW") == 0;
+    if (allow) {
+        json_array_append_new(args, arg_cmp(0, AF_VSOCK, "SCMP_CMP_LT"));
+        for (int f = AF_VSOCK + 1; f < AF_MAX; f++)
+            json_array_append_new(args, arg_cmp(0, f, "SCMP_CMP_EQ"));
+    } else {
+        json_array_append_new(args, arg_cmp(0, AF_VSOCK, "SCMP_CMP_EQ"));
+        json_array_append_new(args, arg_cmp(0, AF_MAX, "SCMP_CMP_GE"));
+    }
+    json_t *rule = json_pack("{s:[s], s:s, s:o}", "names", name, "action", action, "args", args);
+    if (!allow)
+        json_object_set_new(rule, "errnoRet", json_integer(EAFNOSUPPORT));
+    return rule;
+}
+
 json_t *brig_seccomp_profile(void)
 {
     json_t *rules = json_array();
@@ -357,11 +408,14 @@ json_t *brig_seccomp_profile(void)
                                          "io_getevents", "io_pgetevents", NULL};
     json_array_append_new(rules, json_pack("{s:o, s:s, s:i}", "names", names(no_aio), "action",
                                            "SCMP_ACT_ERRNO", "errnoRet", ENOSYS));
-    json_array_append_new(rules, allow_if("socket", 0, AF_VSOCK_, 0, "SCMP_CMP_NE"));
+    json_array_append_new(rules, family_rule("socket", "SCMP_ACT_ALLOW"));
+    json_array_append_new(rules, family_rule("socket", "SCMP_ACT_ERRNO"));
+    json_array_append_new(rules, family_rule("socketpair", "SCMP_ACT_ALLOW"));
+    json_array_append_new(rules, family_rule("socketpair", "SCMP_ACT_ERRNO"));
     static const json_int_t personas[] = {0, 8, 0x20000, 0x20008, 0xffffffff};
     for (size_t i = 0; i < sizeof(personas) / sizeof(personas[0]); i++)
         json_array_append_new(rules, allow_if("personality", 0, personas[i], 0, "SCMP_CMP_EQ"));
-    return json_pack("{s:s, s:i, s:[s, s, s], s:o}", "defaultAction", "SCMP_ACT_ERRNO",
-                     "defaultErrnoRet", EPERM, "architectures", "SCMP_ARCH_X86_64", "SCMP_ARCH_X86",
-                     "SCMP_ARCH_X32", "syscalls", rules);
+    /* x86-64 alone: every other ABI is refused as a whole (see the top). */
+    return json_pack("{s:s, s:i, s:[s], s:o}", "defaultAction", "SCMP_ACT_ERRNO", "defaultErrnoRet",
+                     EPERM, "architectures", "SCMP_ARCH_X86_64", "syscalls", rules);
 }
