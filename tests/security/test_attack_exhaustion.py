@@ -513,6 +513,26 @@ class sigval(ctypes.Union):
 def take():
     return libc.sigqueue(os.getpid(), signal.SIGRTMIN, sigval(1)) == 0
 """,
+    # Watches need distinct inodes: the template's files, watched by as many instances
+    # as it takes (IN_DONT_FOLLOW: a dangling symlink is watched, not refused).
+    "inotify_watches": """
+libc.inotify_init.restype = ctypes.c_int
+libc.inotify_add_watch.restype = ctypes.c_int
+paths = []
+for root, dirs, files in os.walk('/usr'):
+    paths += [os.path.join(root, f).encode() for f in dirs + files]
+    if len(paths) >= 8000:
+        break
+cur = {'fd': -1, 'i': len(paths)}
+def take():
+    if cur['i'] >= len(paths):
+        cur['fd'], cur['i'] = libc.inotify_init(), 0
+        if cur['fd'] < 0:
+            return False
+    p = paths[cur['i']]
+    cur['i'] += 1
+    return libc.inotify_add_watch(cur['fd'], p, 0x100 | 0x02000000) >= 0
+""",
     "mqueue_bytes": """
 class attr(ctypes.Structure):
     _fields_ = [('flags', ctypes.c_long), ('maxmsg', ctypes.c_long), ('msgsize', ctypes.c_long),
@@ -530,9 +550,9 @@ def take():
 
 @pytest.mark.parametrize("resource", sorted(EXHAUST))
 def test_shared_per_user_counters(sec, resource):
-    """One sandbox takes as many inotify instances / queued realtime signals / POSIX
-    message queues as the kernel lets it and holds them; a second sandbox must still
-    get one of each.  (The attacker holds them only until the check is done.)"""
+    """One sandbox takes as many inotify instances / inotify watches / queued realtime
+    signals / POSIX message queues as the kernel lets it and holds them; a second
+    sandbox must still get one of each.  (The attacker holds them only until the check is done.)"""
     attacker, bystander = sec.sandbox(), sec.sandbox()
     hold = py_program(EXHAUST[resource] + """
 n = 0
@@ -551,3 +571,4 @@ sys.stdin.read()
                    expect=(204,))
         sec.api.delete(attacker)  # message queues outlive their process: free them now
     assert out["got_one"] is True, f"the other sandbox got none after {held.strip()!r}"
+    assert int(held.split()[1]) < 1000000, f"the attacker hit no limit: {held.strip()!r}"

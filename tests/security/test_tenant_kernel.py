@@ -640,6 +640,77 @@ def test_tcp_socket_pileup_stops_the_sandbox(sec, other_tenant):
     assert out["ok"] == 40
 
 
+# UDP buffers: 400 sockets with the largest receive buffer the host allows, each sent
+# datagrams that are never read.  Prints what the host's UDP counter shows at the end.
+PIN_UDP = r"""
+rx = []
+for i in range(400):
+    r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    r.bind(('127.0.0.1', 0))
+    rx.append(r)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setblocking(False)
+sent = 0
+for k in range(100):
+    for r in rx:
+        try:
+            s.sendto(b'u' * 60000, r.getsockname())
+            sent += 1
+        except OSError:
+            pass
+queued = 0
+for r in rx:
+    b = ctypes.c_int()
+    import fcntl
+    fcntl.ioctl(r.fileno(), 0x541B, b)   # FIONREAD
+    queued += b.value
+print(json.dumps({'sent': sent, 'queued_mib': queued / 2**20}), flush=True)
+sys.stdin.read()
+"""
+
+
+def _sockstat_udp_mem():
+    with open("/proc/net/sockstat") as f:
+        for line in f:
+            if line.startswith("UDP:"):
+                w = line.split()
+                return int(w[w.index("mem") + 1]) * 4096
+    raise AssertionError("no UDP line in /proc/net/sockstat")
+
+
+def test_udp_buffer_memory_bounded(sec, other_tenant):
+    """UDP buffers come from the host-wide net.ipv4.udp_mem, which cgroup v1 does not
+    count as memory either.  On v1 the kernel charges every socket of a cgroup whose TCP
+    accounting is on (memory.kmem.tcp.limit_in_bytes set, finding 4) to that same
+    counter, UDP included: 400 never-read sockets with the largest buffers (up to
+    ~160 MiB asked) hold at most the sandbox's tcp_memory_mib.  Another tenant's TCP
+    is unaffected meanwhile."""
+    sid = sec.sandbox()
+    bystander = other_tenant.create("base")["id"]
+    try:
+        baseline, _ = sectest.py(other_tenant, bystander, TCP_PROBE)
+        u0 = _sockstat_udp_mem()
+        pid = background(sec.api, sid, argv=["python3", "-c", py_program(PIN_UDP)])
+        pinned = json.loads(wait_output(sec.api, sid, pid, "}\n", timeout=60).strip()
+                            .splitlines()[-1])
+        held = _sockstat_udp_mem() - u0
+        during, _ = sectest.py(other_tenant, bystander, TCP_PROBE)
+        usage = _tcp_cgroup(sid, "usage_in_bytes")
+        sec.api.ok("POST", f"/v1/sandboxes/{sid}/processes/{pid}/stdin/close", expect=(204,))
+    finally:
+        other_tenant.delete(bystander)
+    assert pinned["sent"] > 0, pinned
+    # The bound, plus one datagram's truesize per socket that the kernel lets in past it.
+    slack_mib = 400 * 64 / 1024
+    assert pinned["queued_mib"] <= TCP_BOUND_MIB + slack_mib, pinned
+    assert held >> 20 <= TCP_BOUND_MIB + slack_mib, (held >> 20, pinned)
+    if usage is not None:  # cgroup v1: UDP is counted in the sandbox's TCP counter
+        assert usage >> 20 <= TCP_BOUND_MIB + 1, (usage >> 20, pinned)
+    assert during["ok"] == baseline["ok"] == 40
+    assert during["ms"] <= max(3 * baseline["ms"], baseline["ms"] + 500), (baseline, during)
+
+
 # ---- the pty pool ---------------------------------------------------------------------
 
 PTY_MAX = 64  # brigd's default pty_max
