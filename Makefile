@@ -13,8 +13,12 @@ FUZZ_SECONDS   ?= 60
 BUILD          := build
 CHECK_BUILD    := build-check
 FUZZ_BUILD     := build-fuzz
-# What pytest runs in `make check`: the daemon's suites, the attack suite, the Python SDK.
-PYTEST_DIRS     = tests/integration $(wildcard tests/security) sdk/python/tests
+# What pytest runs in `make check`: the daemon's suites and the Python SDK, then the attack
+# suite in a session of its own.  One brigd per network namespace manages sandbox networking,
+# and a session's daemons live until the session ends: the attack suite's network attacks
+# need a brigd with networking while no other runs.
+PYTEST_DIRS     = tests/integration sdk/python/tests
+PYTEST_SEC_DIRS = tests/security
 C_SOURCES       = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find src tests -name '*.[ch]')
 
 .PHONY: all setup build build-check up check unit integration fuzz sdk sdk-test templates format \
@@ -53,6 +57,8 @@ unit: build-check
 integration: build-check
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
 	  /usr/bin/python3 -m pytest -q $(PYTEST_DIRS) $(PYTEST_ARGS)
+	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
+	  /usr/bin/python3 -m pytest -q $(PYTEST_SEC_DIRS) $(PYTEST_ARGS)
 
 # libFuzzer targets (clang): the agent's frame/request decoder and brigd's
 # decoder of agent replies, FUZZ_SECONDS each from the committed corpus.
@@ -74,6 +80,8 @@ check: build-check format-check
 	$(MAKE) --no-print-directory fuzz
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
 	  /usr/bin/python3 -m pytest -q $(PYTEST_DIRS) $(PYTEST_ARGS)
+	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
+	  /usr/bin/python3 -m pytest -q $(PYTEST_SEC_DIRS) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory sdk-test
 
 format:

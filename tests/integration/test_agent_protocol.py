@@ -334,8 +334,13 @@ class Agent:
         return e
 
     def start_exec(self, **req):
-        """Sends an exec request; returns (conn, first message)."""
+        """Sends an exec request; returns (conn, first message).  A `cmd` runs in a
+        login shell (bash -l): here, on the host, that would read the host root's own
+        profile (which may take seconds, e.g. a pyenv rehash), so its HOME is the
+        test's directory, unless the test names a user or a HOME."""
         req["env"] = self.env(req.get("env"))
+        if "cmd" in req and "user" not in req:
+            req["env"].setdefault("HOME", str(self.dir))
         c = self.connect()
         c.send_json({"op": "exec", **req})
         return c, c.recv_json()
@@ -592,11 +597,12 @@ def test_timeout_kills_the_group_and_escaped_grandchildren(agent, tmp_path):
 def test_timeout_kills_many_escaped_descendants(agent):
     # setsid'd children and double-forked daemons (reparented at once): all must be dead
     # and reaped before the exit message is sent.
+    # 200 forks take 1-2 s on a slow 2-core VM: the timeout leaves room for them.
     cmd = (
         "for i in $(seq 100); do setsid sleep 600 & (sleep 600 &); done; "
         "echo ready; exec sleep 600"
     )
-    r = agent.exec(cmd=cmd, timeout_ms=1500)
+    r = agent.exec(cmd=cmd, timeout_ms=6000)
     assert r["stdout"] == b"ready\n"
     assert r["timed_out"] is True and r["exit_code"] == 137
     assert tagged(agent.tag) == []

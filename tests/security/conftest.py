@@ -158,6 +158,14 @@ class Sec:
     def sh(self, sid, cmd, **kw):
         return sectest.sh(self.api, sid, cmd, **kw)
 
+    def needs_network(self):
+        """Fails (does not skip) when this suite's brigd runs without networking: one
+        brigd per network namespace manages it, so another brigd alive in the same
+        pytest session (or on the host) takes it first; run the suite on its own."""
+        h = self.api.ok("GET", "/healthz", key=None).json()
+        assert h["network"], ("brigd runs without sandbox networking (another brigd in this "
+                              f"network namespace has it):\n{self.daemon.log()[-2000:]}")
+
     def init_pid(self, sid):
         return sectest.init_pid(self.daemon.state_dir, sid)
 

@@ -224,6 +224,7 @@ def test_downloads_and_the_network_log_do_not_reveal_secrets(sec):
     data), a tar of them and the network log after a DNS query carrying the value: none
     holds the value or a base64 form of it; files keep their size (same-length masks) and
     say so in a header, the tar still unpacks with the right sizes."""
+    sec.needs_network()
     token = "tok-" + secrets.token_hex(20)
     # A sandbox key of a project of its own is enough (it is what an agent holds).
     p = sec.api.ok("POST", "/v1/projects", {"name": "leaky"}).json()

@@ -194,6 +194,11 @@ elif cmd == "connect":  # connect ADDR PORT: one TCP connection and a line back
 # ---------------------------------------------------------------- the test's world
 
 
+@pytest.fixture(autouse=True)
+def _networking(sec):
+    sec.needs_network()
+
+
 @pytest.fixture(scope="module")
 def upstream():
     """The made-up zone on brigd's upstream address (127.0.0.1:9) for this
