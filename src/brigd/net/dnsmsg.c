@@ -56,6 +56,20 @@ static void type_of(uint16_t t, char *out, size_t cap)
         snprintf(out, cap, "TYPE%u", (unsigned)t);
 }
 
+/* A query's header as brig accepts it before ldns reads the rest: one question, no
+ * answer or authority records, at most one additional (its OPT).  More is malformed
+ * (RFC 6891: one OPT at most), and ldns 1.8 leaks all but one TSIG record of the
+ * additional section: a sandbox sending them would grow brigd a little with every query
+ * (found by fuzz_dns). */
+static bool query_shape_ok(const uint8_t *msg, size_t len)
+{
+    if (len < 12)
+        return false;
+    unsigned qd = (unsigned)msg[4] << 8 | msg[5], an = (unsigned)msg[6] << 8 | msg[7];
+    unsigned ns = (unsigned)msg[8] << 8 | msg[9], ar = (unsigned)msg[10] << 8 | msg[11];
+    return qd == 1 && an == 0 && ns == 0 && ar <= 1;
+}
+
 int brig_dns_parse_query(const uint8_t *msg, size_t len, brig_dns_question *q)
 {
     memset(q, 0, sizeof(*q));
@@ -65,7 +79,7 @@ int brig_dns_parse_query(const uint8_t *msg, size_t len, brig_dns_question *q)
     if (msg[2] & 0x80) /* a response sent to us: never answer one */
         return -1;
     ldns_pkt *p = NULL;
-    if (ldns_wire2pkt(&p, msg, len) != LDNS_STATUS_OK)
+    if (!query_shape_ok(msg, len) || ldns_wire2pkt(&p, msg, len) != LDNS_STATUS_OK)
         return BRIG_DNS_FORMERR;
     int rc = 0;
     if (ldns_pkt_get_opcode(p) != LDNS_PACKET_QUERY) {
@@ -109,8 +123,8 @@ int brig_dns_reply(const uint8_t *msg, size_t len, int rcode, uint8_t **out, siz
     ldns_pkt_set_rd(r, (msg[2] & 0x01) != 0);
     ldns_pkt_set_rcode(r, (uint8_t)rcode);
     /* The question is echoed when there is exactly one that parses. */
-    if (ldns_wire2pkt(&q, msg, len) == LDNS_STATUS_OK && ldns_pkt_qdcount(q) == 1 &&
-        ldns_pkt_get_opcode(q) == LDNS_PACKET_QUERY) {
+    if (query_shape_ok(msg, len) && ldns_wire2pkt(&q, msg, len) == LDNS_STATUS_OK &&
+        ldns_pkt_qdcount(q) == 1 && ldns_pkt_get_opcode(q) == LDNS_PACKET_QUERY) {
         ldns_rr_list *qs = ldns_pkt_question(q);
         if (qs && ldns_rr_list_rr_count(qs) == 1) {
             ldns_pkt_push_rr(r, LDNS_SECTION_QUESTION, ldns_rr_clone(ldns_rr_list_rr(qs, 0)));
@@ -129,7 +143,7 @@ int brig_dns_upstream_query(const uint8_t *msg, size_t len, uint16_t new_id, boo
         return -1;
     if (for_tcp) {
         ldns_pkt *p = NULL;
-        if (ldns_wire2pkt(&p, msg, len) != LDNS_STATUS_OK)
+        if (!query_shape_ok(msg, len) || ldns_wire2pkt(&p, msg, len) != LDNS_STATUS_OK)
             return -1;
         if (!ldns_pkt_edns(p))
             ldns_pkt_set_edns_udp_size(p, 4096);
@@ -152,8 +166,16 @@ int brig_dns_parse_answer(const uint8_t *msg, size_t len, uint16_t upstream_id,
     memset(a, 0, sizeof(*a));
     if (len < 12 || (uint16_t)(msg[0] << 8 | msg[1]) != upstream_id || !(msg[2] & 0x80))
         return -1;
+    /* Only the question and the answers matter here.  The additional section is left
+     * unread (its count zeroed in a copy of the header): ldns 1.8 keeps one TSIG record
+     * of it and leaks every other (found by fuzz_dns). */
+    uint8_t *copy = brig_xmalloc(len);
+    memcpy(copy, msg, len);
+    copy[10] = copy[11] = 0;
     ldns_pkt *p = NULL;
-    if (ldns_wire2pkt(&p, msg, len) != LDNS_STATUS_OK)
+    ldns_status st = ldns_wire2pkt(&p, copy, len);
+    free(copy);
+    if (st != LDNS_STATUS_OK)
         return -1;
     int rc = -1;
     ldns_rr_list *qs = ldns_pkt_question(p);
