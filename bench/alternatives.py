@@ -64,7 +64,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UID_BASE = 2_000_000_000  # far outside brigd's ranges, as bench/run.py's hardened run
 UID_RANGE = 65536
-UID_RANGES_DEFAULT = 4096  # brigd's default uid_ranges (src/brigd/config.c)
+UID_RANGES_DEFAULT = 4096  # brigd's default uid_ranges (src/brigd/core/settings.c)
 DISK_MIB = 2048  # the `small` tariff's disk
 DISK_INODES = 131072  # what brigd's mkfs.ext4 gives a 2 GiB image
 MKFS_EXT4 = ["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-E",

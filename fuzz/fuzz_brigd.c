@@ -1,6 +1,6 @@
 /*
  * fuzz_brigd.c - libFuzzer target for brigd's side of the agent protocol: the decoder of
- * what an agent (possibly a compromised sandbox) sends back (src/brigd/agentc.c).
+ * what an agent (possibly a compromised sandbox) sends back (src/brigd/agentc/agentc.c).
  *
  * The input is the agent's side of a socketpair: it is written into one end, which is then
  * shut for writing, and brigd's functions run on the other end.  Byte 0 picks the call:
@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agentc.h"
+#include "agentc/agentc.h"
 
 #define MAX_INPUT (64u << 10)
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_redact.c - libFuzzer target for the streaming secret redactor (src/brigd/redact.c):
+ * fuzz_redact.c - libFuzzer target for the streaming secret redactor (src/brigd/vault/redact.c):
  * what stands between a secret's value and a command's stdout/stderr.
  *
  * Input:
@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redact.h"
+#include "vault/redact.h"
 
 #define MAX_SECRETS 10
 #define MAX_BLOCK   48

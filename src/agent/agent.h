@@ -4,7 +4,7 @@
  * brig-agent is PID 1 inside a sandbox.  Its modules:
  *
  *   main.c      PID 1 duties (reaping, orderly shutdown), the listening socket, the accept loop
- *   registry.c  PID 1's table of processes and their supervisors; routes connections to them
+ *   handlers.c  PID 1's table of processes and their supervisors; routes connections to them
  *   ctl.c       the control channel between PID 1 and each handler (messages, fd passing)
  *   conn.c      one connection's handler process: handshake, request, dispatch, replies
  *   request.c   parsing and validation of every request, free of side effects (request.h)
@@ -167,7 +167,7 @@ ssize_t brig_ctl_recv(int ctl, void *buf, size_t cap, int *fd, bool nonblock);
 ssize_t brig_ctl_call(int ctl, const brig_ctl_msg *msg, int pass_fd, void *ans, size_t ans_cap,
                       brig_error **err);
 
-/* ---- registry.c: PID 1's table (see the file's header) ---- */
+/* ---- handlers.c: PID 1's table (see the file's header) ---- */
 
 typedef struct brig_reg_slot {
     int ctl;        /* PID 1's end of the handler's control channel; -1 once closed */
@@ -176,23 +176,23 @@ typedef struct brig_reg_slot {
     uint64_t ended; /* order of exit; 0 while running */
 } brig_reg_slot;
 
-typedef struct brig_registry {
+typedef struct brig_handlers {
     brig_reg_slot *v;
     size_t n, cap;
     uint64_t seq;
-} brig_registry;
+} brig_handlers;
 
 /* Finished processes kept (with their supervisors) until this many newer ones finished. */
 #define BRIG_KEEP_FINISHED 64
 
-void brig_registry_add(brig_registry *reg, int ctl);
+void brig_handlers_add(brig_handlers *reg, int ctl);
 /* Handles every message waiting on slot i's channel (it is readable or hung up). */
-void brig_registry_serve(brig_registry *reg, size_t i);
+void brig_handlers_serve(brig_handlers *reg, size_t i);
 /* Drops the slots whose channel was closed. */
-void brig_registry_sweep(brig_registry *reg);
+void brig_handlers_sweep(brig_handlers *reg);
 /* Closes every channel (in a new handler: they are PID 1's, not its; at shutdown: every
  * supervisor then knows it is forgotten). */
-void brig_registry_close_all(brig_registry *reg);
+void brig_handlers_close_all(brig_handlers *reg);
 
 /* ---- user.c ---- */
 

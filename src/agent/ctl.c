@@ -6,7 +6,7 @@
  * being routed to the supervisor that owns the process it asks about.
  *
  * Both ends are our own code, but PID 1 still treats what arrives as untrusted input: sizes
- * and types are checked (registry.c), unexpected descriptors are closed.
+ * and types are checked (handlers.c), unexpected descriptors are closed.
  */
 #include "agent.h"
 

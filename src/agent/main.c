@@ -10,7 +10,7 @@
  *
  * The main process does nothing slow: it polls the listening socket, a signalfd and the
  * handlers' control channels, forks, reaps, and keeps the table of processes that routes
- * proc_* connections to their supervisors (registry.c).  Everything a peer can influence
+ * proc_* connections to their supervisors (handlers.c).  Everything a peer can influence
  * happens in the handler processes.
  *
  * It also works when it is not PID 1 (tests on a host): it then makes itself a child
@@ -52,7 +52,7 @@ typedef struct agent {
     const char *listen_path; /* the socket we created (--listen), unlinked at exit; or NULL */
     int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT; non-blocking */
     bool accept_paused;      /* accept hit a resource limit: retry after a child exits */
-    brig_registry reg;       /* the handlers' control channels and the processes (registry.c) */
+    brig_handlers reg;       /* the handlers' control channels and the processes (handlers.c) */
 } agent;
 
 static void usage(FILE *f)
@@ -167,7 +167,7 @@ static void accept_one(agent *a)
         close(a->lfd);
         close(a->sfd);
         close(ctl[0]);
-        brig_registry_close_all(&a->reg); /* other handlers' channels are not ours */
+        brig_handlers_close_all(&a->reg); /* other handlers' channels are not ours */
         brig_agent_conn_serve(fd, ctl[1], a->pid);
     }
     close(ctl[1]);
@@ -175,7 +175,7 @@ static void accept_one(agent *a)
         brig_warn("fork for a connection: %s", strerror(errno));
         close(ctl[0]);
     } else {
-        brig_registry_add(&a->reg, ctl[0]);
+        brig_handlers_add(&a->reg, ctl[0]);
     }
     close(fd);
 }
@@ -209,7 +209,7 @@ static void agent_shutdown(agent *a)
     close(a->lfd);
     a->lfd = -1;
     /* Every supervisor learns that it is forgotten: it exits once its process is gone. */
-    brig_registry_close_all(&a->reg);
+    brig_handlers_close_all(&a->reg);
     if (a->listen_path != NULL)
         unlink(a->listen_path);
 
@@ -313,8 +313,8 @@ static int agent_run(agent *a)
         size_t nreg = a->reg.n;
         for (size_t i = 0; i < nreg; i++)
             if (p[2 + i].revents)
-                brig_registry_serve(&a->reg, i);
-        brig_registry_sweep(&a->reg);
+                brig_handlers_serve(&a->reg, i);
+        brig_handlers_sweep(&a->reg);
         if (p[1].revents & POLLIN) {
             accept_one(a);
         } else if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {

@@ -2,7 +2,7 @@
  * procops.c - the handler's half of the proc_* operations.
  *
  * A handler does not know the processes: their supervisors do (super.c), and PID 1 knows
- * which supervisor has which pid (registry.c).  So a proc_* request other than proc_list is
+ * which supervisor has which pid (handlers.c).  So a proc_* request other than proc_list is
  * handed on: the handler sends ROUTE with the client's socket to PID 1, which passes both to
  * the supervisor; the supervisor answers the client directly.  After a successful hand-off
  * the handler must not touch the connection any more (it is shared until we exit).

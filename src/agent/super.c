@@ -13,7 +13,7 @@
  *   wait      proc_wait: answered at the exit or at its deadline
  *   oneshot   proc_get, proc_signal, proc_stdin_close, proc_resize, errors: one answer
  *
- * Connections other than the primary come from PID 1 (registry.c) on the control channel,
+ * Connections other than the primary come from PID 1 (handlers.c) on the control channel,
  * with their request already parsed by the handler that accepted them.  The supervisor is a
  * child subreaper, so the command's descendants (setsid'd ones included) come back to it,
  * and a timeout or a SIGKILL through proc_signal kills all of them (proc.c).

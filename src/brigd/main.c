@@ -23,20 +23,20 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "auth.h"
-#include "cgroup.h"
-#include "config.h"
-#include "http.h"
-#include "lifecycle.h"
-#include "pool.h"
+#include "api/routes.h"
+#include "account/auth.h"
+#include "runtime/cgroup.h"
+#include "core/settings.h"
+#include "api/http.h"
+#include "sandbox/janitor.h"
+#include "sandbox/pool.h"
 #include "net/net.h"
-#include "vault.h"
+#include "vault/vault.h"
 #include "log.h"
-#include "proc.h"
-#include "quota.h"
-#include "sandbox.h"
-#include "server.h"
+#include "runtime/spawn.h"
+#include "account/quota.h"
+#include "sandbox/sandbox.h"
+#include "core/server.h"
 
 static brig_log_level parse_level(const char *s)
 {
@@ -138,7 +138,7 @@ static int size_pty_pool(const brig_config *cfg, brig_error **err)
 
 /* TCP buffers of every sandbox come from one host-wide budget, net.ipv4.tcp_mem (in
  * pages; past its second value every TCP socket of the host is under pressure).  Each
- * sandbox keeps at most 2 x tcp_memory_mib (cgroup.c, lifecycle.c): says whether one
+ * sandbox keeps at most 2 x tcp_memory_mib (runtime/cgroup.c, sandbox/janitor.c): says whether one
  * account's sandboxes together stay below that pressure point. */
 static void check_tcp_budget(const brig_config *cfg, const brig_cgroup_ops *cg)
 {

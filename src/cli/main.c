@@ -23,7 +23,7 @@
 #include <curl/curl.h>
 
 #include "cli.h"
-#include "config.h"
+#include "endpoint.h"
 #include "util.h"
 
 /* option rows */

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "admission.h"
+#include "account/admission.h"
 
 #define BURST   500
 #define NONE    ((brig_capacity){0, 0})

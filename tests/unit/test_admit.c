@@ -15,10 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "billing.h"
-#include "server.h"
-#include "store.h"
-#include "tenants.h"
+#include "account/billing.h"
+#include "core/server.h"
+#include "store/store.h"
+#include "account/tenants.h"
 
 #define DAY (INT64_C(86400000))
 /* 2026-12-15T10:00:00Z, and 2026-12-31T23:00:00Z */

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "billing.h"
+#include "account/billing.h"
 
 static void test_minimum_and_rounding(void **state)
 {

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "runtime/cgroup.h"
 
 static void touch(const char *root, const char *rel)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "id.h"
+#include "core/id.h"
 
 static void test_format(void **state)
 {

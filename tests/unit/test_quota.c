@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <stdio.h>
 
-#include "quota.h"
+#include "account/quota.h"
 
 static void test_account_bound_leaves_room_for_others(void **state)
 {

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "redact.h"
+#include "vault/redact.h"
 
 static brig_redactor *make(const char *name, const char *value)
 {

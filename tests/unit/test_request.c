@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "request.h"
+#include "api/validate.h"
 
 #define DEF 55000
 #define MAX 3600000

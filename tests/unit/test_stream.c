@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "stream.h"
+#include "api/stream.h"
 
 static void test_cut(void **state)
 {

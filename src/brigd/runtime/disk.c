@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "proc.h"
+#include "spawn.h"
 #include "util.h"
 
 /* One formatting at a time: concurrent first creates of a size must not race

@@ -9,7 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "proc.h"
+#include "spawn.h"
 #include "util.h"
 
 int brig_idmap_userns(unsigned base, unsigned size, int *fd, brig_error **err)

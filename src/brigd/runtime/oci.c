@@ -56,9 +56,9 @@
 #include "frame.h"
 #include "idmap.h"
 #include "seccomp.h"
-#include "id.h"
+#include "core/id.h"
 #include "log.h"
-#include "proc.h"
+#include "spawn.h"
 #include "runtime.h"
 #include "util.h"
 

@@ -1,0 +1,51 @@
+/*
+ * auth.h - API keys: who is calling, and what they may see.
+ *
+ * Keys are "brig_" + 256 random bits; the store keeps only their BLAKE2b hash, so
+ * a leaked database file yields no usable key.  Scopes:
+ *   operator  the server's own key (operator.key): manages accounts, credits and
+ *             account settings (concurrency limit, tariffs),
+ *             nothing inside an account
+ *   admin     an account's administrator: every project of the account, its
+ *             policies, secrets and keys
+ *   sandbox   what an agent gets: create, use and delete the sandboxes of one
+ *             project; never policies, secrets or keys
+ */
+#ifndef BRIG_AUTH_H
+#define BRIG_AUTH_H
+
+#include <stdbool.h>
+
+#include "error.h"
+#include "core/id.h"
+#include "core/server.h"
+
+typedef struct brig_caller {
+    char key_id[BRIG_ID_MAX];
+    char account_id[BRIG_ID_MAX]; /* "" for the operator */
+    char project_id[BRIG_ID_MAX]; /* the key's project ("" for the operator) */
+    char scope[16];               /* "operator" | "admin" | "sandbox" */
+} brig_caller;
+
+/* On first start: the operator key (operator.key), the first account with its
+ * default project and admin key (admin.key, printed once with a quick start). */
+int brig_auth_bootstrap(brigd *d, brig_error **err);
+
+/* Checks an Authorization header value; BRIG_E_UNAUTHORIZED when it is missing,
+ * malformed or unknown. */
+int brig_auth_check(brigd *d, const char *authorization, brig_caller *out, brig_error **err);
+
+/* Creates a key of scope for project_id of account_id; *key is the secret (shown
+ * once, caller frees). */
+int brig_auth_key_create(brigd *d, const char *account_id, const char *project_id,
+                         const char *scope, char key_id[BRIG_ID_MAX], char **key, brig_error **err);
+
+/* May this caller see a thing of account_id / project_id? */
+bool brig_caller_sees(const brig_caller *c, const char *account_id, const char *project_id);
+
+static inline bool brig_caller_is(const brig_caller *c, const char *scope)
+{
+    return __builtin_strcmp(c->scope, scope) == 0;
+}
+
+#endif

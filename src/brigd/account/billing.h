@@ -1,0 +1,75 @@
+/*
+ * billing.h - money: integer micro-dollars everywhere, never floating point.
+ *
+ * An append-only ledger (SQLite table `ledger`, guarded by triggers) records
+ * credits and charges; each account's balance is derived from it and cached in
+ * `accounts.balance_micro_usd`, updated in the same transaction as the ledger
+ * row.  A sandbox is charged per second of life with a 60-second minimum:
+ * while it lives, every whole second that passed is charged in increments (the
+ * sandbox row remembers how far it was billed, in the same transaction, so a
+ * restart never charges a second twice nor loses one); when it ends, the rest
+ * is charged, rounded up to a whole second, and at least 60 seconds in total.
+ */
+#ifndef BRIG_BILLING_H
+#define BRIG_BILLING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "error.h"
+#include "money.h"
+#include "core/server.h"
+
+#define BRIG_MIN_BILLED_SECONDS 60
+
+/* ---- pure arithmetic (unit-tested) -------------------------------------------- */
+
+/* Seconds to charge now for a sandbox alive for alive_ms of which billed_s
+ * seconds were already charged.  Incremental (final = false): whole seconds that
+ * passed.  Final: the rest, rounded up, so the total is max(60, ceil(alive)). */
+int64_t brig_bill_seconds(int64_t alive_ms, int64_t billed_s, bool final);
+
+/* "$0.000600" for 600 micro-dollars ("-$1.000000" when negative). */
+void brig_money_format(int64_t micro_usd, char out[32]);
+/* The same as a JSON string, for the people-readable field beside a *_micro_usd one. */
+json_t *brig_money_json(int64_t micro_usd);
+
+/* UTC midnight of the day / first day of the month containing ms, and the
+ * start of the next one (for "resets at"). */
+int64_t brig_day_start(int64_t ms);
+int64_t brig_month_start(int64_t ms);
+int64_t brig_next_day(int64_t ms);
+int64_t brig_next_month(int64_t ms);
+
+/* ---- ledger --------------------------------------------------------------------- */
+
+/* Adds a credit: 0 < amount <= BRIG_CREDIT_MAX (else BRIG_E_INVALID), and the
+ * balance stays <= BRIG_MONEY_MAX (else BRIG_E_CONFLICT, nothing changed). */
+int brig_billing_credit(brigd *d, const char *account_id, int64_t amount, const char *note,
+                        brig_error **err);
+
+/* Charges a sandbox up to now (final at its end); returns the account's balance
+ * afterwards in *balance (may be NULL).  Checked arithmetic: a charge is held
+ * at what keeps the balance >= -BRIG_MONEY_MAX. */
+int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool final,
+                        int64_t *balance, brig_error **err);
+
+/* May account_id start one more sandbox at time now?  BRIG_E_PAYMENT when its
+ * balance is used up, BRIG_E_LIMIT for a daily or monthly spend limit (saying
+ * when it resets).  *max_live (may be NULL) gets its concurrency limit, which
+ * the caller checks with brig_billing_live_check where it counts the account's
+ * sandboxes. */
+int brig_billing_admit(brigd *d, const char *account_id, int64_t now, int64_t *max_live,
+                       brig_error **err);
+
+/* The concurrency limit: BRIG_E_LIMIT when `live` (the account's sandboxes,
+ * creates in flight included) already reaches max_live.  Pure. */
+int brig_billing_live_check(int64_t live, int64_t max_live, brig_error **err);
+
+/* Sum of charges of an account in [from_ms, to_ms). */
+int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_t to_ms,
+                       int64_t *out, brig_error **err);
+
+#endif

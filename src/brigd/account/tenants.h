@@ -1,0 +1,66 @@
+/*
+ * tenants.h - accounts (tenants) and their projects.
+ *
+ * An account holds money (see billing.h), spend limits and projects; a project
+ * owns an egress policy, secrets and sandboxes; API keys belong to a project
+ * and carry a scope (auth.h).  Every account has a default project, where its
+ * first admin key lives.
+ */
+#ifndef BRIG_TENANTS_H
+#define BRIG_TENANTS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "auth.h"
+#include "error.h"
+#include "core/server.h"
+
+/* Creates an account with its default project, an admin key (*key, shown once,
+ * caller frees) and the configured initial credit; *out is the account JSON. */
+int brig_account_create(brigd *d, const char *name, json_t **out, char **key, brig_error **err);
+
+/* The account as the API shows it: balance, limits, usage, live sandboxes. */
+int brig_account_json(brigd *d, const char *account_id, json_t **out, brig_error **err);
+
+/* Spend limits and the concurrency limit of an account (-1: no limit). */
+typedef struct brig_account_limits {
+    int64_t balance;       /* micro-dollars */
+    int64_t daily_limit;   /* -1: none */
+    int64_t monthly_limit; /* -1: none */
+    int64_t max_live;      /* live sandboxes at once */
+} brig_account_limits;
+int brig_account_limits_get(brigd *d, const char *account_id, brig_account_limits *out,
+                            brig_error **err);
+
+/* 0 when the account may create sandboxes of `tariff`; BRIG_E_FORBIDDEN (naming
+ * the tariffs it may use) when the operator restricted it to others. */
+int brig_account_tariff_allowed(brigd *d, const char *account_id, const char *tariff,
+                                brig_error **err);
+
+/* What the operator sets on an account (PATCH /v1/accounts/{id}). */
+#define BRIG_MAX_LIVE_LIMIT (1 << 20)
+typedef struct brig_account_settings {
+    bool set_max_live;
+    int64_t max_live; /* the concurrency limit, 0..BRIG_MAX_LIVE_LIMIT */
+    bool set_tariffs;
+    json_t *tariffs; /* names of configured tariffs (borrowed); NULL: every tariff */
+} brig_account_settings;
+/* Applies the settings that are set, all or none; BRIG_E_INVALID for a bad
+ * value, BRIG_E_NOT_FOUND for no such account. */
+int brig_account_configure(brigd *d, const char *account_id, const brig_account_settings *s,
+                           brig_error **err);
+
+int brig_project_create(brigd *d, const char *account_id, const char *name, json_t **out,
+                        brig_error **err);
+/* A project the caller may see; BRIG_E_NOT_FOUND otherwise. */
+int brig_project_get(brigd *d, const brig_caller *c, const char *id, json_t **out,
+                     brig_error **err);
+json_t *brig_project_list(brigd *d, const brig_caller *c, brig_error **err);
+/* Sets name and/or egress (already validated JSON) of a project; returns the new JSON. */
+int brig_project_update(brigd *d, const brig_caller *c, const char *id, const char *name,
+                        json_t *egress, json_t **out, brig_error **err);
+/* The egress policy of a project as JSON (new reference), or NULL. */
+json_t *brig_project_egress(brigd *d, const char *project_id);
+
+#endif

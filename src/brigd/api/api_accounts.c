@@ -1,0 +1,331 @@
+/*
+ * api_accounts.c - accounts, projects, keys and project secrets over REST.
+ * Secrets never leave brigd: every answer carries their names only.
+ */
+#include <string.h>
+
+#include "handlers.h"
+#include "account/billing.h"
+#include "log.h"
+#include "net/net.h"
+#include "validate.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+#include "account/tenants.h"
+#include "vault/vault.h"
+
+/* ---- accounts ------------------------------------------------------------------------ */
+
+void api_account_create(brig_req *r)
+{
+    static const char *const fields[] = {"name", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *name = json_object_get(body, "name");
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    char *key = NULL;
+    if (name && !json_is_string(name))
+        brig_error_set(&err, BRIG_E_INVALID, 0, "'name' must be a string");
+    else
+        brig_account_create(r->d, name ? json_string_value(name) : "account", &out, &key, &err);
+    json_decref(body);
+    free(key); /* it is in out, shown this once */
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 201, out);
+}
+
+void api_account_credit(brig_req *r)
+{
+    static const char *const fields[] = {"amount_micro_usd", "note", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *amount = json_object_get(body, "amount_micro_usd");
+    json_t *note = json_object_get(body, "note");
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (!json_is_integer(amount) || json_integer_value(amount) <= 0 ||
+        json_integer_value(amount) > BRIG_CREDIT_MAX)
+        brig_error_set(&err, BRIG_E_INVALID, 0,
+                       "'amount_micro_usd' must be an integer of micro-dollars in [1, %lld] "
+                       "(at most $1000000 per credit)",
+                       (long long)BRIG_CREDIT_MAX);
+    else if (note && !json_is_string(note))
+        brig_error_set(&err, BRIG_E_INVALID, 0, "'note' must be a string");
+    else if (brig_billing_credit(r->d, r->params[0], json_integer_value(amount),
+                                 note ? json_string_value(note) : "credit", &err) == 0)
+        brig_account_json(r->d, r->params[0], &out, &err);
+    json_decref(body);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
+void api_account_get(brig_req *r)
+{
+    json_t *out = NULL;
+    brig_error *err = NULL;
+    if (brig_account_json(r->d, r->caller.account_id, &out, &err) < 0)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
+/* A limit: an integer of micro-dollars in [0, BRIG_MONEY_MAX], or null for none. */
+static int limit_field(json_t *body, const char *name, bool *set, json_t **v, brig_error **err)
+{
+    *v = json_object_get(body, name);
+    *set = *v != NULL;
+    if (*v && !json_is_null(*v) &&
+        (!json_is_integer(*v) || json_integer_value(*v) < 0 ||
+         json_integer_value(*v) > BRIG_MONEY_MAX))
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "'%s' must be an integer of micro-dollars in [0, %lld], or null "
+                              "for none",
+                              name, (long long)BRIG_MONEY_MAX);
+    return 0;
+}
+
+void api_account_patch(brig_req *r)
+{
+    static const char *const fields[] = {"daily_limit_micro_usd", "monthly_limit_micro_usd", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    bool sd, sm;
+    json_t *dv, *mv;
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (limit_field(body, "daily_limit_micro_usd", &sd, &dv, &err) == 0 &&
+        limit_field(body, "monthly_limit_micro_usd", &sm, &mv, &err) == 0) {
+        /* NULL binds SQL NULL: "no limit". */
+        char dbuf[32], mbuf[32];
+        snprintf(dbuf, sizeof(dbuf), "%lld", (long long)json_integer_value(dv));
+        snprintf(mbuf, sizeof(mbuf), "%lld", (long long)json_integer_value(mv));
+        if ((!sd ||
+             brig_store_run(r->d->store, &err, NULL,
+                            "UPDATE accounts SET daily_limit_micro_usd ="
+                            " CAST(? AS INTEGER) WHERE id = ?",
+                            "ss", json_is_null(dv) ? NULL : dbuf, r->caller.account_id) == 0) &&
+            (!sm ||
+             brig_store_run(r->d->store, &err, NULL,
+                            "UPDATE accounts SET monthly_limit_micro_usd ="
+                            " CAST(? AS INTEGER) WHERE id = ?",
+                            "ss", json_is_null(mv) ? NULL : mbuf, r->caller.account_id) == 0))
+            brig_account_json(r->d, r->caller.account_id, &out, &err);
+    }
+    json_decref(body);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
+/* PATCH /v1/accounts/{id} (operator): the account's concurrency limit and the
+ * tariffs it may use. */
+void api_account_configure(brig_req *r)
+{
+    static const char *const fields[] = {"max_live_sandboxes", "tariffs", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *max_live = json_object_get(body, "max_live_sandboxes");
+    json_t *tariffs = json_object_get(body, "tariffs");
+    brig_account_settings s = {
+        .set_max_live = max_live != NULL,
+        .max_live = json_is_integer(max_live) ? json_integer_value(max_live) : -1,
+        .set_tariffs = tariffs != NULL,
+        .tariffs = json_is_null(tariffs) ? NULL : tariffs,
+    };
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (brig_account_configure(r->d, r->params[0], &s, &err) == 0)
+        brig_account_json(r->d, r->params[0], &out, &err);
+    json_decref(body);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
+/* ---- projects -------------------------------------------------------------------------- */
+
+void api_project_create(brig_req *r)
+{
+    static const char *const fields[] = {"name", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    const char *name = json_string_value(json_object_get(body, "name"));
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (name == NULL)
+        brig_error_set(&err, BRIG_E_INVALID, 0, "'name' (a string) is required");
+    else
+        brig_project_create(r->d, r->caller.account_id, name, &out, &err);
+    json_decref(body);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 201, out);
+}
+
+void api_project_list(brig_req *r)
+{
+    brig_error *err = NULL;
+    json_t *l = brig_project_list(r->d, &r->caller, &err);
+    if (l == NULL)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, json_pack("{s:o}", "projects", l));
+}
+
+void api_project_get(brig_req *r)
+{
+    json_t *out = NULL;
+    brig_error *err = NULL;
+    if (brig_project_get(r->d, &r->caller, r->params[0], &out, &err) < 0)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
+void api_project_patch(brig_req *r)
+{
+    static const char *const fields[] = {"name", "egress", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *name = json_object_get(body, "name"), *egress = json_object_get(body, "egress");
+    brig_error *err = NULL;
+    json_t *out = NULL, *canon = NULL;
+    brig_egress pol = {0};
+    bool have_pol = false;
+    if (name && !json_is_string(name)) {
+        brig_error_set(&err, BRIG_E_INVALID, 0, "'name' must be a string");
+    } else if (egress && brig_egress_from_json(egress, &pol, &err) == 0) {
+        have_pol = true;
+        canon = brig_egress_to_json(&pol);
+    }
+    if (err == NULL &&
+        brig_project_update(r->d, &r->caller, r->params[0], json_string_value(name), canon, &out,
+                            &err) == 0 &&
+        have_pol) {
+        /* Running sandboxes of the project get the new policy now. */
+        brig_sandbox_apply_policy(r->d, r->params[0], &pol);
+        brig_info("project %s: egress policy set to %s", r->params[0],
+                  json_string_value(json_object_get(canon, "mode")));
+    }
+    if (have_pol)
+        brig_egress_dispose(&pol);
+    json_decref(canon);
+    json_decref(body);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
+/* ---- keys ---------------------------------------------------------------------------------- */
+
+void api_key_create(brig_req *r)
+{
+    static const char *const fields[] = {"scope", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    const char *scope = json_string_value(json_object_get(body, "scope"));
+    brig_error *err = NULL;
+    json_t *p = NULL;
+    char key_id[BRIG_ID_MAX], *key = NULL;
+    if (scope == NULL || (strcmp(scope, "sandbox") != 0 && strcmp(scope, "admin") != 0))
+        brig_error_set(&err, BRIG_E_INVALID, 0, "'scope' must be \"sandbox\" or \"admin\"");
+    else if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) == 0)
+        brig_auth_key_create(r->d, r->caller.account_id, r->params[0], scope, key_id, &key, &err);
+    json_decref(p);
+    if (err) {
+        json_decref(body);
+        brig_http_error(r, err);
+        return;
+    }
+    /* scope points into body: answer before releasing it. */
+    brig_http_json(r, 201,
+                   json_pack("{s:s, s:s, s:s, s:s}", "id", key_id, "key", key, "scope", scope,
+                             "project_id", r->params[0]));
+    json_decref(body);
+    free(key);
+}
+
+void api_key_delete(brig_req *r)
+{
+    brig_error *err = NULL;
+    json_t *p = NULL;
+    int64_t n = 0;
+    if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) == 0 &&
+        brig_store_run(r->d->store, &err, &n,
+                       "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND project_id = ?"
+                       " AND revoked_at IS NULL",
+                       "iss", brig_now_real_ms(), r->params[1], r->params[0]) == 0 &&
+        n == 0)
+        brig_error_set(&err, BRIG_E_NOT_FOUND, 0, "no key '%.40s' in this project", r->params[1]);
+    json_decref(p);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_empty(r, 204);
+}
+
+/* ---- project secrets ------------------------------------------------------------------------ */
+
+void api_secret_list(brig_req *r)
+{
+    brig_error *err = NULL;
+    json_t *p = NULL;
+    if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) < 0) {
+        brig_http_error(r, err);
+        return;
+    }
+    json_decref(p);
+    brig_http_json(r, 200,
+                   json_pack("{s:o}", "names", brig_vault_names(r->d->store, r->params[0])));
+}
+
+void api_secret_put(brig_req *r)
+{
+    static const char *const fields[] = {"value", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *v = json_object_get(body, "value");
+    brig_error *err = NULL;
+    json_t *p = NULL;
+    if (!json_is_string(v))
+        brig_error_set(&err, BRIG_E_INVALID, 0, "'value' (a string) is required");
+    else if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) == 0)
+        brig_vault_put(r->d->vault, r->d->store, r->params[0], r->params[1], json_string_value(v),
+                       json_string_length(v), &err);
+    json_decref(p);
+    brig_vault_wipe(body); /* the body held the plaintext */
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_empty(r, 204);
+}
+
+void api_secret_delete(brig_req *r)
+{
+    brig_error *err = NULL;
+    json_t *p = NULL;
+    if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) == 0)
+        brig_vault_delete(r->d->store, r->params[0], r->params[1], &err);
+    json_decref(p);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_empty(r, 204);
+}

@@ -1,0 +1,324 @@
+/*
+ * routes.c - REST handlers.  Each validates its input completely before touching a
+ * sandbox, answers errors as {"error":{"code","message"}} with the right status,
+ * and never holds brigd's lock while talking to a sandbox.
+ */
+#include "routes.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "handlers.h"
+#include "account/billing.h"
+#include "validate.h"
+#include "log.h"
+#include "sandbox/pool.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/template.h"
+
+/* ---- health ---------------------------------------------------------------- */
+
+static json_t *budget_json(int64_t capacity)
+{
+    return capacity > 0 ? json_integer((json_int_t)capacity) : json_null();
+}
+
+static void h_healthz(brig_req *r)
+{
+    pthread_mutex_lock(&r->d->lock);
+    int n = r->d->n_sandboxes;
+    pthread_mutex_unlock(&r->d->lock);
+    int64_t used = 0, queued = 0;
+    brig_capacity in_use;
+    brig_admission_stats(&r->d->admission, &used, &in_use, &queued);
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:o, s:I, s:o, s:I, s:b, s:o}", "status", "ok",
+        "version", BRIG_VERSION, "runtime", r->d->rt->ops->name, "sandboxes", n, "capacity",
+        (json_int_t)r->d->cfg.max_sandboxes, "slots_used", (json_int_t)used, "memory_mib_used",
+        (json_int_t)in_use.mem_mib, "memory_mib_capacity",
+        budget_json(r->d->admission.mem_capacity), "disk_mib_used", (json_int_t)in_use.disk_mib,
+        "disk_mib_capacity", budget_json(r->d->admission.disk_capacity), "queued",
+        (json_int_t)queued, "network", r->d->net != NULL, "warm_pool", brig_pool_stats(r->d));
+    brig_http_json(r, 200, j);
+}
+
+/* ---- sandboxes ------------------------------------------------------------- */
+
+/* Seconds in a JSON number -> ms, within (0, max_ms]. */
+static int seconds_field(json_t *body, const char *name, int64_t max_ms, int64_t *out,
+                         brig_error **err)
+{
+    json_t *v = json_object_get(body, name);
+    *out = 0;
+    if (v == NULL)
+        return 0;
+    double s = json_number_value(v);
+    if (!json_is_number(v) || !(s > 0) || s * 1000 > (double)max_ms)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "'%s' must be seconds in (0, %lld]", name,
+                              (long long)(max_ms / 1000));
+    *out = (int64_t)(s * 1000);
+    return 0;
+}
+
+static void h_sandbox_create(brig_req *r)
+{
+    static const char *const fields[] = {"template",     "tariff",      "env",
+                                         "secrets",      "secret_refs", "idle_timeout",
+                                         "max_lifetime", "project",     NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *tmpl = json_object_get(body, "template"), *tariff = json_object_get(body, "tariff");
+    json_t *env = json_object_get(body, "env"), *secrets = json_object_get(body, "secrets");
+    json_t *refs = json_object_get(body, "secret_refs"), *prj = json_object_get(body, "project");
+    brig_sandbox_opts opts = {.template = json_string_value(tmpl),
+                              .tariff = json_string_value(tariff),
+                              .project_id = json_string_value(prj),
+                              .env = env,
+                              .secrets = secrets,
+                              .secret_refs = refs};
+    brig_error *err = NULL;
+    if ((tmpl && !json_is_string(tmpl) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'template' must be a string") < 0) ||
+        (tariff && !json_is_string(tariff) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'tariff' must be a string") < 0) ||
+        (prj && !json_is_string(prj) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'project' must be a project id") < 0) ||
+        (env && brig_request_env(env, &err) < 0) ||
+        (secrets && !json_is_object(secrets) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'secrets' must be an object of strings") < 0) ||
+        (refs && !json_is_array(refs) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'secret_refs' must be an array of names") < 0) ||
+        seconds_field(body, "idle_timeout", r->d->cfg.idle_timeout_max_ms, &opts.idle_timeout_ms,
+                      &err) < 0 ||
+        seconds_field(body, "max_lifetime", r->d->cfg.lifetime_max_ms, &opts.max_lifetime_ms,
+                      &err) < 0) {
+        json_decref(body);
+        brig_http_error(r, err);
+        return;
+    }
+    json_t *out = NULL;
+    int rc = brig_sandbox_create(r->d, &r->caller, &opts, &out, &err);
+    json_decref(body);
+    if (rc < 0)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 201, out);
+}
+
+extern const char brig_openapi_json[];
+extern const unsigned long brig_openapi_json_len;
+
+static void h_openapi(brig_req *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        brig_openapi_json_len, (void *)brig_openapi_json, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    brig_http_response(r, 200, resp);
+}
+
+static void h_tariffs(brig_req *r)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < r->d->cfg.n_tariffs; i++) {
+        const brig_tariff *t = &r->d->cfg.tariffs[i];
+        json_array_append_new(arr, json_pack("{s:s, s:f, s:I, s:I, s:I, s:o}", "name", t->name,
+                                             "vcpus", t->vcpus, "memory_mib",
+                                             (json_int_t)t->memory_mib, "disk_mib",
+                                             (json_int_t)t->disk_mib, "price_micro_usd_per_second",
+                                             (json_int_t)t->price_micro_usd, "price_per_second",
+                                             brig_money_json(t->price_micro_usd)));
+    }
+    brig_http_json(r, 200,
+                   json_pack("{s:o, s:s}", "tariffs", arr, "default", r->d->cfg.default_tariff));
+}
+
+static void h_sandbox_list(brig_req *r)
+{
+    brig_http_json(r, 200, json_pack("{s:o}", "sandboxes", brig_sandbox_list(r->d, &r->caller)));
+}
+
+static void h_sandbox_get(brig_req *r)
+{
+    json_t *out = NULL;
+    brig_error *err = NULL;
+    if (brig_sandbox_info(r->d, &r->caller, r->params[0], &out, &err) < 0)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
+static void h_sandbox_delete(brig_req *r)
+{
+    brig_error *err = NULL;
+    if (brig_sandbox_delete(r->d, &r->caller, r->params[0], "deleted_by_api", &err) < 0)
+        brig_http_error(r, err);
+    else
+        brig_http_empty(r, 204);
+}
+
+static void h_sandbox_timeout(brig_req *r)
+{
+    static const char *const fields[] = {"timeout", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    int64_t ms = 0;
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (seconds_field(body, "timeout", r->d->cfg.lifetime_max_ms, &ms, &err) < 0 ||
+        (ms == 0 &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'timeout' (seconds) is required") < 0) ||
+        brig_sandbox_set_timeout(r->d, &r->caller, r->params[0], ms, &out, &err) < 0) {
+        json_decref(body);
+        brig_http_error(r, err);
+        return;
+    }
+    json_decref(body);
+    brig_http_json(r, 200, out);
+}
+
+static void h_network_log(brig_req *r)
+{
+    json_t *out = NULL;
+    brig_error *err = NULL;
+    if (brig_sandbox_network_log(r->d, &r->caller, r->params[0], &out, &err) < 0)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, json_pack("{s:o}", "entries", out));
+}
+
+static void h_template_list(brig_req *r)
+{
+    brig_http_json(r, 200, json_pack("{s:o}", "templates", brig_template_list(&r->d->cfg)));
+}
+
+static void h_template_build(brig_req *r)
+{
+    brig_error *err = NULL;
+    brig_template t;
+    if (brig_template_build(&r->d->cfg, r->params[0], &err) < 0 ||
+        brig_template_lookup(&r->d->cfg, r->params[0], &t, &err) < 0) {
+        brig_http_error(r, err);
+        return;
+    }
+    brig_http_json(r, 200, brig_template_json(&t));
+    brig_template_dispose(&t);
+}
+
+/* ---- shared helpers --------------------------------------------------------- */
+
+int api_open_agent(brig_req *r, brig_sandbox **sb)
+{
+    brig_error *err = NULL;
+    if (brig_sandbox_get(r->d, &r->caller, r->params[0], sb, &err) < 0) {
+        brig_http_error(r, err);
+        return -1;
+    }
+    int fd = brig_sandbox_connect(r->d, *sb, &err);
+    if (fd < 0) {
+        brig_sandbox_put(r->d, *sb);
+        *sb = NULL;
+        brig_http_error(r, err);
+    }
+    return fd;
+}
+
+void api_simple_call(brig_req *r, json_t *req, json_t *(*conv)(json_t *reply), unsigned status,
+                     int64_t timeout_ms)
+{
+    brig_sandbox *sb = NULL;
+    int fd = api_open_agent(r, &sb);
+    if (fd < 0) {
+        json_decref(req);
+        return;
+    }
+    brig_agentc_set_timeout(fd, timeout_ms);
+    json_t *reply = NULL;
+    brig_error *err = NULL;
+    int rc = brig_agentc_call(fd, req, &reply, &err);
+    json_decref(req);
+    close(fd);
+    brig_sandbox_put(r->d, sb);
+    if (rc < 0)
+        brig_http_error(r, err);
+    else if (conv)
+        brig_http_json(r, status, conv(reply));
+    else
+        brig_http_empty(r, status);
+    json_decref(reply);
+}
+
+json_t *api_body(brig_req *r, const char *const *fields)
+{
+    json_t *body = NULL;
+    brig_error *err = NULL;
+    if (brig_http_body_json(r, &body, &err) < 0 ||
+        brig_request_only_fields(body, fields, &err) < 0) {
+        json_decref(body);
+        brig_http_error(r, err);
+        return NULL;
+    }
+    return body;
+}
+
+json_t *api_time(json_t *ms)
+{
+    if (!json_is_integer(ms))
+        return json_null();
+    char buf[32];
+    brig_format_time(json_integer_value(ms), buf);
+    return json_string(buf);
+}
+
+const brig_route brig_api_routes[] = {
+    {"GET", "/healthz", h_healthz, ROUTE_PUBLIC, NULL, NULL},
+    {"GET", "/openapi.json", h_openapi, ROUTE_PUBLIC, NULL, NULL},
+    {"POST", "/v1/sandboxes", h_sandbox_create, 0, NULL, NULL},
+    {"GET", "/v1/sandboxes", h_sandbox_list, 0, NULL, NULL},
+    {"GET", "/v1/sandboxes/{id}", h_sandbox_get, 0, NULL, NULL},
+    {"DELETE", "/v1/sandboxes/{id}", h_sandbox_delete, 0, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/timeout", h_sandbox_timeout, 0, NULL, NULL},
+    {"GET", "/v1/sandboxes/{id}/network-log", h_network_log, 0, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/exec", api_exec, ROUTE_AGENT, NULL, NULL},
+    {"GET", "/v1/sandboxes/{id}/processes", api_proc_list, ROUTE_AGENT, NULL, NULL},
+    {"GET", "/v1/sandboxes/{id}/processes/{pid}", api_proc_get, ROUTE_AGENT, NULL, NULL},
+    {"GET", "/v1/sandboxes/{id}/processes/{pid}/output", api_proc_output, ROUTE_AGENT, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", api_upload_end,
+     ROUTE_STREAM_BODY | ROUTE_AGENT, api_proc_stdin_begin, api_upload_body},
+    {"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin/close", api_proc_stdin_close, ROUTE_AGENT,
+     NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", api_proc_signal, ROUTE_AGENT, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/processes/{pid}/wait", api_proc_wait, ROUTE_AGENT, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/processes/{pid}/resize", api_proc_resize, ROUTE_AGENT, NULL, NULL},
+    {"PUT", "/v1/sandboxes/{id}/files", api_upload_end, ROUTE_STREAM_BODY | ROUTE_AGENT,
+     api_files_put_begin, api_upload_body},
+    {"GET", "/v1/sandboxes/{id}/files", api_files_get, ROUTE_AGENT, NULL, NULL},
+    {"DELETE", "/v1/sandboxes/{id}/files", api_files_delete, ROUTE_AGENT, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/files/move", api_files_move, ROUTE_AGENT, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/files/mkdir", api_files_mkdir, ROUTE_AGENT, NULL, NULL},
+    {"PUT", "/v1/sandboxes/{id}/files/tar", api_upload_end, ROUTE_STREAM_BODY | ROUTE_AGENT,
+     api_tar_put_begin, api_upload_body},
+    {"GET", "/v1/sandboxes/{id}/files/tar", api_tar_get, ROUTE_AGENT, NULL, NULL},
+    {"GET", "/v1/templates", h_template_list, 0, NULL, NULL},
+    {"GET", "/v1/tariffs", h_tariffs, 0, NULL, NULL},
+    {"POST", "/v1/templates/{name}/build", h_template_build, ROUTE_OPERATOR, NULL, NULL},
+    {"POST", "/v1/accounts", api_account_create, ROUTE_OPERATOR, NULL, NULL},
+    {"PATCH", "/v1/accounts/{id}", api_account_configure, ROUTE_OPERATOR, NULL, NULL},
+    {"POST", "/v1/accounts/{id}/credits", api_account_credit, ROUTE_OPERATOR, NULL, NULL},
+    {"GET", "/v1/account", api_account_get, 0, NULL, NULL},
+    {"PATCH", "/v1/account", api_account_patch, ROUTE_ADMIN, NULL, NULL},
+    {"POST", "/v1/projects", api_project_create, ROUTE_ADMIN, NULL, NULL},
+    {"GET", "/v1/projects", api_project_list, 0, NULL, NULL},
+    {"GET", "/v1/projects/{id}", api_project_get, 0, NULL, NULL},
+    {"PATCH", "/v1/projects/{id}", api_project_patch, ROUTE_ADMIN, NULL, NULL},
+    {"POST", "/v1/projects/{id}/keys", api_key_create, ROUTE_ADMIN, NULL, NULL},
+    {"DELETE", "/v1/projects/{id}/keys/{key}", api_key_delete, ROUTE_ADMIN, NULL, NULL},
+    {"GET", "/v1/projects/{id}/secrets", api_secret_list, ROUTE_ADMIN, NULL, NULL},
+    {"PUT", "/v1/projects/{id}/secrets/{name}", api_secret_put, ROUTE_ADMIN, NULL, NULL},
+    {"DELETE", "/v1/projects/{id}/secrets/{name}", api_secret_delete, ROUTE_ADMIN, NULL, NULL},
+    {NULL, NULL, NULL, 0, NULL, NULL},
+};

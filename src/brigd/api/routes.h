@@ -1,0 +1,12 @@
+/*
+ * routes.h - the REST API: the route table and its handlers.  docs/api.md documents
+ * every route; the table here is the single list of what brigd serves.
+ */
+#ifndef BRIG_ROUTES_H
+#define BRIG_ROUTES_H
+
+#include "http.h"
+
+extern const brig_route brig_api_routes[];
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * janitor.h - the janitor: one thread that, every tick, ends sandboxes whose
+ * time is up and charges the ones that live on.
+ *
+ *   idle_timeout       no API use for idle_timeout, no request in flight and no
+ *                      command running in it (foreground or background): a long
+ *                      build is never "idle".  The agent is asked by a probe
+ *                      thread, never by the janitor itself; no answer within 5 s
+ *                      counts as "no command runs"
+ *
+ * The janitor never waits on a sandbox (an agent or agent helper that stalls
+ * delays nobody's deadline), and its stops do not wait for processes to die.
+ *   max_lifetime       past its expiry (POST …/timeout extends it)
+ *   cpu_abuse          at >= 95 % of its CPU quota for longer than the abuse
+ *                      window (the account sees it in cpu_abuse_stops)
+ *   tcp_memory         its TCP buffers passed twice tcp_memory_mib (cgroup v1:
+ *                      stuck sockets' kernel-granted minimums past the limit)
+ *   balance_exhausted  incremental billing took the account's balance to zero
+ */
+#ifndef BRIG_JANITOR_H
+#define BRIG_JANITOR_H
+
+#include "error.h"
+#include "core/server.h"
+
+int brig_lifecycle_start(brigd *d, brig_error **err);
+void brig_lifecycle_stop(brigd *d);
+
+/* One pass over every sandbox at time now_ms (the thread's body; tests and the
+ * thread call it). */
+void brig_lifecycle_tick(brigd *d, int64_t now_ms);
+
+#endif

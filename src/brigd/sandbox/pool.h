@@ -1,0 +1,51 @@
+/*
+ * pool.h - the warm pool: sandboxes started ahead of demand, per template and
+ * tariff, so that a create only has to claim one (and connect its network and
+ * write its store row) instead of starting a container.
+ *
+ * A pooled sandbox belongs to nobody: it has an id, a uid range, a running
+ * agent and, with networking on, its link under the egress policy "none" (it
+ * reaches nothing); no account, no store row.  It is claimed as it is; what is
+ * the account's (project, env, secrets, egress policy, billing from the claim
+ * on) is applied at claim time.  A filler thread tops the pool up after each
+ * claim, within the host's capacity, as background work: once no sandbox request
+ * has run for a few milliseconds, or 100 ms after the claim at the latest.  Pooled sandboxes do not
+ * survive brigd: shutdown destroys them, and a crash leaves them to the next start's reconcile,
+ * which removes whatever the store does not know.
+ *
+ * Configured as `warm_pool = TEMPLATE:TARIFF:COUNT[,…]` (empty: no pool).
+ */
+#ifndef BRIG_POOL_H
+#define BRIG_POOL_H
+
+#include <jansson.h>
+
+#include "error.h"
+#include "core/id.h"
+#include "net/net.h"
+#include "runtime/runtime.h"
+#include "core/server.h"
+
+typedef struct brig_pool brig_pool;
+
+typedef struct brig_pooled {
+    char id[BRIG_ID_MAX];
+    int64_t uid_base;
+    brig_rt_sandbox *rt;   /* owned by whoever claimed it */
+    brig_net_sandbox *net; /* likewise; NULL with networking off */
+} brig_pooled;
+
+/* Starts the filler for cfg.warm_pool; d->pool stays NULL when it is empty. */
+int brig_pool_start(brigd *d, brig_error **err);
+/* Stops the filler and destroys every pooled sandbox. */
+void brig_pool_stop(brigd *d);
+
+/* Takes a ready sandbox of this template build (brig_template.build: a forced
+ * rebuild under the same key is another build) and tariff; 0 on a hit. */
+int brig_pool_claim(brigd *d, const char *template, const char *template_build, const char *tariff,
+                    brig_pooled *out);
+
+/* {"TEMPLATE/TARIFF": {"ready": n, "target": n, "hits": n, "misses": n}, …} */
+json_t *brig_pool_stats(brigd *d);
+
+#endif
