@@ -36,7 +36,7 @@
 #include "runtime/spawn.h"
 #include "account/quota.h"
 #include "sandbox/sandbox.h"
-#include "core/server.h"
+#include "server.h"
 
 static brig_log_level parse_level(const char *s)
 {

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "account/billing.h"
-#include "core/server.h"
+#include "server.h"
 #include "store/store.h"
 #include "account/tenants.h"
 

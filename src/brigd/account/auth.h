@@ -18,7 +18,7 @@
 
 #include "error.h"
 #include "core/id.h"
-#include "core/server.h"
+#include "server.h"
 
 typedef struct brig_caller {
     char key_id[BRIG_ID_MAX];

@@ -19,8 +19,8 @@
 #include <jansson.h>
 
 #include "error.h"
-#include "money.h"
-#include "core/server.h"
+#include "core/money.h"
+#include "server.h"
 
 #define BRIG_MIN_BILLED_SECONDS 60
 

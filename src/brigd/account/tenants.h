@@ -14,7 +14,7 @@
 
 #include "auth.h"
 #include "error.h"
-#include "core/server.h"
+#include "server.h"
 
 /* Creates an account with its default project, an admin key (*key, shown once,
  * caller frees) and the configured initial credit; *out is the account JSON. */

@@ -28,7 +28,7 @@
 #include <stdbool.h>
 
 #include "error.h"
-#include "core/server.h"
+#include "server.h"
 #include "account/auth.h"
 #include "store/store.h"
 #include "util.h"

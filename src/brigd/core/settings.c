@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "account/money.h"
+#include "money.h"
 #include "util.h"
 
 static void set_str(char **slot, const char *v)

@@ -21,7 +21,7 @@
 #define BRIG_JANITOR_H
 
 #include "error.h"
-#include "core/server.h"
+#include "server.h"
 
 int brig_lifecycle_start(brigd *d, brig_error **err);
 void brig_lifecycle_stop(brigd *d);

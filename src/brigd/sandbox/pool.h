@@ -24,7 +24,7 @@
 #include "core/id.h"
 #include "net/net.h"
 #include "runtime/runtime.h"
-#include "core/server.h"
+#include "server.h"
 
 typedef struct brig_pool brig_pool;
 

@@ -19,7 +19,7 @@
 #include "error.h"
 #include "core/id.h"
 #include "net/net.h"
-#include "core/server.h"
+#include "server.h"
 
 struct brig_sandbox {
     char id[BRIG_ID_MAX];

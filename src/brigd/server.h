@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "account/admission.h"
-#include "settings.h"
+#include "core/settings.h"
 #include "runtime/runtime.h"
 #include "store/store.h"
 
