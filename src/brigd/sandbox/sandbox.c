@@ -1052,33 +1052,23 @@ json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb)
     return j;
 }
 
-typedef struct ended {
-    const brig_caller *c;
-    json_t *out;
-    int64_t oldest;
-} ended;
-
-static int ended_row(brig_row *row, void *arg)
+/* The API's view of an ended sandbox's row (within the retention period), or NULL
+ * when the caller may not see it. */
+static json_t *ended_json(brigd *d, const brig_caller *c, const brig_sandbox_row *row)
 {
-    ended *e = arg;
-    const char *acc = brig_row_text(row, 1), *prj = brig_row_text(row, 2);
-    if (!brig_caller_sees(e->c, acc ? acc : "", prj ? prj : ""))
-        return 1;
-    int64_t deleted_at = brig_row_int(row, 8);
-    if (deleted_at && deleted_at < e->oldest)
-        return 1; /* past the retention period */
+    if (!brig_caller_sees(c, row->account_id, row->project_id))
+        return NULL;
+    if (row->deleted_at && row->deleted_at < brig_now_real_ms() - d->cfg.retention_ms)
+        return NULL; /* past the retention period */
     char created[32], money[32];
-    brig_format_time(brig_row_int(row, 6), created);
-    int64_t cost = brig_row_int(row, 9);
-    brig_money_format(cost, money);
-    const char *reason = brig_row_text(row, 7);
-    e->out = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:s}", "id", brig_row_text(row, 0),
-        "project_id", prj ? prj : "", "template", brig_row_text(row, 3), "tariff",
-        brig_row_text(row, 4), "state", brig_row_text(row, 5), "created_at", created, "deleted_at",
-        time_or_null(deleted_at), "reason", reason ? json_string(reason) : json_null(),
-        "cost_micro_usd", (json_int_t)cost, "cost", money);
-    return 1;
+    brig_format_time(row->created_at, created);
+    brig_money_format(row->cost, money);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:s}", "id", row->id,
+                     "project_id", row->project_id, "template", row->template, "tariff",
+                     row->tariff, "state", row->state, "created_at", created, "deleted_at",
+                     time_or_null(row->deleted_at), "reason",
+                     row->reason[0] ? json_string(row->reason) : json_null(), "cost_micro_usd",
+                     (json_int_t)row->cost, "cost", money);
 }
 
 int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **out,
@@ -1094,60 +1084,45 @@ int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **o
         *out = j;
         return 0;
     }
-    ended e = {c, NULL, brig_now_real_ms() - d->cfg.retention_ms};
-    if (brig_store_query(d->store, err, ended_row, &e,
-                         "SELECT id, account_id, project_id, template, tariff, state, created_at,"
-                         " reason, deleted_at, cost_micro_usd FROM sandboxes"
-                         " WHERE id = ? AND state IN ('deleted', 'failed', 'deleting')",
-                         "s", id) < 0)
+    brig_sandbox_row row;
+    int found = brig_store_sandbox_get(d->store, id, &row, err);
+    if (found < 0)
         return -1;
-    if (e.out == NULL)
+    bool ended = found && (strcmp(row.state, "deleted") == 0 || strcmp(row.state, "failed") == 0 ||
+                           strcmp(row.state, "deleting") == 0);
+    *out = ended ? ended_json(d, c, &row) : NULL;
+    if (*out == NULL)
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
-    *out = e.out;
     return 0;
-}
-
-typedef struct end_query {
-    const brig_caller *c;
-    char reason[32];
-} end_query;
-
-static int reason_row(brig_row *row, void *arg)
-{
-    end_query *q = arg;
-    const char *acc = brig_row_text(row, 0), *prj = brig_row_text(row, 1);
-    const char *reason = brig_row_text(row, 2);
-    if (q->c == NULL || brig_caller_sees(q->c, acc ? acc : "", prj ? prj : ""))
-        snprintf(q->reason, sizeof(q->reason), "%s", reason ? reason : "deleted");
-    return 1;
 }
 
 void brig_sandbox_explain_end(brigd *d, const brig_caller *c, const char *id, brig_error **err)
 {
     if (*err == NULL || ((*err)->kind != BRIG_E_PROTOCOL && (*err)->kind != BRIG_E_INTERNAL))
         return;
-    end_query q = {c, ""};
+    char reason[32] = "";
     pthread_mutex_lock(&d->lock);
     brig_sandbox *sb = find_locked(d, c, id);
     if (sb && strcmp(sb->state, "deleting") == 0)
-        snprintf(q.reason, sizeof(q.reason), "%s", sb->end_reason[0] ? sb->end_reason : "deleted");
-    bool live = sb && q.reason[0] == '\0';
+        snprintf(reason, sizeof(reason), "%s", sb->end_reason[0] ? sb->end_reason : "deleted");
+    bool live = sb && reason[0] == '\0';
     pthread_mutex_unlock(&d->lock);
     if (live)
         return;
     if (sb == NULL) { /* unlisted: ended, or never the caller's (then nothing is said) */
+        brig_sandbox_row row;
         brig_error *qerr = NULL;
-        if (brig_store_query(d->store, &qerr, reason_row, &q,
-                             "SELECT account_id, project_id, reason FROM sandboxes"
-                             " WHERE id = ? AND state = 'deleted'",
-                             "s", id) < 0)
-            brig_error_clear(&qerr);
+        int found = brig_store_sandbox_get(d->store, id, &row, &qerr);
+        brig_error_clear(&qerr);
+        if (found > 0 && strcmp(row.state, "deleted") == 0 &&
+            (c == NULL || brig_caller_sees(c, row.account_id, row.project_id)))
+            snprintf(reason, sizeof(reason), "%s", row.reason[0] ? row.reason : "deleted");
     }
-    if (q.reason[0] == '\0')
+    if (reason[0] == '\0')
         return;
     brig_error_clear(err);
     brig_error_set(err, BRIG_E_CONFLICT, 0, "sandbox %.40s ended while the request ran (%s)", id,
-                   q.reason);
+                   reason);
 }
 
 int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int64_t ms,
@@ -1172,8 +1147,7 @@ int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int
     sb->expires_at = until;
     sb->last_activity = now;
     pthread_mutex_unlock(&d->lock);
-    brig_store_run(d->store, NULL, NULL, "UPDATE sandboxes SET expires_at = ? WHERE id = ?", "is",
-                   until, id);
+    brig_store_sandbox_set_expiry(d->store, id, until, NULL);
     return brig_sandbox_info(d, c, id, out, err);
 }
 
@@ -1321,12 +1295,6 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
                                  brig_now_real_ms(), NULL);
 }
 
-static int uid_row(brig_row *row, void *arg)
-{
-    *(int64_t *)arg = brig_row_int(row, 0);
-    return 1;
-}
-
 /* A leftover whose cleanup failed: retried in the background like any teardown,
  * with its uid range (from its row, when there is one) kept out of use until it
  * succeeds.  It holds no capacity slot in this run. */
@@ -1335,9 +1303,10 @@ static void teardown_leftover(brigd *d, const char *id)
     brig_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
     snprintf(sb->id, sizeof(sb->id), "%s", id);
     brig_error *err = NULL;
-    if (brig_store_query(d->store, &err, uid_row, &sb->uid_base,
-                         "SELECT uid_base FROM sandboxes WHERE id = ?", "s", id) < 0)
-        brig_error_clear(&err);
+    brig_sandbox_row row;
+    if (brig_store_sandbox_get(d->store, id, &row, &err) > 0)
+        sb->uid_base = row.uid_base;
+    brig_error_clear(&err);
     sb->state = "deleted";
     sb->refs = 1;
     sb->procs_gone = true;

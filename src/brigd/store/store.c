@@ -238,6 +238,57 @@ int brig_store_sandbox_set_state(brig_store *st, const char *id, const char *sta
     return r;
 }
 
+int brig_store_sandbox_get(brig_store *st, const char *id, brig_sandbox_row *out, brig_error **err)
+{
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *stmt = prepare(st,
+                                 "SELECT id, account_id, template, template_key, state, created_at,"
+                                 " uid_base, tariff, project_id, price_micro_usd, idle_timeout_ms,"
+                                 " expires_at, reason, deleted_at, cost_micro_usd"
+                                 " FROM sandboxes WHERE id = ?",
+                                 "s", id);
+    if (stmt == NULL) {
+        pthread_mutex_unlock(&st->lock);
+        return db_error(st->db, err, "read sandbox");
+    }
+    int rc = sqlite3_step(stmt), r = 0;
+    if (rc == SQLITE_ROW) {
+        copy_col(out->id, sizeof(out->id), stmt, 0);
+        copy_col(out->account_id, sizeof(out->account_id), stmt, 1);
+        copy_col(out->template, sizeof(out->template), stmt, 2);
+        copy_col(out->template_key, sizeof(out->template_key), stmt, 3);
+        copy_col(out->state, sizeof(out->state), stmt, 4);
+        out->created_at = sqlite3_column_int64(stmt, 5);
+        out->uid_base = sqlite3_column_int64(stmt, 6);
+        copy_col(out->tariff, sizeof(out->tariff), stmt, 7);
+        copy_col(out->project_id, sizeof(out->project_id), stmt, 8);
+        out->price = sqlite3_column_int64(stmt, 9);
+        out->idle_timeout_ms = sqlite3_column_int64(stmt, 10);
+        out->expires_at = sqlite3_column_int64(stmt, 11);
+        copy_col(out->reason, sizeof(out->reason), stmt, 12);
+        out->deleted_at = sqlite3_column_int64(stmt, 13);
+        out->cost = sqlite3_column_int64(stmt, 14);
+        r = 1;
+    } else if (rc != SQLITE_DONE) {
+        r = db_error(st->db, err, "read sandbox");
+    }
+    sqlite3_finalize(stmt);
+    pthread_mutex_unlock(&st->lock);
+    return r;
+}
+
+int brig_store_sandbox_set_expiry(brig_store *st, const char *id, int64_t expires_at,
+                                  brig_error **err)
+{
+    pthread_mutex_lock(&st->lock);
+    int r = run(
+        st, prepare(st, "UPDATE sandboxes SET expires_at = ? WHERE id = ?", "is", expires_at, id),
+        "update sandbox", err);
+    pthread_mutex_unlock(&st->lock);
+    return r;
+}
+
 int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_row *, void *),
                                  void *ctx, brig_error **err)
 {

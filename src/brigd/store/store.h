@@ -30,6 +30,10 @@ typedef struct brig_sandbox_row {
     int64_t price;           /* micro-dollars per second */
     int64_t idle_timeout_ms; /* 0: none */
     int64_t expires_at;      /* 0: never */
+    /* Of an ended sandbox (brig_store_sandbox_get): */
+    char reason[32];    /* why it ended ("" while it lives) */
+    int64_t deleted_at; /* ms since the epoch; 0 while it lives */
+    int64_t cost;       /* micro-dollars charged so far */
 } brig_sandbox_row;
 
 /* ---- generic access, for modules that own their tables (tenants, billing, vault)
@@ -63,6 +67,11 @@ int brig_store_sandbox_insert(brig_store *st, const brig_sandbox_row *row, brig_
 /* Sets state (and reason, may be NULL); `deleted` and `failed` also stamp deleted_at. */
 int brig_store_sandbox_set_state(brig_store *st, const char *id, const char *state,
                                  const char *reason, int64_t now, brig_error **err);
+/* One sandbox's row, whatever its state: 1 and *out (its env_json left NULL), 0 when
+ * there is none, -1 on error. */
+int brig_store_sandbox_get(brig_store *st, const char *id, brig_sandbox_row *out, brig_error **err);
+int brig_store_sandbox_set_expiry(brig_store *st, const char *id, int64_t expires_at,
+                                  brig_error **err);
 /* Calls fn for every sandbox not in a final state (deleted, failed). */
 int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_row *, void *),
                                  void *ctx, brig_error **err);
