@@ -625,13 +625,14 @@ def test_restart_reattach_and_cleanup(harness, inet):
 
 
 def test_attach_cost(harness):
-    """Attach is on the create hot path (target 5 ms): measure and report."""
+    """Attach is on the create hot path: measure and report.  Its speed is measured by
+    bench/ against a baseline in the same run (docs/benchmarks.md); here only a stall is
+    a failure (a lock held across a slow revocation made attaches take minutes)."""
     times = [harness.new(OPEN).ms for _ in range(12)]
     times.sort()
     med = times[len(times) // 2]
     print(f"\nattach ms: median {med:.2f}, min {times[0]:.2f}, max {times[-1]:.2f}")
-    limit = 5.0 if "build-check" not in brigtest.BUILD and "san" not in brigtest.BUILD else 15.0
-    assert med <= limit, times
+    assert times[-1] <= 2000, times
 
 
 # ---------------------------------------------------------------- end to end
