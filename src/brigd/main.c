@@ -235,6 +235,29 @@ static int64_t disk_budget_mib(const brig_config *cfg)
     return budget > 0 ? budget : 1;
 }
 
+/* The settings (core/settings.c: defaults, --config FILE, the flags); what only prints
+ * (--help, --version, --print-settings, --print-routes) is done here.  Returns -1 to
+ * run, else the exit status: 0, or 2 on a usage error. */
+static int configure(brig_config *cfg, int argc, char **argv)
+{
+    brig_error *err = NULL;
+    int r = brig_config_load(cfg, argc, argv, &err);
+    if (r < 0) {
+        fprintf(stderr, "brigd: %s (see brigd --help)\n", err->msg);
+        brig_error_clear(&err);
+        return 2;
+    }
+    if (r > 0)
+        return 0;
+    if (cfg->print_routes) {
+        /* The route table is the truth the OpenAPI document is checked against. */
+        for (const brig_route *rt = brig_api_routes; rt->method; rt++)
+            printf("%s %s\n", rt->method, rt->pattern);
+        return 0;
+    }
+    return -1;
+}
+
 static int run(brigd *d, int sigfd, brig_error **err)
 {
     /* 0711: sandbox roots live below it and a sandbox's root is an unprivileged
@@ -341,23 +364,11 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     int sigfd = signalfd(-1, &stop, SFD_CLOEXEC);
 
-    int r = brig_config_load(&d.cfg, argc, argv, &err);
-    if (r != 0) {
-        if (r < 0) {
-            fprintf(stderr, "brigd: %s (see brigd --help)\n", err->msg);
-            brig_error_clear(&err);
-        }
+    int r = configure(&d.cfg, argc, argv);
+    if (r >= 0) {
         brig_config_dispose(&d.cfg);
         close(sigfd);
-        return r < 0 ? 2 : 0;
-    }
-    if (d.cfg.print_routes) {
-        /* The route table is the truth the OpenAPI document is checked against. */
-        for (const brig_route *rt = brig_api_routes; rt->method; rt++)
-            printf("%s %s\n", rt->method, rt->pattern);
-        brig_config_dispose(&d.cfg);
-        close(sigfd);
-        return 0;
+        return r;
     }
     brig_log_init("brigd", parse_level(d.cfg.log_level));
     if (geteuid() != 0)

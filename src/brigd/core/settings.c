@@ -1,27 +1,29 @@
 /*
- * settings.c - defaults, INI file and flags (see settings.h).
+ * settings.c - brigd's settings, each declared once (see settings.h).
  *
- * The INI file has one [brigd] section whose keys are the long flag names with
- * '_' for '-':  listen, state_dir, template_cache, templates_dir, agent_path,
- * oci_runtime, default_template, exec_timeout_default, exec_timeout_max
- * (seconds), output_limit_bytes, exec_output_budget, exec_output_budget_per_account,
- * max_file_bytes, max_secrets, max_secret_bytes, pids_limit, pty_max, tcp_memory_mib, uid_base,
- * uid_ranges, max_connections, max_waiting_connections, max_waiting_per_address, header_timeout,
- * body_timeout (seconds), max_requests_per_account,
- * default_tariff, log_level, initial_credit_micro_usd, max_live_per_account, max_sandboxes,
- * memory_overcommit and disk_overcommit (ratios), disk_reserve_mib, and in
- * seconds: create_queue_timeout, idle_timeout_default, idle_timeout_max, lifetime_default,
- * lifetime_max, cpu_abuse_window, billing_interval, retention; and for sandbox networking
- * net_pool, dns_upstream, network, dns_grants_max, dns_ttl_max (seconds),
- * net_connections_max. Tariffs are sections [tariff.NAME] with vcpus, memory_mib, disk_mib and
- * price_micro_usd_per_second; small, medium and large exist by default.
+ * The table settings[] below has one row per setting: its key in the config file's
+ * [brigd] section, its command-line flag (or none), its type, its default (written
+ * as the file would write it), its range, where brig_config keeps it and a line of
+ * help.  Those rows, and nothing else, fill in the defaults, parse the file and the
+ * flags, and write `brigd --help` and `brigd --print-settings` (JSON; the test
+ * tests/integration/test_settings.py checks docs/operations.md's table against it).
+ * The options that are no setting (--config, --ready-fd, --destroy-all, ...) are the
+ * rows of actions[].
+ *
+ * What a row cannot say stays explicit, each in a function of its own: the
+ * [tariff.NAME] sections (apply_tariff), warm_pool's TEMPLATE:TARIFF:COUNT list
+ * (parse_warm_pool) and the checks across settings (check_across).
+ *
+ * A new setting: a field of brig_config, a row here, a row in docs/operations.md.
  */
 #include "settings.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <ini.h>
+#include <jansson.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,181 @@
 
 #include "money.h"
 #include "util.h"
+
+/* How a setting's value is written, and how brig_config keeps it. */
+typedef enum setting_type {
+    T_STRING,  /* any text but the empty one: char * */
+    T_ENUM,    /* one of .choices ("on|off"): char * */
+    T_LIST,    /* items separated by ',', checked once all is read: char * */
+    T_INT,     /* an integer in [min, max]: int64_t */
+    T_BYTES,   /* as T_INT, in bytes */
+    T_MIB,     /* as T_INT, in MiB */
+    T_SECONDS, /* whole seconds in [min, max]: int64_t milliseconds */
+    T_RATIO,   /* 0 (no bound) or a number in [ratio_min, max]: double */
+} setting_type;
+
+static const char *const type_names[] = {"string", "enum", "list",    "int",
+                                         "bytes",  "MiB",  "seconds", "ratio"};
+
+typedef struct setting {
+    const char *key;     /* in the [brigd] section */
+    const char *flag;    /* "--listen", or NULL: the file only */
+    const char *metavar; /* the flag's argument, for --help */
+    setting_type type;
+    const char *def; /* the default as the file writes it; NULL: none (NULL is kept) */
+    int64_t min, max;
+    double ratio_min;
+    const char *choices; /* T_ENUM */
+    size_t at;           /* offset in brig_config */
+    const char *help;    /* one short line; docs/operations.md says more */
+} setting;
+
+/* A default that starts so is relative to the directory of brigd's executable. */
+#define EXE_DIR "<brigd's dir>"
+
+/* The offset of a field of brig_config; a field of another type than T does not compile. */
+#define AT(field, T) _Generic(((brig_config *)0)->field, T : offsetof(brig_config, field))
+
+#define OPT(k, fl, mv, field, d, h)                                                                \
+    {                                                                                              \
+        .key = k, .flag = fl, .metavar = mv, .type = T_STRING, .def = d, .at = AT(field, char *),  \
+        .help = h                                                                                  \
+    }
+#define STR(k, field, d, h) OPT(k, NULL, NULL, field, d, h)
+#define ENUM(k, field, d, ch, h)                                                                   \
+    {                                                                                              \
+        .key = k, .type = T_ENUM, .def = d, .choices = ch, .at = AT(field, char *), .help = h      \
+    }
+#define LIST(k, field, d, h)                                                                       \
+    {                                                                                              \
+        .key = k, .type = T_LIST, .def = d, .at = AT(field, char *), .help = h                     \
+    }
+#define NUM(t, k, field, d, lo, hi, h)                                                             \
+    {                                                                                              \
+        .key = k, .type = t, .def = d, .min = lo, .max = hi, .at = AT(field, int64_t), .help = h   \
+    }
+#define RATIO(k, field, d, lo, hi, h)                                                              \
+    {                                                                                              \
+        .key = k, .type = T_RATIO, .def = d, .ratio_min = lo, .max = hi, .at = AT(field, double),  \
+        .help = h                                                                                  \
+    }
+
+#define DAY     86400
+#define POW2(n) (INT64_C(1) << (n))
+
+/* In docs/operations.md's order. */
+static const setting settings[] = {
+    OPT("listen", "--listen", "HOST:PORT", listen, "127.0.0.1:7070", "API address"),
+    OPT("state_dir", "--state-dir", "DIR", state_dir, "/var/lib/brig",
+        "database, keys and sandboxes"),
+    OPT("template_cache", "--template-cache", "DIR", template_cache, "/var/cache/brig/templates",
+        "built template root filesystems"),
+    OPT("templates_dir", "--templates-dir", "DIR", templates_dir, EXE_DIR "/../templates",
+        "template specs and the builder"),
+    OPT("agent_path", "--agent", "PATH", agent_path, EXE_DIR "/brig-agent",
+        "the agent binary, PID 1 of every sandbox"),
+    OPT("oci_runtime", "--oci-runtime", "R", oci_runtime, "auto",
+        "runc, crun, runsc, a path or auto"),
+    OPT("log_level", "--log-level", "L", log_level, "info", "debug, info, warn or error"),
+    STR("default_template", default_template, "base", "template of a create without one"),
+    NUM(T_SECONDS, "exec_timeout_default", exec_timeout_default_ms, "55", 1, DAY,
+        "an exec's timeout when it asks for none"),
+    NUM(T_SECONDS, "exec_timeout_max", exec_timeout_max_ms, "3600", 1, 7 * DAY,
+        "the largest timeout an exec may ask for"),
+    NUM(T_BYTES, "output_limit_bytes", output_limit_bytes, "10485760", 1024, POW2(32),
+        "per stream of a buffered exec result"),
+    NUM(T_BYTES, "exec_output_budget", output_budget, "1073741824", POW2(20), POW2(40),
+        "memory all buffered exec results together may hold"),
+    NUM(T_BYTES, "exec_output_budget_per_account", output_budget_per_account, "268435456", POW2(20),
+        POW2(40), "of those, one account's"),
+    NUM(T_INT, "max_connections", max_connections, "4096", 16, POW2(16),
+        "API connections at once (a thread each)"),
+    NUM(T_INT, "max_waiting_connections", max_waiting_connections, "256", 1, POW2(16),
+        "of those, not yet authenticated"),
+    NUM(T_INT, "max_waiting_per_address", max_waiting_per_address, "64", 1, POW2(16),
+        "of those, from one address (IPv6: a /64)"),
+    NUM(T_SECONDS, "header_timeout", header_timeout_ms, "10", 1, 3600,
+        "a connection's time to send a request with a key"),
+    NUM(T_SECONDS, "body_timeout", body_timeout_ms, "20", 1, 3600,
+        "a JSON body's time after its request's head"),
+    NUM(T_INT, "max_requests_per_account", max_requests_per_account, "256", 1, POW2(16),
+        "an account's authenticated requests in flight"),
+    NUM(T_BYTES, "max_file_bytes", max_file_bytes, "8589934592", 1, POW2(50),
+        "the largest upload (a file or a tar stream)"),
+    NUM(T_INT, "max_secrets", max_secrets, "100", 1, 10000, "secrets per sandbox"),
+    NUM(T_BYTES, "max_secret_bytes", max_secret_bytes, "65536", 4, 16 * POW2(20),
+        "one sandbox's secret values together"),
+    NUM(T_INT, "pids_limit", pids_limit, "512", 8, POW2(22), "processes per sandbox"),
+    NUM(T_INT, "pty_max", pty_max, "64", 1, 4096, "pseudo-terminals per sandbox"),
+    NUM(T_MIB, "tcp_memory_mib", tcp_memory_mib, "32", 1, POW2(20),
+        "TCP buffer memory per sandbox (cgroup v1)"),
+    STR("default_tariff", default_tariff, "small", "tariff of a create without one"),
+    NUM(T_INT, "initial_credit_micro_usd", initial_credit_micro_usd, "1000000", 0, BRIG_CREDIT_MAX,
+        "a new account's credit"),
+    NUM(T_INT, "max_live_per_account", max_live_per_account, "20", 1, POW2(20),
+        "a new account's live sandboxes"),
+    NUM(T_INT, "max_sandboxes", max_sandboxes, "500", 1, POW2(20), "live sandboxes on this host"),
+    RATIO("memory_overcommit", memory_overcommit, "16", 0.1, 1000,
+          "live sandboxes' memory limits <= this x RAM; 0: no bound"),
+    RATIO("disk_overcommit", disk_overcommit, "1", 0.001, 1000,
+          "live sandboxes' disks <= this x (free space - disk_reserve_mib); 0: no bound"),
+    NUM(T_MIB, "disk_reserve_mib", disk_reserve_mib, "1024", 0, POW2(40),
+        "free space kept for the store and logs"),
+    NUM(T_SECONDS, "create_queue_timeout", create_queue_timeout_ms, "30", 0, 3600,
+        "how long a create waits for capacity"),
+    NUM(T_SECONDS, "idle_timeout_default", idle_timeout_default_ms, "300", 1, 7 * DAY,
+        "a sandbox's idle timeout when it asks for none"),
+    NUM(T_SECONDS, "idle_timeout_max", idle_timeout_max_ms, "86400", 1, 30 * DAY,
+        "the largest idle timeout"),
+    NUM(T_SECONDS, "lifetime_default", lifetime_default_ms, "3600", 1, 30 * DAY,
+        "a sandbox's lifetime when it asks for none"),
+    NUM(T_SECONDS, "lifetime_max", lifetime_max_ms, "86400", 1, 365 * DAY, "the largest lifetime"),
+    NUM(T_SECONDS, "cpu_abuse_window", cpu_abuse_window_ms, "900", 1, 7 * DAY,
+        "time at >= 95% of the CPU quota before a sandbox is stopped"),
+    NUM(T_SECONDS, "billing_interval", billing_interval_ms, "10", 1, 3600,
+        "time between incremental charges"),
+    NUM(T_SECONDS, "retention", retention_ms, "604800", 0, 365 * DAY,
+        "how long an ended sandbox stays queryable"),
+    STR("net_pool", net_pool, "10.201.0.0/16", "addresses of sandbox links"),
+    STR("dns_upstream", dns_upstream, NULL, "IP[:PORT] the DNS proxy forwards to"),
+    ENUM("network", network, "on", "on|off", "off: sandboxes get loopback only"),
+    NUM(T_INT, "dns_grants_max", dns_grants_max, "2048", 32, POW2(20),
+        "addresses DNS answers keep open per sandbox"),
+    NUM(T_INT, "dns_ttl_max", dns_ttl_max, "3600", 10, DAY,
+        "seconds such an address stays open at most"),
+    NUM(T_INT, "net_connections_max", net_connections_max, "1024", 16, POW2(20),
+        "tracked forwarded connections per sandbox"),
+    LIST("warm_pool", warm_pool, "", "TEMPLATE:TARIFF:COUNT[,...]: sandboxes started ahead"),
+    NUM(T_INT, "uid_base", uid_base, "10000000", 65536, POW2(31),
+        "first host uid of sandbox uid ranges"),
+    NUM(T_INT, "uid_ranges", uid_ranges, "4096", 1, POW2(14),
+        "uid ranges of 65536 (the most live sandboxes)"),
+};
+
+/* The options that are no setting. */
+enum {
+    A_CONFIG = 1000,
+    A_READY_FD,
+    A_DESTROY_ALL,
+    A_PRINT_SETTINGS,
+    A_PRINT_ROUTES,
+    A_HELP,
+    A_VERSION,
+    A_SETTING = 2000 /* + the row of settings[] */
+};
+static const struct action {
+    const char *flag, *metavar, *help;
+    int id;
+} actions[] = {
+    {"--config", "FILE", "INI file: [brigd] keys, [tariff.NAME] sections; flags win", A_CONFIG},
+    {"--ready-fd", "N", "write \"ready URL\" to descriptor N once serving", A_READY_FD},
+    {"--destroy-all", NULL, "end every live sandbox of the state dir and exit", A_DESTROY_ALL},
+    {"--print-settings", NULL, "print every setting (default, range, value) as JSON and exit",
+     A_PRINT_SETTINGS},
+    {"--print-routes", NULL, "print the API's route table and exit", A_PRINT_ROUTES},
+    {"--help", NULL, "print this and exit", A_HELP},
+    {"--version", NULL, "print brigd's version and exit", A_VERSION},
+};
 
 static void set_str(char **slot, const char *v)
 {
@@ -47,113 +224,81 @@ static int parse_int(const char *v, int64_t min, int64_t max, int64_t *out)
     return 0;
 }
 
-/* Applies one key = value; returns 0 or -1 with *err set. */
-static int apply(brig_config *cfg, const char *key, const char *v, brig_error **err)
+/* Whether v is one of choices ("a|b|c"). */
+static int is_choice(const char *choices, const char *v)
 {
-    struct {
-        const char *name;
-        char **slot;
-    } strs[] = {
-        {"listen", &cfg->listen},
-        {"state_dir", &cfg->state_dir},
-        {"template_cache", &cfg->template_cache},
-        {"templates_dir", &cfg->templates_dir},
-        {"agent_path", &cfg->agent_path},
-        {"oci_runtime", &cfg->oci_runtime},
-        {"default_template", &cfg->default_template},
-        {"log_level", &cfg->log_level},
-        {"default_tariff", &cfg->default_tariff},
-        {"net_pool", &cfg->net_pool},
-        {"dns_upstream", &cfg->dns_upstream},
-        {"network", &cfg->network},
-        {"warm_pool", &cfg->warm_pool},
-    };
-    struct {
-        const char *name;
-        int64_t *slot;
-        int64_t min, max, scale;
-    } ints[] = {
-        {"exec_timeout_default", &cfg->exec_timeout_default_ms, 1, 86400, 1000},
-        {"exec_timeout_max", &cfg->exec_timeout_max_ms, 1, 7 * 86400, 1000},
-        {"output_limit_bytes", &cfg->output_limit_bytes, 1024, INT64_C(1) << 32, 1},
-        {"exec_output_budget", &cfg->output_budget, 1 << 20, INT64_C(1) << 40, 1},
-        {"exec_output_budget_per_account", &cfg->output_budget_per_account, 1 << 20,
-         INT64_C(1) << 40, 1},
-        {"max_connections", &cfg->max_connections, 16, 1 << 16, 1},
-        {"max_waiting_connections", &cfg->max_waiting_connections, 1, 1 << 16, 1},
-        {"max_waiting_per_address", &cfg->max_waiting_per_address, 1, 1 << 16, 1},
-        {"header_timeout", &cfg->header_timeout_ms, 1, 3600, 1000},
-        {"body_timeout", &cfg->body_timeout_ms, 1, 3600, 1000},
-        {"max_requests_per_account", &cfg->max_requests_per_account, 1, 1 << 16, 1},
-        {"max_file_bytes", &cfg->max_file_bytes, 1, INT64_C(1) << 50, 1},
-        {"max_secrets", &cfg->max_secrets, 1, 10000, 1},
-        {"max_secret_bytes", &cfg->max_secret_bytes, 4, 16 << 20, 1},
-        {"pids_limit", &cfg->pids_limit, 8, 1 << 22, 1},
-        {"pty_max", &cfg->pty_max, 1, 4096, 1},
-        {"tcp_memory_mib", &cfg->tcp_memory_mib, 1, 1 << 20, 1},
-        {"uid_base", &cfg->uid_base, 65536, INT64_C(1) << 31, 1},
-        {"uid_ranges", &cfg->uid_ranges, 1, 1 << 14, 1},
-        {"initial_credit_micro_usd", &cfg->initial_credit_micro_usd, 0, BRIG_CREDIT_MAX, 1},
-        {"max_live_per_account", &cfg->max_live_per_account, 1, 1 << 20, 1},
-        {"max_sandboxes", &cfg->max_sandboxes, 1, 1 << 20, 1},
-        {"disk_reserve_mib", &cfg->disk_reserve_mib, 0, INT64_C(1) << 40, 1},
-        {"create_queue_timeout", &cfg->create_queue_timeout_ms, 0, 3600, 1000},
-        {"idle_timeout_default", &cfg->idle_timeout_default_ms, 1, 7 * 86400, 1000},
-        {"idle_timeout_max", &cfg->idle_timeout_max_ms, 1, 30 * 86400, 1000},
-        {"lifetime_default", &cfg->lifetime_default_ms, 1, 30 * 86400, 1000},
-        {"lifetime_max", &cfg->lifetime_max_ms, 1, 365 * 86400, 1000},
-        {"cpu_abuse_window", &cfg->cpu_abuse_window_ms, 1, 7 * 86400, 1000},
-        {"billing_interval", &cfg->billing_interval_ms, 1, 3600, 1000},
-        {"retention", &cfg->retention_ms, 0, 365 * 86400, 1000},
-        {"dns_grants_max", &cfg->dns_grants_max, 32, 1 << 20, 1},
-        {"dns_ttl_max", &cfg->dns_ttl_max, 10, 86400, 1},
-        {"net_connections_max", &cfg->net_connections_max, 16, 1 << 20, 1},
-    };
-    struct {
-        const char *name;
-        double *slot, min;
-    } ratios[] = {
-        {"memory_overcommit", &cfg->memory_overcommit, 0.1},
-        {"disk_overcommit", &cfg->disk_overcommit, 0.001},
-    };
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(ratios); i++) {
-        if (strcmp(key, ratios[i].name) != 0)
-            continue;
-        char *end = NULL;
-        double r = strtod(v, &end);
-        if (end == v || *end != '\0' || !(r == 0 || (r >= ratios[i].min && r <= 1000)))
-            return brig_error_set(err, BRIG_E_INVALID, 0,
-                                  "%s: '%s' is not 0 (no bound) or a ratio in [%g, 1000]", key, v,
-                                  ratios[i].min);
-        *ratios[i].slot = r;
-        return 0;
-    }
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(strs); i++) {
-        if (strcmp(key, strs[i].name) == 0) {
-            if (*v == '\0')
-                return brig_error_set(err, BRIG_E_INVALID, 0, "%s must not be empty", key);
-            set_str(strs[i].slot, v);
+    size_t n = strlen(v);
+    for (const char *c = choices;; c++) {
+        size_t len = strcspn(c, "|");
+        if (len == n && strncmp(c, v, n) == 0)
+            return 1;
+        c += len;
+        if (*c == '\0')
             return 0;
-        }
     }
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(ints); i++) {
-        if (strcmp(key, ints[i].name) == 0) {
-            int64_t n;
-            if (parse_int(v, ints[i].min, ints[i].max, &n) < 0)
-                return brig_error_set(err, BRIG_E_INVALID, 0,
-                                      "%s: '%s' is not an integer in [%lld, %lld]", key, v,
-                                      (long long)ints[i].min, (long long)ints[i].max);
-            *ints[i].slot = n * ints[i].scale;
-            return 0;
-        }
-    }
-    return brig_error_set(err, BRIG_E_INVALID, 0, "unknown setting '%s'", key);
 }
 
-struct ini_ctx {
-    brig_config *cfg;
-    brig_error **err;
-};
+/* "a|b|c" as "a, b or c"; the caller frees it. */
+static char *choices_text(const char *choices)
+{
+    const char *last = strrchr(choices, '|');
+    char *out = brig_xcalloc(4 * strlen(choices) + 1, 1), *o = out;
+    for (const char *p = choices; *p; p++) {
+        if (*p != '|')
+            *o++ = *p;
+        else
+            o += sprintf(o, p == last ? " or " : ", ");
+    }
+    return out;
+}
+
+static const setting *setting_by_key(const char *key)
+{
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(settings); i++)
+        if (strcmp(settings[i].key, key) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+/* Sets the setting of row s from v (the file's text, or a flag's); 0 or -1 with *err set. */
+static int apply(brig_config *cfg, const setting *s, const char *v, brig_error **err)
+{
+    void *slot = (char *)cfg + s->at;
+    switch (s->type) {
+    case T_STRING:
+    case T_LIST:
+        if (*v == '\0')
+            return brig_error_set(err, BRIG_E_INVALID, 0, "%s must not be empty", s->key);
+        set_str(slot, v);
+        return 0;
+    case T_ENUM:
+        if (!is_choice(s->choices, v)) {
+            _cleanup_free_ char *text = choices_text(s->choices);
+            return brig_error_set(err, BRIG_E_INVALID, 0, "%s must be %s", s->key, text);
+        }
+        set_str(slot, v);
+        return 0;
+    case T_RATIO: {
+        char *end = NULL;
+        double r = strtod(v, &end);
+        if (end == v || *end != '\0' || !(r == 0 || (r >= s->ratio_min && r <= (double)s->max)))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "%s: '%s' is not 0 (no bound) or a ratio in [%g, %g]", s->key, v,
+                                  s->ratio_min, (double)s->max);
+        *(double *)slot = r;
+        return 0;
+    }
+    default: {
+        int64_t n;
+        if (parse_int(v, s->min, s->max, &n) < 0)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "%s: '%s' is not an integer in [%lld, %lld]", s->key, v,
+                                  (long long)s->min, (long long)s->max);
+        *(int64_t *)slot = s->type == T_SECONDS ? n * 1000 : n;
+        return 0;
+    }
+    }
+}
 
 const brig_tariff *brig_config_tariff(const brig_config *cfg, const char *name)
 {
@@ -233,201 +378,14 @@ static int parse_warm_pool(brig_config *cfg, brig_error **err)
     return 0;
 }
 
-static int ini_cb(void *user, const char *section, const char *name, const char *value)
+/* What no one row can check: settings that bound each other, and names that must exist. */
+static int check_across(brig_config *cfg, brig_error **err)
 {
-    struct ini_ctx *c = user;
-    if (strncmp(section, "tariff.", 7) == 0)
-        return apply_tariff(c->cfg, section + 7, name, value, c->err) == 0;
-    if (strcmp(section, "brigd") != 0)
-        return brig_error_set(c->err, BRIG_E_INVALID, 0, "unknown section [%s]", section), 0;
-    return apply(c->cfg, name, value, c->err) == 0;
-}
-
-/* Directory of the running executable, for defaults next to it. */
-static char *exe_dir(void)
-{
-    char buf[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0)
-        return brig_xstrdup(".");
-    buf[n] = '\0';
-    char *slash = strrchr(buf, '/');
-    if (slash)
-        *slash = '\0';
-    return brig_xstrdup(buf);
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: brigd [--listen HOST:PORT] [--state-dir DIR] [--config FILE]\n"
-               "             [--template-cache DIR] [--templates-dir DIR] [--agent PATH]\n"
-               "             [--oci-runtime auto|runc|crun|runsc|PATH] [--log-level LEVEL]\n"
-               "             [--ready-fd N]\n"
-               "       brigd --destroy-all [--state-dir DIR] [--config FILE]\n"
-               "Runs the brig sandbox daemon.  --destroy-all ends every live sandbox of\n"
-               "the state dir (a brigd must not be serving it) and exits.\n"
-               "See docs/operations.md.\n");
-}
-
-int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
-{
-    memset(cfg, 0, sizeof(*cfg));
-    _cleanup_free_ char *dir = exe_dir();
-    cfg->listen = brig_xstrdup("127.0.0.1:7070");
-    cfg->state_dir = brig_xstrdup("/var/lib/brig");
-    cfg->template_cache = brig_xstrdup("/var/cache/brig/templates");
-    cfg->templates_dir = brig_asprintf("%s/../templates", dir);
-    cfg->agent_path = brig_asprintf("%s/brig-agent", dir);
-    cfg->oci_runtime = brig_xstrdup("auto");
-    cfg->default_template = brig_xstrdup("base");
-    cfg->log_level = brig_xstrdup("info");
-    cfg->exec_timeout_default_ms = 55000;
-    cfg->exec_timeout_max_ms = 3600 * 1000;
-    cfg->output_limit_bytes = 10 << 20;
-    cfg->output_budget = INT64_C(1) << 30;
-    cfg->output_budget_per_account = 256 << 20;
-    cfg->max_connections = 4096;
-    cfg->max_waiting_connections = 256;
-    cfg->max_waiting_per_address = 64;
-    cfg->header_timeout_ms = 10000;
-    cfg->body_timeout_ms = 20000;
-    cfg->max_requests_per_account = 256;
-    cfg->max_file_bytes = INT64_C(8) << 30;
-    cfg->max_secrets = 100;
-    cfg->max_secret_bytes = 65536;
-    cfg->pids_limit = 512;
-    cfg->pty_max = 64;
-    cfg->tcp_memory_mib = 32;
-    static const brig_tariff defaults[] = {
-        {"small", 1, 512, 2048, 10},
-        {"medium", 2, 2048, 8192, 40},
-        {"large", 4, 8192, 32768, 160},
-    };
-    memcpy(cfg->tariffs, defaults, sizeof(defaults));
-    cfg->n_tariffs = (int)BRIG_ARRAY_LEN(defaults);
-    cfg->default_tariff = brig_xstrdup("small");
-    cfg->initial_credit_micro_usd = 1000000;
-    cfg->max_live_per_account = 20;
-    cfg->max_sandboxes = 500;
-    cfg->memory_overcommit = 16;
-    cfg->disk_overcommit = 1;
-    cfg->disk_reserve_mib = 1024;
-    cfg->create_queue_timeout_ms = 30000;
-    cfg->idle_timeout_default_ms = 300000;
-    cfg->idle_timeout_max_ms = 86400000;
-    cfg->lifetime_default_ms = 3600000;
-    cfg->lifetime_max_ms = 86400000;
-    cfg->cpu_abuse_window_ms = 900000;
-    cfg->billing_interval_ms = 10000;
-    cfg->retention_ms = INT64_C(7) * 86400000;
-    cfg->net_pool = brig_xstrdup("10.201.0.0/16");
-    cfg->dns_grants_max = 2048;
-    cfg->dns_ttl_max = 3600;
-    cfg->net_connections_max = 1024;
-    cfg->network = brig_xstrdup("on");
-    cfg->warm_pool = brig_xstrdup("");
-    cfg->uid_base = 10000000;
-    cfg->uid_ranges = 4096;
-    cfg->ready_fd = -1;
-
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, 'l'},
-        {"state-dir", required_argument, NULL, 's'},
-        {"config", required_argument, NULL, 'c'},
-        {"template-cache", required_argument, NULL, 't'},
-        {"templates-dir", required_argument, NULL, 'T'},
-        {"agent", required_argument, NULL, 'a'},
-        {"oci-runtime", required_argument, NULL, 'r'},
-        {"log-level", required_argument, NULL, 'L'},
-        {"ready-fd", required_argument, NULL, 'R'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {"print-routes", no_argument, NULL, 'P'},
-        {"destroy-all", no_argument, NULL, 'D'},
-        {NULL, 0, NULL, 0},
-    };
-    /* Pass 1: --config, --help, --version; the file goes under the flags. */
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            return 1;
-        }
-        if (c == 'V') {
-            printf("brigd %s\n", BRIG_VERSION);
-            return 1;
-        }
-        if (c == 'P')
-            cfg->print_routes = 1;
-        if (c == 'D')
-            cfg->destroy_all = 1;
-        if (c == '?')
-            return brig_error_set(err, BRIG_E_INVALID, 0, "unknown or incomplete option '%s'",
-                                  argv[optind - 1]);
-        if (c == 'c') {
-            struct ini_ctx ctx = {cfg, err};
-            int r = ini_parse(optarg, ini_cb, &ctx);
-            if (r != 0) {
-                if (err && *err)
-                    brig_error_prefix(err, "%s line %d", optarg, r);
-                else if (r < 0)
-                    brig_error_set(err, BRIG_E_INVALID, errno, "cannot read config %s", optarg);
-                else
-                    brig_error_set(err, BRIG_E_INVALID, 0, "%s line %d: syntax error", optarg, r);
-                return -1;
-            }
-        }
-    }
-    if (optind < argc)
-        return brig_error_set(err, BRIG_E_INVALID, 0, "unexpected argument '%s'", argv[optind]);
-    /* Pass 2: everything else. */
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        const char *key = NULL;
-        switch (c) {
-        case 'l':
-            key = "listen";
-            break;
-        case 's':
-            key = "state_dir";
-            break;
-        case 't':
-            key = "template_cache";
-            break;
-        case 'T':
-            key = "templates_dir";
-            break;
-        case 'a':
-            key = "agent_path";
-            break;
-        case 'r':
-            key = "oci_runtime";
-            break;
-        case 'L':
-            key = "log_level";
-            break;
-        case 'R': {
-            int64_t fd;
-            if (parse_int(optarg, 0, INT_MAX, &fd) < 0)
-                return brig_error_set(err, BRIG_E_INVALID, 0, "--ready-fd: bad descriptor");
-            cfg->ready_fd = (int)fd;
-            continue;
-        }
-        default:
-            continue;
-        }
-        if (apply(cfg, key, optarg, err) < 0)
-            return -1;
-    }
     if (cfg->idle_timeout_default_ms > cfg->idle_timeout_max_ms ||
         cfg->lifetime_default_ms > cfg->lifetime_max_ms)
         return brig_error_set(err, BRIG_E_INVALID, 0, "a default exceeds its maximum");
     if (parse_warm_pool(cfg, err) < 0)
         return -1;
-    if (strcmp(cfg->network, "on") != 0 && strcmp(cfg->network, "off") != 0)
-        return brig_error_set(err, BRIG_E_INVALID, 0, "network must be on or off");
     if (brig_config_tariff(cfg, cfg->default_tariff) == NULL)
         return brig_error_set(err, BRIG_E_INVALID, 0, "default_tariff '%s' is not a tariff",
                               cfg->default_tariff);
@@ -453,20 +411,245 @@ int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
     return 0;
 }
 
+struct ini_ctx {
+    brig_config *cfg;
+    brig_error **err;
+};
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value)
+{
+    struct ini_ctx *c = user;
+    if (strncmp(section, "tariff.", 7) == 0)
+        return apply_tariff(c->cfg, section + 7, name, value, c->err) == 0;
+    if (strcmp(section, "brigd") != 0)
+        return brig_error_set(c->err, BRIG_E_INVALID, 0, "unknown section [%s]", section), 0;
+    const setting *s = setting_by_key(name);
+    if (s == NULL)
+        return brig_error_set(c->err, BRIG_E_INVALID, 0, "unknown setting '%s'", name), 0;
+    return apply(c->cfg, s, value, c->err) == 0;
+}
+
+/* --config FILE: its settings over the defaults (and under the other flags). */
+static int read_file(brig_config *cfg, const char *path, brig_error **err)
+{
+    struct ini_ctx ctx = {cfg, err};
+    int r = ini_parse(path, ini_cb, &ctx);
+    if (r == 0)
+        return 0;
+    if (err && *err)
+        brig_error_prefix(err, "%s line %d", path, r);
+    else if (r < 0)
+        brig_error_set(err, BRIG_E_INVALID, errno, "cannot read config %s", path);
+    else
+        brig_error_set(err, BRIG_E_INVALID, 0, "%s line %d: syntax error", path, r);
+    return -1;
+}
+
+/* Directory of the running executable, for defaults next to it. */
+static char *exe_dir(void)
+{
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return brig_xstrdup(".");
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash)
+        *slash = '\0';
+    return brig_xstrdup(buf);
+}
+
+/* Every row's default, and the tariffs small, medium and large. */
+static void set_defaults(brig_config *cfg)
+{
+    static const brig_tariff tariffs[] = {
+        {"small", 1, 512, 2048, 10},
+        {"medium", 2, 2048, 8192, 40},
+        {"large", 4, 8192, 32768, 160},
+    };
+    _cleanup_free_ char *dir = exe_dir();
+    memset(cfg, 0, sizeof(*cfg));
+    for (const setting *s = settings; s < settings + BRIG_ARRAY_LEN(settings); s++) {
+        char **str = (char **)((char *)cfg + s->at);
+        if (s->type > T_LIST) {
+            if (apply(cfg, s, s->def, NULL) < 0)
+                abort(); /* a default out of its own range: the table is wrong */
+        } else if (s->def && strncmp(s->def, EXE_DIR, strlen(EXE_DIR)) == 0) {
+            *str = brig_asprintf("%s%s", dir, s->def + strlen(EXE_DIR));
+        } else if (s->def) {
+            *str = brig_xstrdup(s->def);
+        }
+    }
+    memcpy(cfg->tariffs, tariffs, sizeof(tariffs));
+    cfg->n_tariffs = (int)BRIG_ARRAY_LEN(tariffs);
+    cfg->ready_fd = -1;
+}
+
+/* One line of --help: the flag, its help, the key where it is not the flag's name with
+ * '_' for '-', and the default. */
+static void print_option(FILE *f, const char *flag, const char *metavar, const char *help,
+                         const setting *s)
+{
+    char left[64], key[64];
+    snprintf(left, sizeof(left), "%s%s%s", flag, metavar ? " " : "", metavar ? metavar : "");
+    snprintf(key, sizeof(key), "%s", flag + 2);
+    for (char *k = key; *k; k++)
+        *k = *k == '-' ? '_' : *k;
+    fprintf(f, "  %-24s %s", left, help);
+    if (s && strcmp(s->key, key) != 0)
+        fprintf(f, " (key %s; default %s)\n", s->key, s->def);
+    else if (s)
+        fprintf(f, " (default %s)\n", s->def);
+    else
+        fputc('\n', f);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: brigd [OPTION]...\n"
+               "       brigd --destroy-all [--state-dir DIR] [--config FILE]\n"
+               "Runs the brig sandbox daemon.  --destroy-all ends every live sandbox of\n"
+               "the state dir (a brigd must not be serving it) and exits.\n\n");
+    size_t keys_only = 0;
+    for (const setting *s = settings; s < settings + BRIG_ARRAY_LEN(settings); s++) {
+        if (s->flag)
+            print_option(f, s->flag, s->metavar, s->help, s);
+        else
+            keys_only++;
+    }
+    for (const struct action *a = actions; a < actions + BRIG_ARRAY_LEN(actions); a++)
+        print_option(f, a->flag, a->metavar, a->help, NULL);
+    fprintf(f,
+            "\nThe settings above are keys of the config file's [brigd] section too (the flag's\n"
+            "name with '_' for '-'); %zu more are keys only, and tariffs are [tariff.NAME]\n"
+            "sections.  brigd --print-settings lists every setting with its default and range;\n"
+            "docs/operations.md explains them.\n",
+            keys_only);
+}
+
+/* One row of --print-settings: what the table says, and the value brigd would run with. */
+static json_t *setting_json(const brig_config *cfg, const setting *s)
+{
+    const void *slot = (const char *)cfg + s->at;
+    json_t *o = json_pack("{s:s, s:s?, s:s, s:s?, s:s}", "key", s->key, "flag", s->flag, "type",
+                          type_names[s->type], "default", s->def && *s->def ? s->def : NULL, "help",
+                          s->help);
+    if (s->type <= T_LIST) {
+        const char *v = *(char *const *)slot;
+        json_object_set_new(o, "value", v && *v ? json_string(v) : json_null());
+        if (s->type == T_ENUM)
+            json_object_set_new(o, "choices", json_string(s->choices));
+    } else if (s->type == T_RATIO) {
+        json_object_set_new(o, "min", json_real(s->ratio_min));
+        json_object_set_new(o, "max", json_integer(s->max));
+        json_object_set_new(o, "value", json_real(*(const double *)slot));
+    } else {
+        int64_t v = *(const int64_t *)slot;
+        json_object_set_new(o, "min", json_integer(s->min));
+        json_object_set_new(o, "max", json_integer(s->max));
+        json_object_set_new(o, "value", json_integer(s->type == T_SECONDS ? v / 1000 : v));
+    }
+    return o;
+}
+
+/* --print-settings: {"settings": [rows], "options": [the flags that are no setting]}. */
+static void print_settings(const brig_config *cfg, FILE *f)
+{
+    json_t *rows = json_array(), *opts = json_array();
+    for (const setting *s = settings; s < settings + BRIG_ARRAY_LEN(settings); s++)
+        json_array_append_new(rows, setting_json(cfg, s));
+    for (const struct action *a = actions; a < actions + BRIG_ARRAY_LEN(actions); a++)
+        json_array_append_new(opts, json_pack("{s:s, s:s?, s:s}", "flag", a->flag, "metavar",
+                                              a->metavar, "help", a->help));
+    json_t *all = json_pack("{s:o, s:o}", "settings", rows, "options", opts);
+    json_dumpf(all, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    fputc('\n', f);
+    json_decref(all);
+}
+
+/* getopt's table: the rows with a flag, then the actions. */
+static const struct option *long_options(void)
+{
+    static struct option opts[BRIG_ARRAY_LEN(settings) + BRIG_ARRAY_LEN(actions) + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(settings); i++)
+        if (settings[i].flag)
+            opts[n++] =
+                (struct option){settings[i].flag + 2, required_argument, NULL, A_SETTING + (int)i};
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(actions); i++)
+        opts[n++] = (struct option){actions[i].flag + 2,
+                                    actions[i].metavar ? required_argument : no_argument, NULL,
+                                    actions[i].id};
+    opts[n] = (struct option){NULL, 0, NULL, 0};
+    return opts;
+}
+
+/* The flags over the file: every setting's flag, and --ready-fd. */
+static int apply_flags(brig_config *cfg, int argc, char **argv, brig_error **err)
+{
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", long_options(), NULL)) != -1) {
+        int64_t fd;
+        if (c == A_READY_FD) {
+            if (parse_int(optarg, 0, INT_MAX, &fd) < 0)
+                return brig_error_set(err, BRIG_E_INVALID, 0, "--ready-fd: bad descriptor");
+            cfg->ready_fd = (int)fd;
+        } else if (c >= A_SETTING && apply(cfg, &settings[c - A_SETTING], optarg, err) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err)
+{
+    set_defaults(cfg);
+    /* Pass 1: --config, and what answers at once; the file goes under the flags. */
+    optind = 1;
+    opterr = 0;
+    int c, print = 0;
+    while ((c = getopt_long(argc, argv, "", long_options(), NULL)) != -1) {
+        switch (c) {
+        case A_HELP:
+            usage(stdout);
+            return 1;
+        case A_VERSION:
+            printf("brigd %s\n", BRIG_VERSION);
+            return 1;
+        case A_PRINT_SETTINGS:
+            print = 1;
+            break;
+        case A_PRINT_ROUTES:
+            cfg->print_routes = 1;
+            break;
+        case A_DESTROY_ALL:
+            cfg->destroy_all = 1;
+            break;
+        case A_CONFIG:
+            if (read_file(cfg, optarg, err) < 0)
+                return -1;
+            break;
+        case '?':
+            return brig_error_set(err, BRIG_E_INVALID, 0, "unknown or incomplete option '%s'",
+                                  argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "unexpected argument '%s'", argv[optind]);
+    if (apply_flags(cfg, argc, argv, err) < 0 || check_across(cfg, err) < 0)
+        return -1;
+    if (print) {
+        print_settings(cfg, stdout);
+        return 1;
+    }
+    return 0;
+}
+
 void brig_config_dispose(brig_config *cfg)
 {
-    free(cfg->listen);
-    free(cfg->state_dir);
-    free(cfg->template_cache);
-    free(cfg->templates_dir);
-    free(cfg->agent_path);
-    free(cfg->oci_runtime);
-    free(cfg->default_template);
-    free(cfg->log_level);
-    free(cfg->default_tariff);
-    free(cfg->net_pool);
-    free(cfg->dns_upstream);
-    free(cfg->network);
-    free(cfg->warm_pool);
+    for (const setting *s = settings; s < settings + BRIG_ARRAY_LEN(settings); s++)
+        if (s->type <= T_LIST)
+            free(*(char **)((char *)cfg + s->at));
     memset(cfg, 0, sizeof(*cfg));
 }

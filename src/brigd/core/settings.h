@@ -1,6 +1,7 @@
 /*
  * settings.h - brigd's configuration: defaults, an optional INI file (libinih) and
- * command-line overrides, in that order.  Read-only once brigd has started.
+ * command-line overrides, in that order.  Read-only once brigd has started.  Every
+ * setting is one row of the table in settings.c.
  */
 #ifndef BRIG_SETTINGS_H
 #define BRIG_SETTINGS_H
@@ -20,59 +21,62 @@ typedef struct brig_tariff {
 
 #define BRIG_MAX_TARIFFS 16
 
+/* The settings of brigd, filled by brig_config_load.  Each field's key, flag, default,
+ * range and unit are its row in settings.c's table (also `brigd --print-settings`);
+ * the comments here say only what the field holds. */
 typedef struct brig_config {
-    char *listen;         /* "HOST:PORT"; default 127.0.0.1:7070 */
-    char *state_dir;      /* default /var/lib/brig */
-    char *template_cache; /* built root filesystems; default /var/cache/brig/templates */
-    char *templates_dir;  /* template specs + builder; default <exe>/../templates */
-    char *agent_path;     /* the brig-agent binary; default <exe dir>/brig-agent */
+    char *listen;         /* "HOST:PORT" of the API */
+    char *state_dir;      /* the store, keys and sandboxes */
+    char *template_cache; /* built root filesystems */
+    char *templates_dir;  /* template specs + builder */
+    char *agent_path;     /* the brig-agent binary */
     char *oci_runtime;    /* "auto" | "runc" | "crun" | "runsc" | a path */
     char *default_template;
-    int64_t exec_timeout_default_ms;       /* 55 s */
-    int64_t exec_timeout_max_ms;           /* per-call ceiling; default 1 h */
-    int64_t output_limit_bytes;            /* per stream of a buffered exec result; 10 MiB */
-    int64_t output_budget;                 /* bytes all buffered exec results hold; 1 GiB */
-    int64_t output_budget_per_account;     /* of those, one account's; 256 MiB */
-    int64_t max_connections;               /* API connections (a thread each); 4096 */
-    int64_t max_waiting_connections;       /* of those, not authenticated; 256 */
-    int64_t max_waiting_per_address;       /* of those, from one address (IPv6: /64); 64 */
-    int64_t header_timeout_ms;             /* a waiting connection's deadline; 10 s */
-    int64_t body_timeout_ms;               /* a JSON body's deadline after its head; 20 s */
-    int64_t max_requests_per_account;      /* authenticated requests in flight; 256 */
-    int64_t max_file_bytes;                /* largest upload (file or tar); 8 GiB */
-    int64_t max_secrets;                   /* secrets per sandbox; 100 */
-    int64_t max_secret_bytes;              /* their values together, per sandbox; 64 KiB */
-    int64_t pids_limit;                    /* per sandbox; default 512 */
-    int64_t pty_max;                       /* ptys per sandbox (its devpts max=); 64 */
-    int64_t tcp_memory_mib;                /* TCP buffer memory per sandbox (cgroup v1); 32 */
-    int64_t uid_base;                      /* first host uid of sandbox ranges; 10000000 */
+    int64_t exec_timeout_default_ms;
+    int64_t exec_timeout_max_ms;           /* per-call ceiling */
+    int64_t output_limit_bytes;            /* per stream of a buffered exec result */
+    int64_t output_budget;                 /* bytes all buffered exec results hold */
+    int64_t output_budget_per_account;     /* of those, one account's */
+    int64_t max_connections;               /* API connections (a thread each) */
+    int64_t max_waiting_connections;       /* of those, not authenticated */
+    int64_t max_waiting_per_address;       /* of those, from one address (IPv6: /64) */
+    int64_t header_timeout_ms;             /* a waiting connection's deadline */
+    int64_t body_timeout_ms;               /* a JSON body's deadline after its head */
+    int64_t max_requests_per_account;      /* authenticated requests in flight */
+    int64_t max_file_bytes;                /* largest upload (file or tar) */
+    int64_t max_secrets;                   /* secrets per sandbox */
+    int64_t max_secret_bytes;              /* their values together, per sandbox */
+    int64_t pids_limit;                    /* per sandbox */
+    int64_t pty_max;                       /* ptys per sandbox (its devpts max=) */
+    int64_t tcp_memory_mib;                /* TCP buffer memory per sandbox (cgroup v1) */
+    int64_t uid_base;                      /* first host uid of sandbox ranges */
     int64_t uid_ranges;                    /* how many 65536-id ranges (max live sandboxes) */
     brig_tariff tariffs[BRIG_MAX_TARIFFS]; /* [tariff.NAME] sections; small/medium/large */
     int n_tariffs;
-    char *default_tariff;             /* "small" */
-    int64_t initial_credit_micro_usd; /* a new account's credit; $1 */
-    int64_t max_live_per_account;     /* live sandboxes per account; 20 */
-    int64_t max_sandboxes;            /* live sandboxes on this host; 500 */
-    double memory_overcommit; /* live sandboxes' memory limits <= this x RAM; 16; 0: no bound */
+    char *default_tariff;
+    int64_t initial_credit_micro_usd; /* a new account's credit */
+    int64_t max_live_per_account;     /* live sandboxes per account */
+    int64_t max_sandboxes;            /* live sandboxes on this host */
+    double memory_overcommit;         /* live sandboxes' memory limits <= this x RAM; 0: no bound */
     double disk_overcommit;   /* live sandboxes' disks <= this x (the state dir's free space at
-                                 start - disk_reserve_mib); 1; 0: no bound */
+                                 start - disk_reserve_mib); 0: no bound */
     int64_t disk_reserve_mib; /* free space kept for the store and logs; creates are refused
-                                 while the state dir's file system has less; 1024 */
-    int64_t create_queue_timeout_ms; /* how long a create waits for host capacity; 30 s */
-    int64_t idle_timeout_default_ms; /* 5 min */
-    int64_t idle_timeout_max_ms;     /* 24 h */
-    int64_t lifetime_default_ms;     /* 1 h */
-    int64_t lifetime_max_ms;         /* 24 h */
-    int64_t cpu_abuse_window_ms;     /* 15 min */
-    int64_t billing_interval_ms;     /* incremental charges; 10 s */
-    int64_t retention_ms;            /* ended sandboxes stay queryable; 7 days */
-    char *net_pool;                  /* sandbox link addresses; "10.201.0.0/16" */
-    char *dns_upstream;              /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
-    int64_t dns_grants_max;          /* addresses DNS answers keep open per sandbox; 2048 */
-    int64_t dns_ttl_max;             /* seconds one stays open at most; 3600 */
-    int64_t net_connections_max;     /* tracked forwarded connections per sandbox; 1024 */
-    char *network;                   /* "on" | "off": sandbox networking */
-    char *warm_pool;                 /* "TEMPLATE:TARIFF:COUNT,…"; "" for none */
+                                 while the state dir's file system has less */
+    int64_t create_queue_timeout_ms; /* how long a create waits for host capacity */
+    int64_t idle_timeout_default_ms;
+    int64_t idle_timeout_max_ms;
+    int64_t lifetime_default_ms;
+    int64_t lifetime_max_ms;
+    int64_t cpu_abuse_window_ms;
+    int64_t billing_interval_ms; /* incremental charges */
+    int64_t retention_ms;        /* ended sandboxes stay queryable */
+    char *net_pool;              /* sandbox link addresses */
+    char *dns_upstream;          /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
+    int64_t dns_grants_max;      /* addresses DNS answers keep open per sandbox */
+    int64_t dns_ttl_max;         /* seconds one stays open at most */
+    int64_t net_connections_max; /* tracked forwarded connections per sandbox */
+    char *network;               /* "on" | "off": sandbox networking */
+    char *warm_pool;             /* "TEMPLATE:TARIFF:COUNT,…"; "" for none */
     struct {
         char template[64];
         char tariff[32];
@@ -81,7 +85,7 @@ typedef struct brig_config {
     int n_pool;
     int print_routes; /* --print-routes: print the route table and exit */
     int destroy_all;  /* --destroy-all: end every live sandbox of the state dir and exit */
-    int ready_fd;     /* write "ready ADDR\n" here when listening; -1 */
+    int ready_fd;     /* --ready-fd: write "ready ADDR\n" here when listening; -1 */
     char *log_level;  /* debug | info | warn | error */
 } brig_config;
 
@@ -89,8 +93,10 @@ typedef struct brig_config {
 const brig_tariff *brig_config_tariff(const brig_config *cfg, const char *name);
 
 /* Fills defaults, then applies the INI file named by `--config` (if any), then the
- * other command-line flags.  Returns 1 when the caller should exit 0 (--help,
- * --version were printed), 0 to run, -1 on a usage error (message in *err). */
+ * other command-line flags, then checks the settings that bound each other.  Returns 1
+ * when the caller should exit 0 (--help, --version or --print-settings was printed), 0
+ * to run, -1 on a usage error (message in *err).  Free with brig_config_dispose, in
+ * every case. */
 int brig_config_load(brig_config *cfg, int argc, char **argv, brig_error **err);
 
 void brig_config_dispose(brig_config *cfg);
