@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "api/routes.h"
-#include "account/auth.h"
+#include "account/bootstrap.h"
 #include "runtime/cgroup.h"
 #include "core/settings.h"
 #include "api/http.h"
@@ -320,7 +320,7 @@ static int run(brigd *d, int sigfd, brig_error **err)
         return -1;
     if (brig_http_start(d, brig_api_routes, err) < 0)
         return -1;
-    if (brig_auth_bootstrap(d, err) < 0)
+    if (brig_bootstrap_run(d, err) < 0)
         return -1;
     brig_info("listening on %s (state %s, %d sandboxes re-attached)", d->base_url, d->cfg.state_dir,
               d->n_sandboxes);

@@ -2,7 +2,9 @@
  * test_admit.c - admission against money and limits with an injected clock, on
  * a real SQLite store in a temporary directory: a daily limit reached today
  * refuses, the same spend tomorrow does not; months likewise; balance and
- * concurrency; credits and charges stay bounded integers.
+ * concurrency; credits and charges stay bounded integers.  The test seeds and
+ * inspects the database through a connection of its own (sql_exec, sql_int):
+ * brigd itself has no SQL outside its store.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +12,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +30,49 @@
 
 typedef struct fixture {
     char dir[64];
+    char db[128];
     brigd d;
 } fixture;
+
+/* Runs SQL (sqlite3_mprintf's format: %lld for an int64) on the test's own
+ * connection to the store's database. */
+static void sql_exec(fixture *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *q = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    char *msg = NULL;
+    if (sqlite3_exec(db, q, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", q, msg);
+    sqlite3_close(db);
+    sqlite3_free(q);
+}
+
+static int one_int(void *ctx, int n, char **vals, char **cols)
+{
+    (void)cols;
+    if (n > 0 && vals[0])
+        *(int64_t *)ctx = strtoll(vals[0], NULL, 10);
+    return 0;
+}
+
+/* The first column of the first row of a query. */
+static int64_t sql_int(fixture *f, const char *q)
+{
+    sqlite3 *db = NULL;
+    int64_t v = -1;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    char *msg = NULL;
+    if (sqlite3_exec(db, q, one_int, &v, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", q, msg);
+    sqlite3_close(db);
+    return v;
+}
 
 static int setup(void **state)
 {
@@ -36,14 +80,11 @@ static int setup(void **state)
     strcpy(f->dir, "/tmp/brig-admit-XXXXXX");
     if (mkdtemp(f->dir) == NULL)
         return -1;
-    char db[128];
-    snprintf(db, sizeof(db), "%s/brig.db", f->dir);
-    if (brig_store_open(&f->d.store, db, NULL) < 0)
+    snprintf(f->db, sizeof(f->db), "%s/brig.db", f->dir);
+    if (brig_store_open(&f->d.store, f->db, NULL) < 0)
         return -1;
-    brig_store_run(f->d.store, NULL, NULL,
-                   "INSERT INTO accounts(id, name, created_at, balance_micro_usd,"
-                   " max_live_sandboxes) VALUES ('acc_t', 't', 0, 5000, 2)",
-                   "");
+    sql_exec(f, "INSERT INTO accounts(id, name, created_at, balance_micro_usd,"
+                " max_live_sandboxes) VALUES ('acc_t', 't', 0, 5000, 2)");
     *state = f;
     return 0;
 }
@@ -62,17 +103,10 @@ static int teardown(void **state)
 
 static void charge_at(fixture *f, int64_t at, int64_t amount)
 {
-    assert_int_equal(brig_store_run(f->d.store, NULL, NULL,
-                                    "INSERT INTO ledger(account_id, at, kind, amount_micro_usd)"
-                                    " VALUES ('acc_t', ?, 'charge', ?)",
-                                    "ii", at, amount),
-                     0);
-}
-
-static int read_one(brig_row *row, void *ctx)
-{
-    *(int64_t *)ctx = brig_row_int(row, 0);
-    return 1;
+    sql_exec(f,
+             "INSERT INTO ledger(account_id, at, kind, amount_micro_usd)"
+             " VALUES ('acc_t', %lld, 'charge', %lld)",
+             (long long)at, (long long)amount);
 }
 
 /* -1 when admitted, else the kind of the refusal. */
@@ -95,8 +129,8 @@ static int admit(fixture *f, int64_t now, int64_t live, char **msg)
 static void test_daily_limit_resets_next_day(void **state)
 {
     fixture *f = *state;
-    brig_store_run(f->d.store, NULL, NULL,
-                   "UPDATE accounts SET daily_limit_micro_usd = 1000 WHERE id = 'acc_t'", "");
+    brig_spend_limits l = {.set_daily = true, .daily = 1000};
+    assert_int_equal(brig_account_set_limits(&f->d, "acc_t", &l, NULL), 0);
     charge_at(f, MID_DEC - 3600000, 600);
     assert_int_equal(admit(f, MID_DEC, 0, NULL), -1); /* 600 of 1000 */
     charge_at(f, MID_DEC - 60000, 400);
@@ -114,8 +148,8 @@ static void test_daily_limit_resets_next_day(void **state)
 static void test_monthly_limit_resets_next_month(void **state)
 {
     fixture *f = *state;
-    brig_store_run(f->d.store, NULL, NULL,
-                   "UPDATE accounts SET monthly_limit_micro_usd = 2000 WHERE id = 'acc_t'", "");
+    brig_spend_limits l = {.set_monthly = true, .monthly = 2000};
+    assert_int_equal(brig_account_set_limits(&f->d, "acc_t", &l, NULL), 0);
     charge_at(f, MID_DEC - 10 * DAY, 1500); /* Dec 5th */
     charge_at(f, NYE - 3600000, 500);       /* Dec 31st */
     char *msg = NULL;
@@ -131,8 +165,7 @@ static void test_balance_and_concurrency(void **state)
     fixture *f = *state;
     assert_int_equal(admit(f, MID_DEC, 1, NULL), -1);
     assert_int_equal(admit(f, MID_DEC, 2, NULL), BRIG_E_LIMIT); /* max_live_sandboxes = 2 */
-    brig_store_run(f->d.store, NULL, NULL,
-                   "UPDATE accounts SET balance_micro_usd = 0 WHERE id = 'acc_t'", "");
+    sql_exec(f, "UPDATE accounts SET balance_micro_usd = 0 WHERE id = 'acc_t'");
     char *msg = NULL;
     assert_int_equal(admit(f, MID_DEC, 0, &msg), BRIG_E_PAYMENT);
     assert_non_null(strstr(msg, "$0.000000"));
@@ -152,11 +185,7 @@ static int64_t balance(fixture *f)
 
 static int64_t ledger_rows(fixture *f)
 {
-    int64_t n = 0;
-    assert_int_equal(brig_store_query(f->d.store, NULL, read_one, &n,
-                                      "SELECT count(*) FROM ledger WHERE account_id = 'acc_t'", ""),
-                     1);
-    return n;
+    return sql_int(f, "SELECT count(*) FROM ledger WHERE account_id = 'acc_t'");
 }
 
 static void test_credits_are_bounded(void **state)
@@ -174,8 +203,7 @@ static void test_credits_are_bounded(void **state)
     assert_int_equal(brig_billing_credit(&f->d, "acc_t", BRIG_CREDIT_MAX, "x", &err), 0);
     assert_int_equal(balance(f), 5000 + BRIG_CREDIT_MAX);
     /* Near the most an account may hold: a credit past it changes nothing. */
-    brig_store_run(f->d.store, NULL, NULL, "UPDATE accounts SET balance_micro_usd = ?", "i",
-                   BRIG_MONEY_MAX - 10);
+    sql_exec(f, "UPDATE accounts SET balance_micro_usd = %lld", (long long)(BRIG_MONEY_MAX - 10));
     assert_int_equal(brig_billing_credit(&f->d, "acc_t", 11, "x", &err), -1);
     assert_int_equal(err->kind, BRIG_E_CONFLICT);
     assert_non_null(strstr(err->msg, "$1000000000.000000"));
@@ -194,13 +222,11 @@ static void test_a_huge_charge_is_held_at_the_bound(void **state)
     fixture *f = *state;
     /* A year-old sandbox at the highest configurable price: secs x price
      * overflows int64. */
-    assert_int_equal(
-        brig_store_run(f->d.store, NULL, NULL,
-                       "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
-                       " created_at, price_micro_usd) VALUES ('sbx_t', 'acc_t', 'base', 'k',"
-                       " 'running', ?, ?)",
-                       "ii", MID_DEC - 365 * DAY, (int64_t)1 << 40),
-        0);
+    sql_exec(f,
+             "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
+             " created_at, price_micro_usd) VALUES ('sbx_t', 'acc_t', 'base', 'k',"
+             " 'running', %lld, %lld)",
+             (long long)(MID_DEC - 365 * DAY), (long long)1 << 40);
     brig_error *err = NULL;
     int64_t after = 0;
     assert_int_equal(brig_billing_charge(&f->d, "sbx_t", MID_DEC, false, &after, &err), 0);
@@ -209,20 +235,12 @@ static void test_a_huge_charge_is_held_at_the_bound(void **state)
     /* Still an integer, and no further down. */
     assert_int_equal(brig_billing_charge(&f->d, "sbx_t", MID_DEC + DAY, true, &after, &err), 0);
     assert_int_equal(after, -BRIG_MONEY_MAX);
-    int64_t cost = 0;
-    assert_int_equal(brig_store_query(f->d.store, NULL, read_one, &cost,
-                                      "SELECT cost_micro_usd FROM sandboxes WHERE id = 'sbx_t'"
-                                      " AND typeof(cost_micro_usd) = 'integer'",
-                                      ""),
-                     1);
-    assert_int_equal(cost, BRIG_MONEY_MAX);
-    int64_t reals = -1;
-    assert_int_equal(brig_store_query(f->d.store, NULL, read_one, &reals,
-                                      "SELECT count(*) FROM accounts WHERE"
-                                      " typeof(balance_micro_usd) != 'integer'",
-                                      ""),
-                     1);
-    assert_int_equal(reals, 0);
+    assert_int_equal(sql_int(f, "SELECT cost_micro_usd FROM sandboxes WHERE id = 'sbx_t'"
+                                " AND typeof(cost_micro_usd) = 'integer'"),
+                     BRIG_MONEY_MAX);
+    assert_int_equal(sql_int(f, "SELECT count(*) FROM accounts WHERE"
+                                " typeof(balance_micro_usd) != 'integer'"),
+                     0);
 }
 
 int main(void)

@@ -1,8 +1,7 @@
 /*
- * auth.h - API keys: who is calling, and what they may see.
+ * auth.h - who is calling (the presented API key), and what they may see.
  *
- * Keys are "brig_" + 256 random bits; the store keeps only their BLAKE2b hash, so
- * a leaked database file yields no usable key.  Scopes:
+ * Keys are made and revoked by keys.h; the store keeps only their hash.  Scopes:
  *   operator  the server's own key (operator.key): manages accounts, credits and
  *             account settings (concurrency limit, tariffs),
  *             nothing inside an account
@@ -27,18 +26,9 @@ typedef struct brig_caller {
     char scope[16];               /* "operator" | "admin" | "sandbox" */
 } brig_caller;
 
-/* On first start: the operator key (operator.key), the first account with its
- * default project and admin key (admin.key, printed once with a quick start). */
-int brig_auth_bootstrap(brigd *d, brig_error **err);
-
 /* Checks an Authorization header value; BRIG_E_UNAUTHORIZED when it is missing,
  * malformed or unknown. */
 int brig_auth_check(brigd *d, const char *authorization, brig_caller *out, brig_error **err);
-
-/* Creates a key of scope for project_id of account_id; *key is the secret (shown
- * once, caller frees). */
-int brig_auth_key_create(brigd *d, const char *account_id, const char *project_id,
-                         const char *scope, char key_id[BRIG_ID_MAX], char **key, brig_error **err);
 
 /* May this caller see a thing of account_id / project_id? */
 bool brig_caller_sees(const brig_caller *c, const char *account_id, const char *project_id);

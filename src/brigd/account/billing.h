@@ -1,14 +1,13 @@
 /*
  * billing.h - money: integer micro-dollars everywhere, never floating point.
  *
- * An append-only ledger (SQLite table `ledger`, guarded by triggers) records
- * credits and charges; each account's balance is derived from it and cached in
- * `accounts.balance_micro_usd`, updated in the same transaction as the ledger
- * row.  A sandbox is charged per second of life with a 60-second minimum:
- * while it lives, every whole second that passed is charged in increments (the
- * sandbox row remembers how far it was billed, in the same transaction, so a
- * restart never charges a second twice nor loses one); when it ends, the rest
- * is charged, rounded up to a whole second, and at least 60 seconds in total.
+ * An append-only ledger (the store's, store.h) records credits and charges;
+ * each account's balance is derived from it and kept beside the account,
+ * written in the same store operation as the ledger row.  A sandbox is charged per second of life
+ * with a 60-second minimum: while it lives, every whole second that passed is charged in increments
+ * (the sandbox row remembers how far it was billed, in the same transaction, so a restart never
+ * charges a second twice nor loses one); when it ends, the rest is charged, rounded up to a whole
+ * second, and at least 60 seconds in total.
  */
 #ifndef BRIG_BILLING_H
 #define BRIG_BILLING_H
@@ -16,9 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "error.h"
+#include "core/format.h" /* brig_money_format, brig_money_json: money for people */
 #include "core/money.h"
 #include "server.h"
 
@@ -30,11 +28,6 @@
  * seconds were already charged.  Incremental (final = false): whole seconds that
  * passed.  Final: the rest, rounded up, so the total is max(60, ceil(alive)). */
 int64_t brig_bill_seconds(int64_t alive_ms, int64_t billed_s, bool final);
-
-/* "$0.000600" for 600 micro-dollars ("-$1.000000" when negative). */
-void brig_money_format(int64_t micro_usd, char out[32]);
-/* The same as a JSON string, for the people-readable field beside a *_micro_usd one. */
-json_t *brig_money_json(int64_t micro_usd);
 
 /* UTC midnight of the day / first day of the month containing ms, and the
  * start of the next one (for "resets at"). */

@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "billing.h"
+#include "core/format.h"
 #include "core/id.h"
+#include "keys.h"
 #include "log.h"
-#include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "util.h"
 
@@ -23,35 +24,25 @@ int brig_account_create(brigd *d, const char *name, json_t **out, char **key, br
 {
     if (!valid_name(name))
         return brig_error_set(err, BRIG_E_INVALID, 0, "'name' must be 1 to 64 characters");
-    char acc[BRIG_ID_MAX], prj[BRIG_ID_MAX], key_id[BRIG_ID_MAX];
+    char acc[BRIG_ID_MAX], prj[BRIG_ID_MAX], key_id[BRIG_ID_MAX], hash[65];
     brig_id_new("acc", acc);
     brig_id_new("prj", prj);
-    int64_t now = brig_now_real_ms();
-    if (brig_store_begin(d->store, err) < 0)
-        return -1;
-    if (brig_store_run(d->store, err, NULL,
-                       "INSERT INTO accounts(id, name, created_at, default_project_id,"
-                       " max_live_sandboxes) VALUES (?,?,?,?,?)",
-                       "ssisi", acc, name, now, prj, d->cfg.max_live_per_account) < 0 ||
-        brig_store_run(d->store, err, NULL,
-                       "INSERT INTO projects(id, account_id, name, created_at) VALUES (?,?,?,?)",
-                       "sssi", prj, acc, "default", now) < 0 ||
-        brig_auth_key_create(d, acc, prj, "admin", key_id, key, err) < 0) {
-        brig_store_rollback(d->store);
-        return -1;
-    }
-    if (brig_store_commit(d->store, err) < 0) {
-        free(*key);
-        *key = NULL;
-        return -1;
-    }
-    if (d->cfg.initial_credit_micro_usd > 0 &&
-        brig_billing_credit(d, acc, d->cfg.initial_credit_micro_usd, "initial credit", err) < 0) {
-        free(*key);
-        *key = NULL;
-        return -1;
-    }
-    if (brig_account_json(d, acc, out, err) < 0) {
+    brig_keys_mint(key_id, key, hash);
+    brig_account_new a = {
+        .id = acc,
+        .name = name,
+        .project_id = prj,
+        .max_live = d->cfg.max_live_per_account,
+        .key_id = key_id,
+        .key_hash = hash,
+        .created_at = brig_now_real_ms(),
+    };
+    /* The account, its default project and its admin key, together; then the
+     * initial credit, as any credit. */
+    if (brig_store_account_create(d->store, &a, err) < 0 ||
+        (d->cfg.initial_credit_micro_usd > 0 &&
+         brig_billing_credit(d, acc, d->cfg.initial_credit_micro_usd, "initial credit", err) < 0) ||
+        brig_account_json(d, acc, 0, out, err) < 0) {
         free(*key);
         *key = NULL;
         return -1;
@@ -62,57 +53,23 @@ int brig_account_create(brigd *d, const char *name, json_t **out, char **key, br
     return 0;
 }
 
-typedef struct acc_row {
-    int found;
-    char name[80], project[BRIG_ID_MAX];
-    int64_t balance, daily, monthly, max_live, created_at;
-    bool has_daily, has_monthly;
-    char tariffs[1024]; /* JSON array of names, written by brig_account_configure; "": all */
-} acc_row;
-
-static int read_account(brig_row *row, void *ctx)
+static int load_account(brigd *d, const char *id, brig_account_row *a, brig_error **err)
 {
-    acc_row *a = ctx;
-    a->found = 1;
-    snprintf(a->name, sizeof(a->name), "%s", brig_row_text(row, 0) ? brig_row_text(row, 0) : "");
-    snprintf(a->project, sizeof(a->project), "%s",
-             brig_row_text(row, 1) ? brig_row_text(row, 1) : "");
-    a->balance = brig_row_int(row, 2);
-    a->has_daily = !brig_row_is_null(row, 3);
-    a->daily = brig_row_int(row, 3);
-    a->has_monthly = !brig_row_is_null(row, 4);
-    a->monthly = brig_row_int(row, 4);
-    a->max_live = brig_row_int(row, 5);
-    a->created_at = brig_row_int(row, 6);
-    const char *t = brig_row_text(row, 7);
-    snprintf(a->tariffs, sizeof(a->tariffs), "%s", t ? t : "");
-    return 1;
-}
-
-static int load_account(brigd *d, const char *id, acc_row *a, brig_error **err)
-{
-    memset(a, 0, sizeof(*a));
-    if (brig_store_query(
-            d->store, err, read_account, a,
-            "SELECT name, default_project_id, balance_micro_usd, daily_limit_micro_usd,"
-            " monthly_limit_micro_usd, max_live_sandboxes, created_at, tariffs FROM accounts"
-            " WHERE id = ?",
-            "s", id) < 0)
-        return -1;
-    if (!a->found)
+    int found = brig_store_account_get(d->store, id, a, err);
+    if (found == 0)
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no account '%.40s'", id);
-    return 0;
+    return found < 0 ? -1 : 0;
 }
 
 int brig_account_limits_get(brigd *d, const char *account_id, brig_account_limits *out,
                             brig_error **err)
 {
-    acc_row a;
+    brig_account_row a;
     if (load_account(d, account_id, &a, err) < 0)
         return -1;
     out->balance = a.balance;
-    out->daily_limit = a.has_daily ? a.daily : -1;
-    out->monthly_limit = a.has_monthly ? a.monthly : -1;
+    out->daily_limit = a.daily_limit;
+    out->monthly_limit = a.monthly_limit;
     out->max_live = a.max_live;
     return 0;
 }
@@ -122,44 +79,33 @@ static json_t *money(int64_t v)
     return brig_money_json(v);
 }
 
-static int read_count(brig_row *row, void *ctx)
+int brig_account_json(brigd *d, const char *account_id, int live, json_t **out, brig_error **err)
 {
-    *(int64_t *)ctx = brig_row_int(row, 0);
-    return 1;
-}
-
-int brig_account_json(brigd *d, const char *account_id, json_t **out, brig_error **err)
-{
-    acc_row a;
+    brig_account_row a;
     if (load_account(d, account_id, &a, err) < 0)
         return -1;
-    int64_t now = brig_now_real_ms(), today = 0, month = 0;
+    int64_t now = brig_now_real_ms(), today = 0, month = 0, abuse = 0;
     if (brig_billing_spent(d, account_id, brig_day_start(now), INT64_MAX, &today, err) < 0 ||
-        brig_billing_spent(d, account_id, brig_month_start(now), INT64_MAX, &month, err) < 0)
-        return -1;
-    int live = brig_sandbox_count(d, account_id);
-    int64_t abuse = 0;
-    if (brig_store_query(d->store, err, read_count, &abuse,
-                         "SELECT count(*) FROM sandboxes WHERE account_id = ?"
-                         " AND reason = 'cpu_abuse'",
-                         "s", account_id) < 0)
+        brig_billing_spent(d, account_id, brig_month_start(now), INT64_MAX, &month, err) < 0 ||
+        brig_store_sandbox_count_reason(d->store, account_id, "cpu_abuse", &abuse, err) < 0)
         return -1;
     char created[32];
     brig_format_time(a.created_at, created);
     json_t *j =
         json_pack("{s:s, s:s, s:s, s:s, s:I, s:o, s:I, s:o, s:I, s:o, s:i, s:I}", "id", account_id,
-                  "name", a.name, "created_at", created, "default_project_id", a.project,
+                  "name", a.name, "created_at", created, "default_project_id", a.default_project_id,
                   "balance_micro_usd", (json_int_t)a.balance, "balance", money(a.balance),
                   "usage_today_micro_usd", (json_int_t)today, "usage_today", money(today),
                   "usage_month_micro_usd", (json_int_t)month, "usage_month", money(month),
                   "live_sandboxes", live, "max_live_sandboxes", (json_int_t)a.max_live);
     json_object_set_new(j, "cpu_abuse_stops", json_integer(abuse));
+    bool daily = a.daily_limit >= 0, monthly = a.monthly_limit >= 0;
     json_object_set_new(j, "daily_limit_micro_usd",
-                        a.has_daily ? json_integer(a.daily) : json_null());
-    json_object_set_new(j, "daily_limit", a.has_daily ? money(a.daily) : json_null());
+                        daily ? json_integer(a.daily_limit) : json_null());
+    json_object_set_new(j, "daily_limit", daily ? money(a.daily_limit) : json_null());
     json_object_set_new(j, "monthly_limit_micro_usd",
-                        a.has_monthly ? json_integer(a.monthly) : json_null());
-    json_object_set_new(j, "monthly_limit", a.has_monthly ? money(a.monthly) : json_null());
+                        monthly ? json_integer(a.monthly_limit) : json_null());
+    json_object_set_new(j, "monthly_limit", monthly ? money(a.monthly_limit) : json_null());
     json_t *tariffs = a.tariffs[0] ? json_loads(a.tariffs, 0, NULL) : NULL;
     json_object_set_new(j, "tariffs", json_is_array(tariffs) ? tariffs : json_null());
     if (tariffs && !json_is_array(tariffs))
@@ -186,7 +132,7 @@ static void names_text(json_t *names, char *out, size_t n)
 int brig_account_tariff_allowed(brigd *d, const char *account_id, const char *tariff,
                                 brig_error **err)
 {
-    acc_row a;
+    brig_account_row a;
     if (load_account(d, account_id, &a, err) < 0)
         return -1;
     if (a.tariffs[0] == '\0')
@@ -265,54 +211,46 @@ int brig_account_configure(brigd *d, const char *account_id, const brig_account_
         tariffs = json_dumps(list, JSON_COMPACT);
         json_decref(list);
     }
-    if (brig_store_begin(d->store, err) < 0)
-        return -1;
-    int64_t found = 0;
-    if (brig_store_query(d->store, err, read_count, &found,
-                         "SELECT count(*) FROM accounts WHERE id = ?", "s", account_id) < 0)
-        goto fail;
-    if (found == 0) {
-        brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no account '%.40s'", account_id);
-        goto fail;
-    }
-    if ((s->set_max_live &&
-         brig_store_run(d->store, err, NULL,
-                        "UPDATE accounts SET max_live_sandboxes = ? WHERE id = ?", "is",
-                        s->max_live, account_id) < 0) ||
-        (s->set_tariffs &&
-         brig_store_run(d->store, err, NULL, "UPDATE accounts SET tariffs = ? WHERE id = ?", "ss",
-                        tariffs, account_id) < 0))
-        goto fail;
-    if (brig_store_commit(d->store, err) < 0)
+    brig_account_update u = {
+        .set_max_live = s->set_max_live,
+        .max_live = s->max_live,
+        .set_tariffs = s->set_tariffs,
+        .tariffs = tariffs,
+    };
+    int found = brig_store_account_update(d->store, account_id, &u, err);
+    if (found == 0)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no account '%.40s'", account_id);
+    if (found < 0)
         return -1;
     brig_info("account %s: settings changed by the operator", account_id);
     return 0;
-fail:
-    brig_store_rollback(d->store);
-    return -1;
+}
+
+int brig_account_set_limits(brigd *d, const char *account_id, const brig_spend_limits *l,
+                            brig_error **err)
+{
+    brig_account_update u = {
+        .set_daily_limit = l->set_daily,
+        .daily_limit = l->daily,
+        .set_monthly_limit = l->set_monthly,
+        .monthly_limit = l->monthly,
+    };
+    int found = brig_store_account_update(d->store, account_id, &u, err);
+    if (found == 0)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no account '%.40s'", account_id);
+    return found < 0 ? -1 : 0;
 }
 
 /* ---- projects ------------------------------------------------------------------- */
 
-typedef struct prj_list {
-    json_t *arr;
-} prj_list;
-
-static int read_project(brig_row *row, void *ctx)
+static json_t *project_json(const brig_project_row *p)
 {
-    prj_list *l = ctx;
     char created[32];
-    brig_format_time(brig_row_int(row, 4), created);
-    const char *egress = brig_row_text(row, 3);
-    json_t *e = egress ? json_loads(egress, 0, NULL) : NULL;
-    json_array_append_new(
-        l->arr, json_pack("{s:s, s:s, s:s, s:o, s:s}", "id", brig_row_text(row, 0), "account_id",
-                          brig_row_text(row, 1), "name", brig_row_text(row, 2), "egress",
-                          e ? e : json_object(), "created_at", created));
-    return 0;
+    brig_format_time(p->created_at, created);
+    json_t *e = p->egress ? json_loads(p->egress, 0, NULL) : NULL;
+    return json_pack("{s:s, s:s, s:s, s:o, s:s}", "id", p->id, "account_id", p->account_id, "name",
+                     p->name, "egress", e ? e : json_object(), "created_at", created);
 }
-
-#define PROJECT_COLS "SELECT id, account_id, name, egress, created_at FROM projects"
 
 int brig_project_create(brigd *d, const char *account_id, const char *name, json_t **out,
                         brig_error **err)
@@ -321,56 +259,58 @@ int brig_project_create(brigd *d, const char *account_id, const char *name, json
         return brig_error_set(err, BRIG_E_INVALID, 0, "'name' must be 1 to 64 characters");
     char id[BRIG_ID_MAX];
     brig_id_new("prj", id);
-    if (brig_store_run(d->store, err, NULL,
-                       "INSERT INTO projects(id, account_id, name, created_at) VALUES (?,?,?,?)",
-                       "sssi", id, account_id, name, brig_now_real_ms()) < 0)
+    if (brig_store_project_insert(d->store, id, account_id, name, brig_now_real_ms(), err) < 0)
         return -1;
-    prj_list l = {json_array()};
-    int n =
-        brig_store_query(d->store, err, read_project, &l, PROJECT_COLS " WHERE id = ?", "s", id);
-    if (n < 1) {
-        json_decref(l.arr);
-        return n < 0 ? -1 : brig_error_set(err, BRIG_E_INTERNAL, 0, "project vanished");
-    }
-    *out = json_incref(json_array_get(l.arr, 0));
-    json_decref(l.arr);
+    brig_project_row p;
+    int found = brig_store_project_get(d->store, id, &p, err);
+    if (found < 1)
+        return found < 0 ? -1 : brig_error_set(err, BRIG_E_INTERNAL, 0, "project vanished");
+    *out = project_json(&p);
+    free(p.egress);
     return 0;
 }
 
 int brig_project_get(brigd *d, const brig_caller *c, const char *id, json_t **out, brig_error **err)
 {
-    prj_list l = {json_array()};
-    if (brig_store_query(d->store, err, read_project, &l, PROJECT_COLS " WHERE id = ?", "s", id) <
-        0) {
-        json_decref(l.arr);
+    brig_project_row p;
+    int found = brig_store_project_get(d->store, id, &p, err);
+    if (found < 0)
         return -1;
-    }
-    json_t *p = json_array_get(l.arr, 0);
-    if (p == NULL ||
-        !brig_caller_sees(c, json_string_value(json_object_get(p, "account_id")), id)) {
-        json_decref(l.arr);
+    if (found == 0 || !brig_caller_sees(c, p.account_id, id)) {
+        free(p.egress);
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no project '%.40s'", id);
     }
-    *out = json_incref(p);
-    json_decref(l.arr);
+    *out = project_json(&p);
+    free(p.egress);
     return 0;
+}
+
+static void add_project(const brig_project_row *p, void *ctx)
+{
+    json_array_append_new(ctx, project_json(p));
 }
 
 json_t *brig_project_list(brigd *d, const brig_caller *c, brig_error **err)
 {
-    prj_list l = {json_array()};
-    int r = brig_caller_is(c, "admin")
-                ? brig_store_query(d->store, err, read_project, &l,
-                                   PROJECT_COLS " WHERE account_id = ? ORDER BY created_at", "s",
-                                   c->account_id)
-                : brig_store_query(d->store, err, read_project, &l,
-                                   PROJECT_COLS " WHERE id = ? AND account_id = ?", "ss",
-                                   c->project_id, c->account_id);
-    if (r < 0) {
-        json_decref(l.arr);
+    json_t *arr = json_array();
+    if (brig_caller_is(c, "admin")) {
+        if (brig_store_project_each(d->store, c->account_id, add_project, arr, err) < 0) {
+            json_decref(arr);
+            return NULL;
+        }
+        return arr;
+    }
+    /* A sandbox key sees its own project only. */
+    brig_project_row p;
+    int found = brig_store_project_get(d->store, c->project_id, &p, err);
+    if (found < 0) {
+        json_decref(arr);
         return NULL;
     }
-    return l.arr;
+    if (found == 1 && strcmp(p.account_id, c->account_id) == 0)
+        add_project(&p, arr);
+    free(p.egress);
+    return arr;
 }
 
 int brig_project_update(brigd *d, const brig_caller *c, const char *id, const char *name,
@@ -383,29 +323,19 @@ int brig_project_update(brigd *d, const brig_caller *c, const char *id, const ch
     if (name && !valid_name(name))
         return brig_error_set(err, BRIG_E_INVALID, 0, "'name' must be 1 to 64 characters");
     char *e = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
-    int r =
-        brig_store_run(d->store, err, NULL,
-                       "UPDATE projects SET name = coalesce(?, name), egress = coalesce(?, egress)"
-                       " WHERE id = ?",
-                       "sss", name, e, id);
+    int r = brig_store_project_update(d->store, id, name, e, err);
     free(e);
     if (r < 0)
         return -1;
     return brig_project_get(d, c, id, out, err);
 }
 
-static int read_text(brig_row *row, void *ctx)
-{
-    const char *t = brig_row_text(row, 0);
-    *(json_t **)ctx = t ? json_loads(t, 0, NULL) : NULL;
-    return 1;
-}
-
 json_t *brig_project_egress(brigd *d, const char *project_id)
 {
-    json_t *e = NULL;
-    if (brig_store_query(d->store, NULL, read_text, &e, "SELECT egress FROM projects WHERE id = ?",
-                         "s", project_id) < 0)
+    brig_project_row p;
+    if (brig_store_project_get(d->store, project_id, &p, NULL) < 1)
         return NULL;
+    json_t *e = p.egress ? json_loads(p.egress, 0, NULL) : NULL;
+    free(p.egress);
     return e;
 }

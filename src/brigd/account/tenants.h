@@ -3,8 +3,8 @@
  *
  * An account holds money (see billing.h), spend limits and projects; a project
  * owns an egress policy, secrets and sandboxes; API keys belong to a project
- * and carry a scope (auth.h).  Every account has a default project, where its
- * first admin key lives.
+ * and carry a scope (keys.h, auth.h).  Every account has a default project,
+ * where its first admin key lives.
  */
 #ifndef BRIG_TENANTS_H
 #define BRIG_TENANTS_H
@@ -20,8 +20,9 @@
  * caller frees) and the configured initial credit; *out is the account JSON. */
 int brig_account_create(brigd *d, const char *name, json_t **out, char **key, brig_error **err);
 
-/* The account as the API shows it: balance, limits, usage, live sandboxes. */
-int brig_account_json(brigd *d, const char *account_id, json_t **out, brig_error **err);
+/* The account as the API shows it: balance, limits, usage, and `live`, its live
+ * sandboxes (which the caller counts: the sandbox layer knows them). */
+int brig_account_json(brigd *d, const char *account_id, int live, json_t **out, brig_error **err);
 
 /* Spend limits and the concurrency limit of an account (-1: no limit). */
 typedef struct brig_account_limits {
@@ -50,6 +51,17 @@ typedef struct brig_account_settings {
  * value, BRIG_E_NOT_FOUND for no such account. */
 int brig_account_configure(brigd *d, const char *account_id, const brig_account_settings *s,
                            brig_error **err);
+
+/* The spend limits an account's admin sets (PATCH /v1/account): each, when set,
+ * micro-dollars in [0, BRIG_MONEY_MAX] (checked by the caller) or -1 for none. */
+typedef struct brig_spend_limits {
+    bool set_daily;
+    int64_t daily;
+    bool set_monthly;
+    int64_t monthly;
+} brig_spend_limits;
+int brig_account_set_limits(brigd *d, const char *account_id, const brig_spend_limits *l,
+                            brig_error **err);
 
 int brig_project_create(brigd *d, const char *account_id, const char *name, json_t **out,
                         brig_error **err);

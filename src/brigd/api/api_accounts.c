@@ -6,15 +6,21 @@
 
 #include "handlers.h"
 #include "account/billing.h"
+#include "account/keys.h"
 #include "log.h"
 #include "net/net.h"
 #include "validate.h"
 #include "sandbox/sandbox.h"
-#include "store/store.h"
 #include "account/tenants.h"
 #include "vault/vault.h"
 
 /* ---- accounts ------------------------------------------------------------------------ */
+
+/* The account as JSON, with its live sandboxes counted by the sandbox layer. */
+static int account_json(brig_req *r, const char *account_id, json_t **out, brig_error **err)
+{
+    return brig_account_json(r->d, account_id, brig_sandbox_count(r->d, account_id), out, err);
+}
 
 void api_account_create(brig_req *r)
 {
@@ -58,7 +64,7 @@ void api_account_credit(brig_req *r)
         brig_error_set(&err, BRIG_E_INVALID, 0, "'note' must be a string");
     else if (brig_billing_credit(r->d, r->params[0], json_integer_value(amount),
                                  note ? json_string_value(note) : "credit", &err) == 0)
-        brig_account_json(r->d, r->params[0], &out, &err);
+        account_json(r, r->params[0], &out, &err);
     json_decref(body);
     if (err)
         brig_http_error(r, err);
@@ -70,7 +76,7 @@ void api_account_get(brig_req *r)
 {
     json_t *out = NULL;
     brig_error *err = NULL;
-    if (brig_account_json(r->d, r->caller.account_id, &out, &err) < 0)
+    if (account_json(r, r->caller.account_id, &out, &err) < 0)
         brig_http_error(r, err);
     else
         brig_http_json(r, 200, out);
@@ -103,21 +109,14 @@ void api_account_patch(brig_req *r)
     json_t *out = NULL;
     if (limit_field(body, "daily_limit_micro_usd", &sd, &dv, &err) == 0 &&
         limit_field(body, "monthly_limit_micro_usd", &sm, &mv, &err) == 0) {
-        /* NULL binds SQL NULL: "no limit". */
-        char dbuf[32], mbuf[32];
-        snprintf(dbuf, sizeof(dbuf), "%lld", (long long)json_integer_value(dv));
-        snprintf(mbuf, sizeof(mbuf), "%lld", (long long)json_integer_value(mv));
-        if ((!sd ||
-             brig_store_run(r->d->store, &err, NULL,
-                            "UPDATE accounts SET daily_limit_micro_usd ="
-                            " CAST(? AS INTEGER) WHERE id = ?",
-                            "ss", json_is_null(dv) ? NULL : dbuf, r->caller.account_id) == 0) &&
-            (!sm ||
-             brig_store_run(r->d->store, &err, NULL,
-                            "UPDATE accounts SET monthly_limit_micro_usd ="
-                            " CAST(? AS INTEGER) WHERE id = ?",
-                            "ss", json_is_null(mv) ? NULL : mbuf, r->caller.account_id) == 0))
-            brig_account_json(r->d, r->caller.account_id, &out, &err);
+        brig_spend_limits l = {
+            .set_daily = sd,
+            .daily = json_is_null(dv) ? -1 : json_integer_value(dv),
+            .set_monthly = sm,
+            .monthly = json_is_null(mv) ? -1 : json_integer_value(mv),
+        };
+        if (brig_account_set_limits(r->d, r->caller.account_id, &l, &err) == 0)
+            account_json(r, r->caller.account_id, &out, &err);
     }
     json_decref(body);
     if (err)
@@ -145,7 +144,7 @@ void api_account_configure(brig_req *r)
     brig_error *err = NULL;
     json_t *out = NULL;
     if (brig_account_configure(r->d, r->params[0], &s, &err) == 0)
-        brig_account_json(r->d, r->params[0], &out, &err);
+        account_json(r, r->params[0], &out, &err);
     json_decref(body);
     if (err)
         brig_http_error(r, err);
@@ -246,7 +245,7 @@ void api_key_create(brig_req *r)
     if (scope == NULL || (strcmp(scope, "sandbox") != 0 && strcmp(scope, "admin") != 0))
         brig_error_set(&err, BRIG_E_INVALID, 0, "'scope' must be \"sandbox\" or \"admin\"");
     else if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) == 0)
-        brig_auth_key_create(r->d, r->caller.account_id, r->params[0], scope, key_id, &key, &err);
+        brig_keys_create(r->d, r->caller.account_id, r->params[0], scope, key_id, &key, &err);
     json_decref(p);
     if (err) {
         json_decref(body);
@@ -265,14 +264,8 @@ void api_key_delete(brig_req *r)
 {
     brig_error *err = NULL;
     json_t *p = NULL;
-    int64_t n = 0;
-    if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) == 0 &&
-        brig_store_run(r->d->store, &err, &n,
-                       "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND project_id = ?"
-                       " AND revoked_at IS NULL",
-                       "iss", brig_now_real_ms(), r->params[1], r->params[0]) == 0 &&
-        n == 0)
-        brig_error_set(&err, BRIG_E_NOT_FOUND, 0, "no key '%.40s' in this project", r->params[1]);
+    if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) == 0)
+        brig_keys_revoke(r->d, r->params[0], r->params[1], &err);
     json_decref(p);
     if (err)
         brig_http_error(r, err);

@@ -13,6 +13,7 @@
 
 #include "handlers.h"
 #include "account/billing.h"
+#include "core/format.h"
 #include "validate.h"
 #include "log.h"
 #include "sandbox/pool.h"

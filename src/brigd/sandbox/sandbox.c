@@ -30,6 +30,7 @@
 
 #include "agentc/agentc.h"
 #include "account/billing.h"
+#include "core/format.h"
 #include "log.h"
 #include "pool.h"
 #include "vault/redact.h"
@@ -39,17 +40,6 @@
 #include "vault/vault.h"
 
 #define UID_RANGE BRIG_UID_RANGE
-
-void brig_format_time(int64_t ms, char out[32])
-{
-    char tmp[64];
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    snprintf(tmp, sizeof(tmp), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-    snprintf(out, 32, "%.31s", tmp);
-}
 
 static json_t *time_or_null(int64_t ms)
 {

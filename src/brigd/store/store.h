@@ -1,8 +1,19 @@
 /*
- * store.h - brigd's persistent state in SQLite (WAL): accounts, API keys and
- * sandboxes.  One connection guarded by a mutex; every function is safe to call
- * from any thread.  Strings handed in are copied; rows handed out are the
- * caller's.
+ * store.h - brigd's persistent state: accounts, projects, API and operator keys,
+ * the ledger and balances, secrets and sandboxes.  The store's whole public face:
+ * callers name what they want done (brig_store_account_get, _ledger_charge, ...);
+ * no SQL and no transaction ever leaves store/.
+ *
+ * A backend is an ops table (struct brig_store_ops below), chosen once by
+ * brig_store_open: SQLite (store/sqlite.c, WAL) is the one today; another (say
+ * PostgreSQL) implements the same ops and callers do not change.  Each
+ * brig_store_X below calls ops->X; the contract of both is the comment on the op.
+ *
+ * Common rules: every function is safe to call from any thread; each operation
+ * is atomic (all of its writes happen, or none); strings handed in are copied;
+ * rows handed out are the caller's.  Fallible operations return -1 with *err
+ * (BRIG_E_INTERNAL for a database failure) and, where they say so, 1 for "done"
+ * and 0 for "no such row".
  */
 #ifndef BRIG_STORE_H
 #define BRIG_STORE_H
@@ -15,6 +26,89 @@
 #include "core/id.h"
 
 typedef struct brig_store brig_store;
+
+/* ---- rows ------------------------------------------------------------------------- */
+
+typedef struct brig_account_row {
+    char name[80];
+    char default_project_id[BRIG_ID_MAX];
+    int64_t created_at;    /* ms since the epoch */
+    int64_t balance;       /* micro-dollars */
+    int64_t daily_limit;   /* micro-dollars; -1: none */
+    int64_t monthly_limit; /* micro-dollars; -1: none */
+    int64_t max_live;      /* live sandboxes at once */
+    char tariffs[1024];    /* a JSON array of tariff names; "": every tariff */
+} brig_account_row;
+
+/* A new account with its default project (named "default") and its first key, an
+ * admin key of that project. */
+typedef struct brig_account_new {
+    const char *id, *name;
+    const char *project_id; /* the default project */
+    int64_t max_live;
+    const char *key_id, *key_hash; /* the admin key (its hash only) */
+    int64_t created_at;
+} brig_account_new;
+
+/* What changes on an account: only the fields whose set_ flag is true. */
+typedef struct brig_account_update {
+    bool set_max_live;
+    int64_t max_live;
+    bool set_tariffs;
+    const char *tariffs; /* a JSON array of names; NULL: every tariff */
+    bool set_daily_limit;
+    int64_t daily_limit; /* -1: none */
+    bool set_monthly_limit;
+    int64_t monthly_limit; /* -1: none */
+} brig_account_update;
+
+typedef struct brig_project_row {
+    char id[BRIG_ID_MAX];
+    char account_id[BRIG_ID_MAX];
+    char name[80];
+    char *egress; /* the egress policy as JSON (owned by the row: free() it) */
+    int64_t created_at;
+} brig_project_row;
+
+/* An API key (account_id and project_id set) or, from key_lookup, the operator's
+ * key (scope "operator", account_id and project_id ""). */
+typedef struct brig_key_row {
+    char id[BRIG_ID_MAX];
+    char account_id[BRIG_ID_MAX];
+    char project_id[BRIG_ID_MAX];
+    char scope[16];
+    char hash[65]; /* hex BLAKE2b of the key (brig_key_hash); never the key */
+} brig_key_row;
+
+/* A sandbox's billing as a charge finds it, inside the charge's transaction. */
+typedef struct brig_charge_state {
+    char account_id[BRIG_ID_MAX];
+    int64_t created_at; /* ms since the epoch */
+    int64_t billed_ms;  /* how much of its life was charged already */
+    int64_t price;      /* micro-dollars per second */
+    int64_t cost;       /* micro-dollars charged so far */
+    int64_t balance;    /* its account's balance */
+} brig_charge_state;
+
+/* What a charge writes.  seconds == 0: nothing at all.  Otherwise a ledger row of
+ * `amount` for `seconds`, and the new balance, cost and billed_ms, as given. */
+typedef struct brig_charge {
+    int64_t seconds, amount;
+    int64_t balance, cost, billed_ms;
+} brig_charge;
+
+/* Decides a charge from the state it was given (pure: it must not call the store). */
+typedef void (*brig_charge_plan_fn)(const brig_charge_state *in, brig_charge *out, void *ctx);
+
+/* A sealed secret (vault.h): the store keeps the bytes it is given. */
+typedef struct brig_secret_row {
+    const char *owner; /* a project or sandbox id */
+    const char *name;
+    const void *nonce;
+    size_t nonce_len;
+    const void *box; /* ciphertext and tag */
+    size_t box_len;
+} brig_secret_row;
 
 typedef struct brig_sandbox_row {
     char id[BRIG_ID_MAX];
@@ -36,44 +130,164 @@ typedef struct brig_sandbox_row {
     int64_t cost;       /* micro-dollars charged so far */
 } brig_sandbox_row;
 
-/* ---- generic access, for modules that own their tables (tenants, billing, vault)
- *
- * Arguments are bound from fmt: 's' a string (NULL binds SQL NULL), 'i' an
- * int64_t, 'b' a blob (const void *, size_t).  The store's lock is recursive:
- * inside brig_store_begin .. commit/rollback the calling thread keeps it, so a
- * transaction's statements see no interleaving from other threads. */
-typedef struct brig_row brig_row;
-const char *brig_row_text(brig_row *r, int col); /* NULL for SQL NULL */
-int64_t brig_row_int(brig_row *r, int col);
-bool brig_row_is_null(brig_row *r, int col);
-const void *brig_row_blob(brig_row *r, int col, size_t *len);
+/* ---- the backend interface ------------------------------------------------------- */
 
-/* Runs a statement that returns no rows; *changes (may be NULL) = rows changed. */
-int brig_store_run(brig_store *st, brig_error **err, int64_t *changes, const char *sql,
-                   const char *fmt, ...);
-/* Runs a query and calls fn for each row (a non-zero return stops early);
- * returns the number of rows seen, or -1. */
-int brig_store_query(brig_store *st, brig_error **err, int (*fn)(brig_row *, void *), void *ctx,
-                     const char *sql, const char *fmt, ...);
-int brig_store_begin(brig_store *st, brig_error **err);
-int brig_store_commit(brig_store *st, brig_error **err);
-void brig_store_rollback(brig_store *st);
+typedef struct brig_store_conn brig_store_conn; /* backend-defined connection */
 
-/* Opens (creating and migrating) the database at path. */
-int brig_store_open(brig_store **out, const char *path, brig_error **err);
+typedef struct brig_store_ops {
+    const char *name;   /* "sqlite" */
+    const char *scheme; /* the URL scheme it serves ("postgres"), "" for a file path */
+    /* Opens (creating it, and bringing its schema up to date) the store at where. */
+    int (*open)(const char *where, brig_store_conn **out, brig_error **err);
+    void (*close)(brig_store_conn *c);
+
+    /* -- accounts */
+    /* Creates the account, its default project and its admin key, all or none. */
+    int (*account_create)(brig_store_conn *c, const brig_account_new *a, brig_error **err);
+    /* 1 and *out, or 0 when there is no such account. */
+    int (*account_get)(brig_store_conn *c, const char *id, brig_account_row *out, brig_error **err);
+    /* Applies the fields that are set, all or none: 1, or 0 when there is no
+     * such account (nothing changed). */
+    int (*account_update)(brig_store_conn *c, const char *id, const brig_account_update *u,
+                          brig_error **err);
+
+    /* -- projects */
+    /* A new project (its egress policy: open). */
+    int (*project_insert)(brig_store_conn *c, const char *id, const char *account_id,
+                          const char *name, int64_t created_at, brig_error **err);
+    /* 1 and *out (its egress is the caller's), or 0 when there is no such project. */
+    int (*project_get)(brig_store_conn *c, const char *id, brig_project_row *out, brig_error **err);
+    /* Calls fn for each project of the account, oldest first (the row is lent for
+     * the call; fn may use the store). */
+    int (*project_each)(brig_store_conn *c, const char *account_id,
+                        void (*fn)(const brig_project_row *, void *), void *ctx, brig_error **err);
+    /* Sets the name and/or the egress policy (JSON text); NULL leaves one as is. */
+    int (*project_update)(brig_store_conn *c, const char *id, const char *name, const char *egress,
+                          brig_error **err);
+
+    /* -- keys */
+    /* Stores an API key (account_id, project_id, scope, hash) created at `at`. */
+    int (*key_insert)(brig_store_conn *c, const brig_key_row *k, int64_t at, brig_error **err);
+    /* The key whose hash this is: an API key not revoked, or an operator key.
+     * 1 and *out, or 0 when there is none. */
+    int (*key_lookup)(brig_store_conn *c, const char *hash, brig_key_row *out, brig_error **err);
+    /* Revokes key_id of project_id at `at`: 1, or 0 when the project has no such
+     * key not revoked yet. */
+    int (*key_revoke)(brig_store_conn *c, const char *project_id, const char *key_id, int64_t at,
+                      brig_error **err);
+    /* How many API keys are not revoked, and how many operator keys there are. */
+    int (*key_counts)(brig_store_conn *c, int64_t *api_keys, int64_t *operator_keys,
+                      brig_error **err);
+    int (*operator_key_insert)(brig_store_conn *c, const char *id, const char *hash, int64_t at,
+                               brig_error **err);
+
+    /* -- the ledger (append-only) and balances */
+    /* Credits amount (> 0) to the account at `at`: appends the credit and raises
+     * the balance together.  0 and *balance = the new balance; 1 when it would
+     * leave [-BRIG_MONEY_MAX, BRIG_MONEY_MAX] (core/money.h), nothing written and
+     * *balance = the balance as it is; -1 with BRIG_E_NOT_FOUND for no account. */
+    int (*ledger_credit)(brig_store_conn *c, const char *account_id, int64_t amount,
+                         const char *note, int64_t at, int64_t *balance, brig_error **err);
+    /* Charges a sandbox at `at`, in one transaction: reads its billing state and
+     * its account's balance, asks plan what to write, and writes the ledger row,
+     * the balance and the sandbox's cost and billed_ms together.  *balance (may be
+     * NULL) = the balance afterwards; BRIG_E_NOT_FOUND for no sandbox. */
+    int (*ledger_charge)(brig_store_conn *c, const char *sandbox_id, int64_t at,
+                         brig_charge_plan_fn plan, void *ctx, int64_t *balance, brig_error **err);
+    /* *out = the sum of the account's charges in [from, to). */
+    int (*ledger_spent)(brig_store_conn *c, const char *account_id, int64_t from, int64_t to,
+                        int64_t *out, brig_error **err);
+
+    /* -- secrets (sealed by the vault; the store never sees a plaintext) */
+    /* Stores s at `at`, replacing the owner's secret of that name. */
+    int (*secret_put)(brig_store_conn *c, const brig_secret_row *s, int64_t at, brig_error **err);
+    /* Calls fn for each secret of owner, by name; the row is lent for the call, and
+     * fn runs while the store is held: it must not call the store.  A non-zero
+     * return from fn stops early. */
+    int (*secret_each)(brig_store_conn *c, const char *owner,
+                       int (*fn)(const brig_secret_row *, void *), void *ctx, brig_error **err);
+    /* How many secrets owner has, and the bytes of their boxes in all. */
+    int (*secret_totals)(brig_store_conn *c, const char *owner, int64_t *count, int64_t *box_bytes,
+                         brig_error **err);
+    /* 1 when owner's secret `name` was deleted, 0 when there was none. */
+    int (*secret_delete)(brig_store_conn *c, const char *owner, const char *name, brig_error **err);
+    /* Deletes every secret of owner. */
+    int (*secret_delete_all)(brig_store_conn *c, const char *owner, brig_error **err);
+
+    /* -- sandboxes (never deleted: they reach a final state, deleted or failed) */
+    int (*sandbox_insert)(brig_store_conn *c, const brig_sandbox_row *row, brig_error **err);
+    /* Sets state (and reason, when not NULL); `deleted` and `failed` also stamp
+     * deleted_at = now. */
+    int (*sandbox_set_state)(brig_store_conn *c, const char *id, const char *state,
+                             const char *reason, int64_t now, brig_error **err);
+    /* One sandbox, whatever its state: 1 and *out (its env_json left NULL), or 0. */
+    int (*sandbox_get)(brig_store_conn *c, const char *id, brig_sandbox_row *out, brig_error **err);
+    int (*sandbox_set_expiry)(brig_store_conn *c, const char *id, int64_t expires_at,
+                              brig_error **err);
+    /* Calls fn for every sandbox not in a final state, oldest first (the row is
+     * lent for the call; fn may use the store). */
+    int (*sandbox_each_live)(brig_store_conn *c, void (*fn)(const brig_sandbox_row *, void *),
+                             void *ctx, brig_error **err);
+    /* *n = how many sandboxes of the account ended for `reason`. */
+    int (*sandbox_count_reason)(brig_store_conn *c, const char *account_id, const char *reason,
+                                int64_t *n, brig_error **err);
+} brig_store_ops;
+
+/* ---- the operations (each calls the op of the same name) ------------------------------ */
+
+/* Opens the store at where: a file path (SQLite), or a URL whose scheme names
+ * another backend.  BRIG_E_INVALID for a scheme no backend of this build serves. */
+int brig_store_open(brig_store **out, const char *where, brig_error **err);
 void brig_store_close(brig_store *st);
 
+int brig_store_account_create(brig_store *st, const brig_account_new *a, brig_error **err);
+int brig_store_account_get(brig_store *st, const char *id, brig_account_row *out, brig_error **err);
+int brig_store_account_update(brig_store *st, const char *id, const brig_account_update *u,
+                              brig_error **err);
+
+int brig_store_project_insert(brig_store *st, const char *id, const char *account_id,
+                              const char *name, int64_t created_at, brig_error **err);
+int brig_store_project_get(brig_store *st, const char *id, brig_project_row *out, brig_error **err);
+int brig_store_project_each(brig_store *st, const char *account_id,
+                            void (*fn)(const brig_project_row *, void *), void *ctx,
+                            brig_error **err);
+int brig_store_project_update(brig_store *st, const char *id, const char *name, const char *egress,
+                              brig_error **err);
+
+int brig_store_key_insert(brig_store *st, const brig_key_row *k, int64_t at, brig_error **err);
+int brig_store_key_lookup(brig_store *st, const char *hash, brig_key_row *out, brig_error **err);
+int brig_store_key_revoke(brig_store *st, const char *project_id, const char *key_id, int64_t at,
+                          brig_error **err);
+int brig_store_key_counts(brig_store *st, int64_t *api_keys, int64_t *operator_keys,
+                          brig_error **err);
+int brig_store_operator_key_insert(brig_store *st, const char *id, const char *hash, int64_t at,
+                                   brig_error **err);
+
+int brig_store_ledger_credit(brig_store *st, const char *account_id, int64_t amount,
+                             const char *note, int64_t at, int64_t *balance, brig_error **err);
+int brig_store_ledger_charge(brig_store *st, const char *sandbox_id, int64_t at,
+                             brig_charge_plan_fn plan, void *ctx, int64_t *balance,
+                             brig_error **err);
+int brig_store_ledger_spent(brig_store *st, const char *account_id, int64_t from, int64_t to,
+                            int64_t *out, brig_error **err);
+
+int brig_store_secret_put(brig_store *st, const brig_secret_row *s, int64_t at, brig_error **err);
+int brig_store_secret_each(brig_store *st, const char *owner,
+                           int (*fn)(const brig_secret_row *, void *), void *ctx, brig_error **err);
+int brig_store_secret_totals(brig_store *st, const char *owner, int64_t *count, int64_t *box_bytes,
+                             brig_error **err);
+int brig_store_secret_delete(brig_store *st, const char *owner, const char *name, brig_error **err);
+int brig_store_secret_delete_all(brig_store *st, const char *owner, brig_error **err);
+
 int brig_store_sandbox_insert(brig_store *st, const brig_sandbox_row *row, brig_error **err);
-/* Sets state (and reason, may be NULL); `deleted` and `failed` also stamp deleted_at. */
 int brig_store_sandbox_set_state(brig_store *st, const char *id, const char *state,
                                  const char *reason, int64_t now, brig_error **err);
-/* One sandbox's row, whatever its state: 1 and *out (its env_json left NULL), 0 when
- * there is none, -1 on error. */
 int brig_store_sandbox_get(brig_store *st, const char *id, brig_sandbox_row *out, brig_error **err);
 int brig_store_sandbox_set_expiry(brig_store *st, const char *id, int64_t expires_at,
                                   brig_error **err);
-/* Calls fn for every sandbox not in a final state (deleted, failed). */
 int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_row *, void *),
                                  void *ctx, brig_error **err);
+int brig_store_sandbox_count_reason(brig_store *st, const char *account_id, const char *reason,
+                                    int64_t *n, brig_error **err);
 
 #endif

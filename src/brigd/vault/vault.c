@@ -138,31 +138,20 @@ int brig_vault_check_count(size_t n, int64_t max, brig_error **err)
     return 0;
 }
 
-static int total_row(brig_row *row, void *arg)
-{
-    int64_t *t = arg;
-    t[0] = brig_row_int(row, 0);
-    t[1] = brig_row_int(row, 1);
-    return 0;
-}
-
 int brig_vault_check_total(brig_store *st, const char *owner, int64_t max_count, int64_t max_bytes,
                            brig_error **err)
 {
-    /* A box is the value and its tag. */
-    int64_t t[2] = {0, 0};
-    if (brig_store_query(st, err, total_row, t,
-                         "SELECT count(*), coalesce(sum(length(box)), 0) - count(*) * ?"
-                         " FROM secrets WHERE owner = ?",
-                         "is", (int64_t)TAG_BYTES, owner) < 0)
+    int64_t count = 0, box_bytes = 0;
+    if (brig_store_secret_totals(st, owner, &count, &box_bytes, err) < 0)
         return -1;
-    if (brig_vault_check_count((size_t)t[0], max_count, err) < 0)
+    if (brig_vault_check_count((size_t)count, max_count, err) < 0)
         return -1;
-    if (t[1] > max_bytes)
+    int64_t bytes = box_bytes - count * (int64_t)TAG_BYTES; /* a box is the value and its tag */
+    if (bytes > max_bytes)
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "a sandbox's secret values are at most %lld bytes in all "
                               "(max_secret_bytes); these have %lld",
-                              (long long)max_bytes, (long long)t[1]);
+                              (long long)max_bytes, (long long)bytes);
     return 0;
 }
 
@@ -190,11 +179,8 @@ int brig_vault_put(brig_vault *v, brig_store *st, const char *owner, const char 
     crypto_aead_xchacha20poly1305_ietf_encrypt(box, &blen, (const unsigned char *)value, len,
                                                (const unsigned char *)ad, alen, NULL, nonce,
                                                v->key);
-    int r = brig_store_run(st, err, NULL,
-                           "INSERT OR REPLACE INTO secrets(owner, name, nonce, box, created_at)"
-                           " VALUES (?,?,?,?,?)",
-                           "ssbbi", owner, name, (const void *)nonce, sizeof(nonce),
-                           (const void *)box, (size_t)blen, brig_now_real_ms());
+    brig_secret_row row = {owner, name, nonce, sizeof(nonce), box, (size_t)blen};
+    int r = brig_store_secret_put(st, &row, brig_now_real_ms(), err);
     free(ad);
     free(box);
     return r;
@@ -207,14 +193,13 @@ typedef struct open_ctx {
     int bad;
 } open_ctx;
 
-static int open_row(brig_row *row, void *arg)
+static int open_row(const brig_secret_row *row, void *arg)
 {
     open_ctx *c = arg;
-    const char *name = brig_row_text(row, 0);
-    size_t nlen, blen;
-    const unsigned char *nonce = brig_row_blob(row, 1, &nlen);
-    const unsigned char *box = brig_row_blob(row, 2, &blen);
-    if (name == NULL || nlen != NONCE_BYTES || blen < TAG_BYTES) {
+    const char *name = row->name;
+    size_t blen = row->box_len;
+    const unsigned char *nonce = row->nonce, *box = row->box;
+    if (name == NULL || row->nonce_len != NONCE_BYTES || blen < TAG_BYTES) {
         c->bad = 1;
         return 1;
     }
@@ -243,9 +228,7 @@ int brig_vault_open_all(brig_vault *v, brig_store *st, const char *owner, json_t
                         brig_error **err)
 {
     open_ctx c = {v, owner, json_object(), 0};
-    if (brig_store_query(st, err, open_row, &c,
-                         "SELECT name, nonce, box FROM secrets WHERE owner = ? ORDER BY name", "s",
-                         owner) < 0) {
+    if (brig_store_secret_each(st, owner, open_row, &c, err) < 0) {
         brig_vault_wipe(c.out);
         return -1;
     }
@@ -284,34 +267,30 @@ int brig_vault_copy(brig_vault *v, brig_store *st, const char *from, const char 
     return r;
 }
 
-static int name_row(brig_row *row, void *arg)
+static int name_row(const brig_secret_row *row, void *arg)
 {
-    json_array_append_new(arg, json_string(brig_row_text(row, 0)));
+    json_array_append_new(arg, json_string(row->name));
     return 0;
 }
 
 json_t *brig_vault_names(brig_store *st, const char *owner)
 {
     json_t *a = json_array();
-    brig_store_query(st, NULL, name_row, a,
-                     "SELECT name FROM secrets WHERE owner = ? ORDER BY name", "s", owner);
+    brig_store_secret_each(st, owner, name_row, a, NULL);
     return a;
 }
 
 int brig_vault_delete(brig_store *st, const char *owner, const char *name, brig_error **err)
 {
-    int64_t n = 0;
-    if (brig_store_run(st, err, &n, "DELETE FROM secrets WHERE owner = ? AND name = ?", "ss", owner,
-                       name) < 0)
-        return -1;
-    if (n == 0)
+    int r = brig_store_secret_delete(st, owner, name, err);
+    if (r == 0)
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no secret '%.64s'", name);
-    return 0;
+    return r < 0 ? -1 : 0;
 }
 
 void brig_vault_delete_all(brig_store *st, const char *owner)
 {
-    brig_store_run(st, NULL, NULL, "DELETE FROM secrets WHERE owner = ?", "s", owner);
+    brig_store_secret_delete_all(st, owner, NULL);
 }
 
 void brig_vault_wipe(json_t *obj)

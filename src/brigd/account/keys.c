@@ -1,0 +1,42 @@
+/*
+ * keys.c - API keys (see keys.h).
+ */
+#include "keys.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "store/store.h"
+#include "util.h"
+
+void brig_keys_mint(char key_id[BRIG_ID_MAX], char **key, char hash[65])
+{
+    brig_id_new("key", key_id);
+    *key = brig_key_new();
+    brig_key_hash(*key, hash);
+}
+
+int brig_keys_create(brigd *d, const char *account_id, const char *project_id, const char *scope,
+                     char key_id[BRIG_ID_MAX], char **key, brig_error **err)
+{
+    brig_key_row k = {0};
+    brig_keys_mint(k.id, key, k.hash);
+    snprintf(k.account_id, sizeof(k.account_id), "%s", account_id);
+    snprintf(k.project_id, sizeof(k.project_id), "%s", project_id);
+    snprintf(k.scope, sizeof(k.scope), "%s", scope);
+    snprintf(key_id, BRIG_ID_MAX, "%s", k.id);
+    if (brig_store_key_insert(d->store, &k, brig_now_real_ms(), err) < 0) {
+        free(*key);
+        *key = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int brig_keys_revoke(brigd *d, const char *project_id, const char *key_id, brig_error **err)
+{
+    int r = brig_store_key_revoke(d->store, project_id, key_id, brig_now_real_ms(), err);
+    if (r == 0)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no key '%.40s' in this project", key_id);
+    return r < 0 ? -1 : 0;
+}

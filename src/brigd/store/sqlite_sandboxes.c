@@ -1,0 +1,200 @@
+/*
+ * sqlite_sandboxes.c - sandboxes and sealed secrets in SQLite (the ops'
+ * contracts are in store.h).
+ */
+#include "sqlite_sandboxes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sqlite_stmt.h"
+#include "util.h"
+
+/* ---- secrets --------------------------------------------------------------------- */
+
+int brig_sqlite_secret_put(brig_store_conn *c, const brig_secret_row *s, int64_t at,
+                           brig_error **err)
+{
+    return brig_sqlite_exec(c, err, NULL, "store secret",
+                            "INSERT OR REPLACE INTO secrets(owner, name, nonce, box, created_at)"
+                            " VALUES (?,?,?,?,?)",
+                            "ssbbi", s->owner, s->name, s->nonce, s->nonce_len, s->box, s->box_len,
+                            at);
+}
+
+int brig_sqlite_secret_each(brig_store_conn *c, const char *owner,
+                            int (*fn)(const brig_secret_row *, void *), void *ctx, brig_error **err)
+{
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = brig_sqlite_prepare(
+        c, "SELECT name, nonce, box FROM secrets WHERE owner = ? ORDER BY name", "s", owner);
+    int r;
+    while ((r = brig_sqlite_step(c, s, "read secrets", err)) == 1) {
+        brig_secret_row row = {
+            .owner = owner,
+            .name = (const char *)sqlite3_column_text(s, 0),
+            .nonce = sqlite3_column_blob(s, 1),
+            .nonce_len = (size_t)sqlite3_column_bytes(s, 1),
+            .box = sqlite3_column_blob(s, 2),
+            .box_len = (size_t)sqlite3_column_bytes(s, 2),
+        };
+        if (fn(&row, ctx) != 0) {
+            r = 0;
+            break;
+        }
+    }
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    return r;
+}
+
+int brig_sqlite_secret_totals(brig_store_conn *c, const char *owner, int64_t *count,
+                              int64_t *box_bytes, brig_error **err)
+{
+    *count = *box_bytes = 0;
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = brig_sqlite_prepare(
+        c, "SELECT count(*), coalesce(sum(length(box)), 0) FROM secrets WHERE owner = ?", "s",
+        owner);
+    int r = brig_sqlite_step(c, s, "read secrets", err);
+    if (r == 1) {
+        *count = sqlite3_column_int64(s, 0);
+        *box_bytes = sqlite3_column_int64(s, 1);
+    }
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    return r < 0 ? -1 : 0;
+}
+
+int brig_sqlite_secret_delete(brig_store_conn *c, const char *owner, const char *name,
+                              brig_error **err)
+{
+    int64_t n = 0;
+    if (brig_sqlite_exec(c, err, &n, "delete secret",
+                         "DELETE FROM secrets WHERE owner = ? AND name = ?", "ss", owner, name) < 0)
+        return -1;
+    return n > 0 ? 1 : 0;
+}
+
+int brig_sqlite_secret_delete_all(brig_store_conn *c, const char *owner, brig_error **err)
+{
+    return brig_sqlite_exec(c, err, NULL, "delete secrets", "DELETE FROM secrets WHERE owner = ?",
+                            "s", owner);
+}
+
+/* ---- sandboxes ------------------------------------------------------------------- */
+
+int brig_sqlite_sandbox_insert(brig_store_conn *c, const brig_sandbox_row *row, brig_error **err)
+{
+    return brig_sqlite_exec(c, err, NULL, "insert sandbox",
+                            "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
+                            " created_at, uid_base, tariff, env, project_id, price_micro_usd,"
+                            " idle_timeout_ms, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            "sssssiisssiii", row->id, row->account_id, row->template,
+                            row->template_key, row->state, row->created_at, row->uid_base,
+                            row->tariff, row->env_json, row->project_id, row->price,
+                            row->idle_timeout_ms, row->expires_at);
+}
+
+int brig_sqlite_sandbox_set_state(brig_store_conn *c, const char *id, const char *state,
+                                  const char *reason, int64_t now, brig_error **err)
+{
+    int64_t final = strcmp(state, "deleted") == 0 || strcmp(state, "failed") == 0;
+    return brig_sqlite_exec(c, err, NULL, "update sandbox",
+                            "UPDATE sandboxes SET state = ?, reason = coalesce(?, reason),"
+                            " deleted_at = CASE WHEN ? THEN ? ELSE deleted_at END WHERE id = ?",
+                            "ssiis", state, reason, final, now, id);
+}
+
+/* The columns both readers share, first in their SELECT. */
+#define SANDBOX_COLS                                                                               \
+    "SELECT id, account_id, template, template_key, state, created_at, uid_base, tariff,"          \
+    " project_id, price_micro_usd, idle_timeout_ms, expires_at"
+
+static void read_sandbox(sqlite3_stmt *s, brig_sandbox_row *row)
+{
+    brig_sqlite_text(s, 0, row->id, sizeof(row->id));
+    brig_sqlite_text(s, 1, row->account_id, sizeof(row->account_id));
+    brig_sqlite_text(s, 2, row->template, sizeof(row->template));
+    brig_sqlite_text(s, 3, row->template_key, sizeof(row->template_key));
+    brig_sqlite_text(s, 4, row->state, sizeof(row->state));
+    row->created_at = sqlite3_column_int64(s, 5);
+    row->uid_base = sqlite3_column_int64(s, 6);
+    brig_sqlite_text(s, 7, row->tariff, sizeof(row->tariff));
+    brig_sqlite_text(s, 8, row->project_id, sizeof(row->project_id));
+    row->price = sqlite3_column_int64(s, 9);
+    row->idle_timeout_ms = sqlite3_column_int64(s, 10);
+    row->expires_at = sqlite3_column_int64(s, 11);
+}
+
+int brig_sqlite_sandbox_get(brig_store_conn *c, const char *id, brig_sandbox_row *out,
+                            brig_error **err)
+{
+    memset(out, 0, sizeof(*out));
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = brig_sqlite_prepare(
+        c, SANDBOX_COLS ", reason, deleted_at, cost_micro_usd FROM sandboxes WHERE id = ?", "s",
+        id);
+    int r = brig_sqlite_step(c, s, "read sandbox", err);
+    if (r == 1) {
+        read_sandbox(s, out);
+        brig_sqlite_text(s, 12, out->reason, sizeof(out->reason));
+        out->deleted_at = sqlite3_column_int64(s, 13);
+        out->cost = sqlite3_column_int64(s, 14);
+    }
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    return r;
+}
+
+int brig_sqlite_sandbox_set_expiry(brig_store_conn *c, const char *id, int64_t expires_at,
+                                   brig_error **err)
+{
+    return brig_sqlite_exec(c, err, NULL, "update sandbox",
+                            "UPDATE sandboxes SET expires_at = ? WHERE id = ?", "is", expires_at,
+                            id);
+}
+
+int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sandbox_row *, void *),
+                                  void *ctx, brig_error **err)
+{
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = brig_sqlite_prepare(c,
+                                          SANDBOX_COLS ", env FROM sandboxes"
+                                                       " WHERE state NOT IN ('deleted','failed')"
+                                                       " ORDER BY created_at",
+                                          "");
+    /* Collect first, call back after unlocking: fn may use the store. */
+    brig_sandbox_row *rows = NULL;
+    size_t n = 0;
+    int r;
+    while ((r = brig_sqlite_step(c, s, "list sandboxes", err)) == 1) {
+        rows = brig_xrealloc(rows, (n + 1) * sizeof(*rows));
+        brig_sandbox_row *row = &rows[n++];
+        memset(row, 0, sizeof(*row));
+        read_sandbox(s, row);
+        const unsigned char *env = sqlite3_column_text(s, 12);
+        row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
+    }
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    for (size_t i = 0; i < n; i++) {
+        if (r == 0)
+            fn(&rows[i], ctx);
+        free(rows[i].env_json);
+    }
+    free(rows);
+    return r;
+}
+
+int brig_sqlite_sandbox_count_reason(brig_store_conn *c, const char *account_id, const char *reason,
+                                     int64_t *n, brig_error **err)
+{
+    *n = 0;
+    return brig_sqlite_query_int(c, err, n, "count sandboxes",
+                                 "SELECT count(*) FROM sandboxes WHERE account_id = ?"
+                                 " AND reason = ?",
+                                 "ss", account_id, reason) < 0
+               ? -1
+               : 0;
+}

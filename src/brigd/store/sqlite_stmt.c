@@ -1,0 +1,152 @@
+/*
+ * sqlite_stmt.c - the SQLite backend's connection lock, transactions and
+ * statement helpers (see sqlite_stmt.h).
+ */
+#include "sqlite_stmt.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+void brig_sqlite_lock(brig_store_conn *c)
+{
+    pthread_mutex_lock(&c->lock);
+}
+
+void brig_sqlite_unlock(brig_store_conn *c)
+{
+    pthread_mutex_unlock(&c->lock);
+}
+
+int brig_sqlite_error(brig_store_conn *c, brig_error **err, const char *what)
+{
+    return brig_error_set(err, BRIG_E_INTERNAL, 0, "store: %s: %s", what, sqlite3_errmsg(c->db));
+}
+
+static int exec_plain(brig_store_conn *c, const char *sql, brig_error **err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(c->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        brig_error_set(err, BRIG_E_INTERNAL, 0, "store: %s", msg ? msg : "exec failed");
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+int brig_sqlite_begin(brig_store_conn *c, brig_error **err)
+{
+    brig_sqlite_lock(c);
+    if (exec_plain(c, "BEGIN IMMEDIATE", err) < 0) {
+        brig_sqlite_unlock(c);
+        return -1;
+    }
+    return 0;
+}
+
+int brig_sqlite_commit(brig_store_conn *c, brig_error **err)
+{
+    int r = exec_plain(c, "COMMIT", err);
+    if (r < 0)
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    brig_sqlite_unlock(c);
+    return r;
+}
+
+void brig_sqlite_rollback(brig_store_conn *c)
+{
+    sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    brig_sqlite_unlock(c);
+}
+
+static sqlite3_stmt *vprepare(brig_store_conn *c, const char *sql, const char *fmt, va_list ap)
+{
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(c->db, sql, -1, &s, NULL) != SQLITE_OK)
+        return NULL;
+    for (int i = 0; fmt[i]; i++) {
+        if (fmt[i] == 's') {
+            const char *v = va_arg(ap, const char *);
+            if (v)
+                sqlite3_bind_text(s, i + 1, v, -1, SQLITE_TRANSIENT);
+            else
+                sqlite3_bind_null(s, i + 1);
+        } else if (fmt[i] == 'b') {
+            const void *p = va_arg(ap, const void *);
+            size_t n = va_arg(ap, size_t);
+            sqlite3_bind_blob(s, i + 1, p, (int)n, SQLITE_TRANSIENT);
+        } else if (fmt[i] == 'n') {
+            int64_t v = va_arg(ap, int64_t);
+            if (v < 0)
+                sqlite3_bind_null(s, i + 1);
+            else
+                sqlite3_bind_int64(s, i + 1, v);
+        } else {
+            sqlite3_bind_int64(s, i + 1, va_arg(ap, int64_t));
+        }
+    }
+    return s;
+}
+
+sqlite3_stmt *brig_sqlite_prepare(brig_store_conn *c, const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *s = vprepare(c, sql, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+int brig_sqlite_step(brig_store_conn *c, sqlite3_stmt *s, const char *what, brig_error **err)
+{
+    int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+    if (rc == SQLITE_ROW)
+        return 1;
+    if (rc == SQLITE_DONE)
+        return 0;
+    return brig_sqlite_error(c, err, what);
+}
+
+int brig_sqlite_exec(brig_store_conn *c, brig_error **err, int64_t *changes, const char *what,
+                     const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = vprepare(c, sql, fmt, ap);
+    va_end(ap);
+    int r = brig_sqlite_step(c, s, what, err);
+    if (r == 0 && changes)
+        *changes = sqlite3_changes(c->db);
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    return r < 0 ? -1 : 0;
+}
+
+int brig_sqlite_query_int(brig_store_conn *c, brig_error **err, int64_t *out, const char *what,
+                          const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = vprepare(c, sql, fmt, ap);
+    va_end(ap);
+    int r = brig_sqlite_step(c, s, what, err);
+    if (r == 1)
+        *out = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    return r;
+}
+
+void brig_sqlite_text(sqlite3_stmt *s, int col, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+int64_t brig_sqlite_int(sqlite3_stmt *s, int col, int64_t null)
+{
+    if (sqlite3_column_type(s, col) == SQLITE_NULL)
+        return null;
+    return sqlite3_column_int64(s, col);
+}

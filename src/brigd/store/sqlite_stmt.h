@@ -1,0 +1,65 @@
+/*
+ * sqlite_stmt.h - the SQLite backend's connection and the statement helpers its
+ * operations share (private to store/).
+ *
+ * One connection, guarded by a recursive mutex: an operation takes the lock for
+ * all of its statements (brig_sqlite_lock, or brig_sqlite_begin for a
+ * transaction), so no other thread's statements interleave with them.
+ */
+#ifndef BRIG_SQLITE_STMT_H
+#define BRIG_SQLITE_STMT_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "store.h"
+
+struct brig_store_conn {
+    sqlite3 *db;
+    pthread_mutex_t lock; /* recursive; serialises every use of db */
+};
+
+void brig_sqlite_lock(brig_store_conn *c);
+void brig_sqlite_unlock(brig_store_conn *c);
+
+/* BEGIN IMMEDIATE with the lock taken; the lock stays held until commit or
+ * rollback.  -1 (lock released) when it fails. */
+int brig_sqlite_begin(brig_store_conn *c, brig_error **err);
+/* COMMIT (ROLLBACK when that fails), then releases the lock. */
+int brig_sqlite_commit(brig_store_conn *c, brig_error **err);
+void brig_sqlite_rollback(brig_store_conn *c);
+
+/* Sets *err from the connection's last error; returns -1. */
+int brig_sqlite_error(brig_store_conn *c, brig_error **err, const char *what);
+
+/* Prepares sql and binds its parameters per fmt, one character each:
+ *   's' a string (const char *; NULL binds NULL)
+ *   'i' an int64_t
+ *   'n' an int64_t, where a negative one binds NULL (a limit of "none")
+ *   'b' a blob (const void *, size_t)
+ * NULL when sql does not prepare (brig_sqlite_step then reports it). */
+sqlite3_stmt *brig_sqlite_prepare(brig_store_conn *c, const char *sql, const char *fmt, ...);
+
+/* Steps a prepared statement: 1 for a row, 0 when done (or when *changes rows
+ * changed), -1 with *err (`what` failed).  s may be NULL (a failed prepare). */
+int brig_sqlite_step(brig_store_conn *c, sqlite3_stmt *s, const char *what, brig_error **err);
+
+/* Prepares, runs and finalizes a statement that returns no rows; *changes (may be
+ * NULL) = the rows it changed.  Takes the lock for itself. */
+int brig_sqlite_exec(brig_store_conn *c, brig_error **err, int64_t *changes, const char *what,
+                     const char *sql, const char *fmt, ...);
+
+/* Runs a query for one integer (the first column of the first row), taking the
+ * lock for itself: 1 and *out, 0 when there is no row (*out untouched), -1. */
+int brig_sqlite_query_int(brig_store_conn *c, brig_error **err, int64_t *out, const char *what,
+                          const char *sql, const char *fmt, ...);
+
+/* Column helpers: a text column copied into dst (NULL as ""); an integer
+ * column, `null` for NULL. */
+void brig_sqlite_text(sqlite3_stmt *s, int col, char *dst, size_t cap);
+int64_t brig_sqlite_int(sqlite3_stmt *s, int col, int64_t null);
+
+#endif
