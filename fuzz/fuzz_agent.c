@@ -1,21 +1,24 @@
 /*
  * fuzz_agent.c - libFuzzer target for what brig-agent does with a peer's bytes before it
  * acts on them: the incremental frame decoder (framedec.c), the JSON of HELLO and CONTROL
- * frames, every request parser (request.c), and the output ring (ring.c) fed with the DATA
- * frames.  Nothing is executed: the parsers have no side effects.
+ * frames, every request decoder (src/common/agentproto.c), and the output ring (ring.c) fed
+ * with the DATA frames.  Nothing is executed: the decoders have no side effects.  A request
+ * that decodes is encoded again as brigd would send it, and must decode to the same request.
  *
  * Input: byte 0 picks how the rest is cut into reads (1, 2, 3, 7 or 64 bytes, or all at
  * once) and the ring's size; the rest is the byte stream a client would send.
  */
 #include <assert.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
+#include "agentproto.h"
 #include "framedec.h"
 #include "frame.h"
-#include "request.h"
 
 static void check_ring(brig_ring *r, uint64_t *cursor, uint64_t appended)
 {
@@ -35,6 +38,49 @@ static void check_ring(brig_ring *r, uint64_t *cursor, uint64_t appended)
     }
 }
 
+static bool same_str(const char *a, const char *b)
+{
+    return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+static bool same_json(json_t *a, json_t *b)
+{
+    return a == NULL ? b == NULL : b != NULL && json_equal(a, b);
+}
+
+/* decode(encode(q)) == q for a decoded q, through the bytes brigd would send. */
+static void check_roundtrip(const brig_agent_req *q)
+{
+    json_t *enc = brig_agentproto_encode(q);
+    char *text = json_dumps(enc, JSON_COMPACT);
+    assert(text != NULL);
+    json_t *back = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    assert(back != NULL);
+    brig_agent_req r;
+    brig_error *err = NULL;
+    assert(brig_agentproto_decode(back, &r, &err) == 0);
+    assert(r.op == q->op);
+    if (q->op == BRIG_OP_EXEC) {
+        const brig_exec_spec *a = &q->u.exec, *b = &r.u.exec;
+        assert(same_json(a->argv, b->argv) && same_str(a->cmd, b->cmd) &&
+               same_str(a->cwd, b->cwd) && same_json(a->env, b->env) && same_str(a->user, b->user));
+        assert(a->timeout_ms == b->timeout_ms && a->want_stdin == b->want_stdin &&
+               a->stdin_closed == b->stdin_closed && a->background == b->background &&
+               a->pty == b->pty && a->cols == b->cols && a->rows == b->rows &&
+               a->buffer_bytes == b->buffer_bytes);
+    } else if (q->op >= BRIG_OP_PROC_LIST && q->op <= BRIG_OP_PROC_RESIZE) {
+        assert(memcmp(&q->u.proc, &r.u.proc, sizeof(r.u.proc)) == 0);
+    } else if (q->op != BRIG_OP_PING) {
+        const brig_fs_req *a = &q->u.fs, *b = &r.u.fs;
+        assert(same_str(a->path, b->path) && same_str(a->from, b->from) && same_str(a->to, b->to));
+        assert(a->mode == b->mode && a->mode_set == b->mode_set && a->recursive == b->recursive &&
+               a->parents == b->parents);
+    }
+    json_decref(back);
+    free(text);
+    json_decref(enc);
+}
+
 static void on_frame(const brig_framedec *d, brig_ring *ring, uint64_t *cursor, uint64_t *appended)
 {
     json_t *j = NULL;
@@ -49,11 +95,11 @@ static void on_frame(const brig_framedec *d, brig_ring *ring, uint64_t *cursor, 
         return;
     if (d->hdr.type == BRIG_FRAME_HELLO) {
         int64_t v, vmin;
-        brig_agent_parse_hello(j, &v, &vmin, NULL);
+        brig_agentproto_decode_hello(j, &v, &vmin, NULL);
     } else {
         brig_agent_req q;
         brig_error *err = NULL;
-        if (brig_agent_parse_request(j, &q, &err) == 0) {
+        if (brig_agentproto_decode(j, &q, &err) == 0) {
             assert(q.op < BRIG_OP__COUNT);
             if (q.op == BRIG_OP_EXEC) {
                 const brig_exec_spec *s = &q.u.exec;
@@ -62,6 +108,7 @@ static void on_frame(const brig_framedec *d, brig_ring *ring, uint64_t *cursor, 
                 assert(!s->pty || (s->cols >= 1 && s->rows >= 1));
                 assert(s->cwd == NULL || s->cwd[0] == '/');
             }
+            check_roundtrip(&q);
         } else {
             assert(err != NULL && err->msg != NULL);
         }

@@ -58,6 +58,9 @@ AGENT = {
     "mkdir": req({"op": "mkdir", "path": "/tmp/d", "mode": 493, "parents": True}),
     "tar_extract": req({"op": "tar_extract", "path": "/tmp/d"}, b"\x1f\x8b\x08", b""),
     "tar_create": req({"op": "tar_create", "path": "/tmp/d"}),
+    "move_raw": req({"op": "move", "from_b64": "L3RtcC9i/w==", "to": "/tmp/c"}),
+    "exec_raw_cwd": req({"op": "exec", "cmd": "pwd", "cwd_b64": "L3RtcC9i/w==", "timeout_ms": 0}),
+    "write_file_default": req({"op": "write_file", "path": "/tmp/y", "mode": None}, b""),
     "data_channels": hello() + frame(DATA, b"out", chan=1) + frame(DATA, b"err", chan=2)
     + frame(DATA, b"x" * 3000, chan=1) + frame(DATA, b"", chan=1),
     "bad_flags": frame(CONTROL, {"op": "ping"}, flags=1),
@@ -76,8 +79,14 @@ def ctl(obj):
 
 
 EXIT = {"type": "exit", "exit_code": 0, "signal": None, "timed_out": False, "duration_ms": 5}
+PROC = {"pid": 42, "argv": None, "cmd": "sleep 9", "pty": False, "background": True,
+        "user": "root", "started_at": 1764583200123, "running": True, "exit_code": None,
+        "signal": None, "timed_out": False, "ended_at": None, "dropped_bytes": 0}
+ENTRY = {"name": "f", "type": "file", "size": 3, "mode": 420, "mtime": 1764583200123}
 BRIGD = {
-    # byte 0 % 4: 0 exec, 1 background exec, 2 read_file, 3 call
+    # byte 0 % 16 picks the call (see fuzz_brigd.c): 0 exec, 1 background exec, 2 read_file,
+    # 3 ping, 4 stat, 5 list_dir, 6 proc_list, 7 proc_get, 8 proc_wait, 9 tar_create,
+    # 10 write_file, 11 proc_output, 12 remove, 13 mkdir, 14 proc_signal, 15 streamed exec
     "exec_ok": b"\x00" + ctl({"type": "started", "pid": 42}) + frame(DATA, b"out\n", chan=1)
     + frame(DATA, b"err\n", chan=2) + frame(DATA, b"", chan=1) + frame(DATA, b"", chan=2) + ctl(EXIT),
     "exec_big": b"\x00" + ctl({"type": "started", "pid": 42}) + frame(DATA, b"y\n" * 1000, chan=1)
@@ -93,6 +102,27 @@ BRIGD = {
     "call_error": b"\x03" + ctl({"type": "error", "code": "bad_request", "message": "no"}),
     "garbage": b"\x00\x00\x00\x00\x04\x77\x13\x37\x00abcd",
     "truncated": b"\x02" + ctl({"type": "file", "size": 5, "mode": 420})[:-3],
+    "stat_ok": b"\x04" + ctl({"type": "entry", "entry": ENTRY}),
+    "list_ok": b"\x05" + ctl({"type": "entries", "entries": [ENTRY, dict(ENTRY, name="g")]})
+    + ctl({"type": "entries", "entries": []}) + ctl({"type": "end"}),
+    "list_data": b"\x05" + frame(DATA, b"x", chan=1),
+    "procs_ok": b"\x06" + ctl({"type": "processes", "processes": [PROC, dict(PROC, pid=43)]}),
+    "proc_get_ok": b"\x07" + ctl(dict(PROC, type="process")),
+    "proc_wait_error": b"\x08" + ctl({"type": "error", "code": "not_found", "message": "no 42"}),
+    "tar_ok": b"\x09" + ctl({"type": "tar"}) + frame(DATA, b"tar bytes") + frame(DATA, b"")
+    + ctl({"type": "ok"}),
+    "tar_fail": b"\x09" + ctl({"type": "tar"}) + frame(DATA, b"t") + frame(DATA, b"")
+    + ctl({"type": "error", "code": "io", "message": "tar failed"}),
+    "write_ok": b"\x0a" + ctl({"type": "ok", "size": 3}),
+    "write_error": b"\x0a" + ctl({"type": "error", "code": "no_space", "message": "full"}),
+    "output_follow": b"\x0b" + ctl({"type": "output", "dropped_bytes": 0})
+    + frame(DATA, b"o", chan=1) + ctl({"type": "dropped", "bytes": 5}) + frame(DATA, b"", chan=1)
+    + frame(DATA, b"", chan=2) + ctl(EXIT),
+    "remove_ok": b"\x0c" + ctl({"type": "ok"}),
+    "mkdir_exists": b"\x0d" + ctl({"type": "error", "code": "exists", "message": "/d"}),
+    "signal_ok": b"\x0e" + ctl({"type": "ok"}),
+    "exec_streamed": b"\x0f" + ctl({"type": "started", "pid": 42}) + frame(DATA, b"out", chan=1)
+    + frame(DATA, b"", chan=1) + frame(DATA, b"", chan=2) + ctl(EXIT),
 }
 
 

@@ -7,7 +7,6 @@
  *   handlers.c  PID 1's table of processes and their supervisors; routes connections to them
  *   ctl.c       the control channel between PID 1 and each handler (messages, fd passing)
  *   conn.c      one connection's handler process: handshake, request, dispatch, replies
- *   request.c   parsing and validation of every request, free of side effects (request.h)
  *   exec.c      the `exec` operation: user, environment, spawning the command (pipes or pty)
  *   super.c     the supervisor of one process: output buffer, clients, stdin, timeout, exit
  *   ring.c      a process's output buffer
@@ -18,6 +17,8 @@
  *   user.c      passwd and group entries, parsed from the sandbox's files
  *   proc.c      the process tree: list children, signal them, kill and reap every descendant
  *
+ * Requests are decoded and validated, free of side effects, by src/common/agentproto.c, which
+ * brigd's client shares (the operations' names, the typed requests, the messages' types).
  * docs/protocol.md is the contract with brigd; docs/agent.md explains the process model.
  *
  * Error convention (error.h): operations return 0 once their final message went out, or -1
@@ -35,7 +36,7 @@
 
 #include "error.h"
 #include "frame.h"
-#include "request.h"
+#include "agentproto.h"
 
 /* One connection, owned by its handler process. */
 typedef struct brig_agent_conn {

@@ -154,7 +154,7 @@ static int handshake(brig_agent_conn *c, bool *quiet, brig_error **err)
     if (brig_frame_parse_json(c->frame.payload, c->frame.hdr.len, &hello, err) < 0)
         return -1;
     int64_t v, vmin;
-    int r = brig_agent_parse_hello(hello, &v, &vmin, err);
+    int r = brig_agentproto_decode_hello(hello, &v, &vmin, err);
     json_decref(hello);
     if (r < 0)
         return -1;
@@ -184,10 +184,10 @@ static int op_ping(brig_agent_conn *c, json_t *req, const brig_agent_req *q, bri
     (void)req;
     (void)q;
     c->replied = true;
-    return brig_agent_send_json(c, json_pack("{s:s}", "type", "pong"), err);
+    return brig_agent_send_json(c, brig_agentproto_message(BRIG_REPLY_PONG), err);
 }
 
-/* What runs each operation; request.c parsed and validated it already. */
+/* What runs each operation; agentproto.c decoded and validated it already. */
 static brig_agent_op_fn *const ops[BRIG_OP__COUNT] = {
     [BRIG_OP_PING] = op_ping,
     [BRIG_OP_EXEC] = brig_agent_exec,
@@ -226,7 +226,7 @@ static int serve_request(brig_agent_conn *c, bool *quiet, brig_error **err)
     if (brig_frame_parse_json(c->frame.payload, c->frame.hdr.len, &req, err) < 0)
         return -1;
     brig_agent_req q;
-    int r = brig_agent_parse_request(req, &q, err);
+    int r = brig_agentproto_decode(req, &q, err);
     if (r == 0)
         r = ops[q.op](c, req, &q, err);
     json_decref(req);

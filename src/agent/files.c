@@ -191,8 +191,11 @@ static int upload_run(brig_agent_conn *c, const brig_fs_req *q, upload *u, bool 
     if (upload_commit(u, mode, err) < 0)
         return -1;
     c->replied = true;
-    return brig_agent_send_json(
-        c, json_pack("{s:s, s:I}", "type", "ok", "size", (json_int_t)u->size), err);
+    return brig_agent_send_json(c,
+                                json_pack("{s:s, s:I}", "type",
+                                          brig_agentproto_reply_name(BRIG_REPLY_OK), "size",
+                                          (json_int_t)u->size),
+                                err);
 }
 
 int brig_agent_write_file(brig_agent_conn *c, json_t *req, const brig_agent_req *q,
@@ -234,7 +237,8 @@ int brig_agent_read_file(brig_agent_conn *c, json_t *req, const brig_agent_req *
 
     c->replied = true;
     if (brig_agent_send_json(c,
-                             json_pack("{s:s, s:I, s:i}", "type", "file", "size",
+                             json_pack("{s:s, s:I, s:i}", "type",
+                                       brig_agentproto_reply_name(BRIG_REPLY_FILE), "size",
                                        (json_int_t)st.st_size, "mode", (int)(st.st_mode & 07777)),
                              err) < 0)
         return -1;

@@ -97,7 +97,10 @@ int brig_agent_stat(brig_agent_conn *c, json_t *req, const brig_agent_req *q, br
         return -1;
     /* The name shown is the last component, though the entry was taken of the whole path. */
     c->replied = true;
-    return brig_agent_send_json(c, json_pack("{s:s, s:o}", "type", "entry", "entry", e), err);
+    return brig_agent_send_json(
+        c,
+        json_pack("{s:s, s:o}", "type", brig_agentproto_reply_name(BRIG_REPLY_ENTRY), "entry", e),
+        err);
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -146,19 +149,25 @@ int brig_agent_list_dir(brig_agent_conn *c, json_t *req, const brig_agent_req *q
             continue;
         json_array_append_new(chunk, e);
         if (json_array_size(chunk) == LIST_CHUNK) {
-            ret = brig_agent_send_json(
-                c, json_pack("{s:s, s:o}", "type", "entries", "entries", chunk), err);
+            ret = brig_agent_send_json(c,
+                                       json_pack("{s:s, s:o}", "type",
+                                                 brig_agentproto_reply_name(BRIG_REPLY_ENTRIES),
+                                                 "entries", chunk),
+                                       err);
             chunk = json_array();
             sent++;
         }
     }
     if (ret == 0 && (json_array_size(chunk) > 0 || sent == 0)) {
-        ret = brig_agent_send_json(c, json_pack("{s:s, s:O}", "type", "entries", "entries", chunk),
+        ret = brig_agent_send_json(c,
+                                   json_pack("{s:s, s:O}", "type",
+                                             brig_agentproto_reply_name(BRIG_REPLY_ENTRIES),
+                                             "entries", chunk),
                                    err);
     }
     json_decref(chunk);
     if (ret == 0)
-        ret = brig_agent_send_json(c, json_pack("{s:s}", "type", "end"), err);
+        ret = brig_agent_send_json(c, brig_agentproto_message(BRIG_REPLY_END), err);
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
@@ -283,7 +292,7 @@ int brig_agent_remove(brig_agent_conn *c, json_t *req, const brig_agent_req *q, 
         }
     }
     c->replied = true;
-    return brig_agent_send_json(c, json_pack("{s:s}", "type", "ok"), err);
+    return brig_agent_send_json(c, brig_agentproto_message(BRIG_REPLY_OK), err);
 }
 
 /* ---- move, mkdir ---- */
@@ -302,7 +311,7 @@ int brig_agent_move(brig_agent_conn *c, json_t *req, const brig_agent_req *q, br
         return brig_agent_fail(err, e, "move %s to %s", from, to);
     }
     c->replied = true;
-    return brig_agent_send_json(c, json_pack("{s:s}", "type", "ok"), err);
+    return brig_agent_send_json(c, brig_agentproto_message(BRIG_REPLY_OK), err);
 }
 
 int brig_agent_mkdir(brig_agent_conn *c, json_t *req, const brig_agent_req *q, brig_error **err)
@@ -335,5 +344,5 @@ int brig_agent_mkdir(brig_agent_conn *c, json_t *req, const brig_agent_req *q, b
             return brig_agent_fail(err, errno, "chmod %s", path);
     }
     c->replied = true;
-    return brig_agent_send_json(c, json_pack("{s:s}", "type", "ok"), err);
+    return brig_agent_send_json(c, brig_agentproto_message(BRIG_REPLY_OK), err);
 }

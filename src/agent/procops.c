@@ -69,8 +69,7 @@ static json_t *get_one(brig_agent_conn *c, int32_t pid, brig_error **err)
         setsockopt(sp[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         brig_frame f = {0};
         if (brig_frame_read_json(sp[0], &f, BRIG_FRAME_CONTROL, &obj, NULL) == 0) {
-            const char *t = json_string_value(json_object_get(obj, "type"));
-            if (t == NULL || strcmp(t, "process") != 0) {
+            if (brig_agentproto_reply_type(obj) != BRIG_REPLY_PROCESS) {
                 json_decref(obj);
                 obj = NULL;
             } else {
@@ -107,6 +106,9 @@ int brig_agent_proc_list(brig_agent_conn *c, json_t *req, const brig_agent_req *
             json_array_append_new(list, obj);
     }
     c->replied = true;
-    return brig_agent_send_json(c, json_pack("{s:s, s:o}", "type", "processes", "processes", list),
+    return brig_agent_send_json(c,
+                                json_pack("{s:s, s:o}", "type",
+                                          brig_agentproto_reply_name(BRIG_REPLY_PROCESSES),
+                                          "processes", list),
                                 err);
 }

@@ -215,7 +215,8 @@ static json_t *exit_msg(const super *S)
 {
     int code, sig;
     exit_status(S, &code, &sig);
-    return json_pack("{s:s, s:i, s:o, s:b, s:I}", "type", "exit", "exit_code", code, "signal",
+    return json_pack("{s:s, s:i, s:o, s:b, s:I}", "type",
+                     brig_agentproto_reply_name(BRIG_REPLY_EXIT), "exit_code", code, "signal",
                      sig ? json_integer(sig) : json_null(), "timed_out", S->timed_out,
                      "duration_ms", (json_int_t)(S->t1 - S->ch->t0));
 }
@@ -253,7 +254,8 @@ static void stdin_answer(super *S, sconn *k)
 {
     if (k->kind != K_STDIN || k->replied || !k->in_ended || S->in_owner == k)
         return;
-    reply(k, json_pack("{s:s, s:I}", "type", "ok", "bytes", (json_int_t)k->in_written));
+    reply(k, json_pack("{s:s, s:I}", "type", brig_agentproto_reply_name(BRIG_REPLY_OK), "bytes",
+                       (json_int_t)k->in_written));
 }
 
 /* No more stdin: closes our end (on a pty, sends the terminal's EOF character instead: the
@@ -463,15 +465,15 @@ static void attach(super *S, int fd, const brig_proc_req *q)
     sconn *k = conn_add(S, fd, K_ONESHOT);
     switch (q->op) {
     case BRIG_OP_PROC_GET:
-        reply(k, proc_obj(S, "process"));
+        reply(k, proc_obj(S, brig_agentproto_reply_name(BRIG_REPLY_PROCESS)));
         break;
     case BRIG_OP_PROC_OUTPUT:
         k->kind = K_OUTPUT;
         k->follow = q->follow;
         k->rpos = S->ring.tail;
         k->end_pos = S->ring.head;
-        queue_json(k, json_pack("{s:s, s:I}", "type", "output", "dropped_bytes",
-                                (json_int_t)S->ring.tail));
+        queue_json(k, json_pack("{s:s, s:I}", "type", brig_agentproto_reply_name(BRIG_REPLY_OUTPUT),
+                                "dropped_bytes", (json_int_t)S->ring.tail));
         break;
     case BRIG_OP_PROC_STDIN:
         k->kind = K_STDIN;
@@ -493,7 +495,7 @@ static void attach(super *S, int fd, const brig_proc_req *q)
         S->stdin_close_pending = true;
         if (inq_pending(S) == 0)
             stdin_close(S);
-        reply(k, json_pack("{s:s}", "type", "ok"));
+        reply(k, brig_agentproto_message(BRIG_REPLY_OK));
         break;
     case BRIG_OP_PROC_SIGNAL:
         if (S->exited) {
@@ -505,7 +507,7 @@ static void attach(super *S, int fd, const brig_proc_req *q)
         } else {
             kill(-S->ch->pid, q->signal);
         }
-        reply(k, json_pack("{s:s}", "type", "ok"));
+        reply(k, brig_agentproto_message(BRIG_REPLY_OK));
         break;
     case BRIG_OP_PROC_WAIT:
         k->kind = K_WAIT;
@@ -525,7 +527,7 @@ static void attach(super *S, int fd, const brig_proc_req *q)
         if (ioctl(S->ch->out[1], TIOCSWINSZ, &ws) < 0)
             reply_code(k, "io", strerror(errno));
         else
-            reply(k, json_pack("{s:s}", "type", "ok"));
+            reply(k, brig_agentproto_message(BRIG_REPLY_OK));
         break;
     }
     default:
@@ -680,7 +682,8 @@ static void output_fill(super *S, sconn *k)
             if (!k->follow && to > k->end_pos)
                 to = k->end_pos;
             if (to > k->rpos)
-                queue_json(k, json_pack("{s:s, s:I}", "type", "dropped", "bytes",
+                queue_json(k, json_pack("{s:s, s:I}", "type",
+                                        brig_agentproto_reply_name(BRIG_REPLY_DROPPED), "bytes",
                                         (json_int_t)(to - k->rpos)));
             k->rpos = S->ring.tail;
         }
@@ -696,7 +699,8 @@ static void output_fill(super *S, sconn *k)
             continue;
         }
         if (!k->follow && k->rpos >= k->end_pos) {
-            reply(k, json_pack("{s:s, s:b}", "type", "end", "running", !S->exited));
+            reply(k, json_pack("{s:s, s:b}", "type", brig_agentproto_reply_name(BRIG_REPLY_END),
+                               "running", !S->exited));
         } else if (k->follow && S->exited && k->rpos >= S->ring.head) {
             queue_frame(k, BRIG_FRAME_DATA, BRIG_CHAN_STDOUT, NULL, 0);
             queue_frame(k, BRIG_FRAME_DATA, BRIG_CHAN_STDERR, NULL, 0);
@@ -715,7 +719,7 @@ static void conns_service(super *S, int64_t now)
             continue;
         if (k->kind == K_WAIT && !k->replied &&
             (S->exited || (k->deadline > 0 && now >= k->deadline)))
-            reply(k, proc_obj(S, "process"));
+            reply(k, proc_obj(S, brig_agentproto_reply_name(BRIG_REPLY_PROCESS)));
         if (k->kind == K_STDIN)
             stdin_answer(S, k);
         /* A follower is refilled as long as its socket takes everything. */
@@ -881,7 +885,8 @@ void brig_agent_supervise(brig_agent_conn *c, json_t *req, const brig_exec_spec 
     sconn *k = conn_add(&S, c->fd, K_ONESHOT);
     c->fd = -1;
     c->handed_off = true;
-    queue_json(k, json_pack("{s:s, s:I}", "type", "started", "pid", (json_int_t)ch->pid));
+    queue_json(k, json_pack("{s:s, s:I}", "type", brig_agentproto_reply_name(BRIG_REPLY_STARTED),
+                            "pid", (json_int_t)ch->pid));
     k->replied = s->background; /* a foreground client's answer is its `exit` */
     if (!s->background) {
         k->kind = K_PRIMARY;

@@ -275,8 +275,11 @@ int brig_agent_tar_extract(brig_agent_conn *c, json_t *req, const brig_agent_req
         return -1;
     }
     c->replied = true;
-    return brig_agent_send_json(
-        c, json_pack("{s:s, s:I}", "type", "ok", "bytes", (json_int_t)total), err);
+    return brig_agent_send_json(c,
+                                json_pack("{s:s, s:I}", "type",
+                                          brig_agentproto_reply_name(BRIG_REPLY_OK), "bytes",
+                                          (json_int_t)total),
+                                err);
 }
 
 int brig_agent_tar_create(brig_agent_conn *c, json_t *req, const brig_agent_req *q,
@@ -294,7 +297,7 @@ int brig_agent_tar_create(brig_agent_conn *c, json_t *req, const brig_agent_req 
     if (tar_start(&t, argv, false, err) < 0)
         return -1;
     c->replied = true;
-    if (brig_agent_send_json(c, json_pack("{s:s}", "type", "tar"), err) < 0) {
+    if (brig_agent_send_json(c, brig_agentproto_message(BRIG_REPLY_TAR), err) < 0) {
         tar_kill(&t);
         return -1;
     }
@@ -332,5 +335,5 @@ int brig_agent_tar_create(brig_agent_conn *c, json_t *req, const brig_agent_req 
         brig_agent_reply_error(c, *err);
         return -1;
     }
-    return brig_agent_send_json(c, json_pack("{s:s}", "type", "ok"), err);
+    return brig_agent_send_json(c, brig_agentproto_message(BRIG_REPLY_OK), err);
 }

@@ -1,7 +1,23 @@
 /*
- * agentc.h - brigd's side of the agent protocol (docs/protocol.md): one request
- * per connection, on an fd opened by the runtime driver (handshake done).
- * None of these functions closes the fd; the caller owns it.
+ * agentc.h - brigd's typed client of the agent protocol (docs/protocol.md): one call per
+ * operation, one request per connection, on an fd opened by the runtime driver (handshake
+ * done).  None of these functions closes the fd; the caller owns it.
+ *
+ * The requests are encoded by src/common/agentproto.c, which the agent's decoder shares: no
+ * caller packs an op or writes a frame.  The module is split by concern:
+ *
+ *   agentc.c  the core: agent errors, the next message, one request and its reply, the
+ *             streams of DATA sent to the agent (write_file, tar_extract, proc_stdin)
+ *   exec.c    exec: buffered, or started here and read by the caller (streamed)
+ *   files.c   files and the file-system operations (stat, list_dir, remove, move, mkdir, tar)
+ *   procs.c   the proc_* operations on processes started before
+ *
+ * Errors: an agent error message becomes -1 with *err of the matching kind (not_found is
+ * BRIG_E_NOT_FOUND, exists BRIG_E_CONFLICT, ...); a reply brigd cannot use is
+ * BRIG_E_PROTOCOL.
+ *
+ * Timeouts: a call waits for its answer as long as the connection's receive timeout allows
+ * (brig_agentc_set_timeout; the caller chooses it), unless its comment says it sets its own.
  */
 #ifndef BRIG_AGENTC_H
 #define BRIG_AGENTC_H
@@ -11,10 +27,39 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agentproto.h"
 #include "error.h"
 #include "frame.h"
 #include "util.h"
 
+/* ---- the core (agentc.c) ------------------------------------------------------------- */
+
+/* Sets the connection's receive timeout (0: none). */
+void brig_agentc_set_timeout(int fd, int64_t ms);
+
+/* Maps an agent {"type":"error"} message to *err (returns -1). */
+int brig_agentc_error(json_t *msg, brig_error **err);
+
+/* What the agent sent next on a streaming connection. */
+typedef enum {
+    BRIG_EV_DATA,    /* output bytes on chan (f->payload, f->hdr.len > 0) */
+    BRIG_EV_EOF,     /* the end of channel chan */
+    BRIG_EV_MESSAGE, /* a CONTROL message other than an error: *msg (caller frees) */
+} brig_agent_event;
+
+/* Reads the next frame into f (the caller's receive buffer, brig_frame_dispose): DATA is
+ * returned as is, CONTROL parsed into *msg; an agent error message becomes -1 with *err. */
+int brig_agentc_next(int fd, brig_frame *f, brig_agent_event *ev, json_t **msg, brig_error **err);
+
+/* Streams of DATA to the agent, after a *_begin below (write_file, tar_extract, proc_stdin):
+ * any number of chunks, then the end, which answers the bytes the agent took (*size may be
+ * NULL).  A failed write reports the agent's own error when it sent one. */
+int brig_agentc_write_chunk(int fd, const void *p, size_t n, brig_error **err);
+int brig_agentc_write_end(int fd, int64_t *size, brig_error **err);
+
+/* ---- exec (exec.c) --------------------------------------------------------------------- */
+
+/* An exec as brigd holds it (validated by api/validate.c), encoded as brig_exec_spec. */
 typedef struct brig_exec_req {
     json_t *argv;       /* array of strings, or NULL when cmd is used (borrowed) */
     const char *cmd;    /* shell command, or NULL */
@@ -54,14 +99,17 @@ typedef struct brig_exec_budget {
 /* Runs a command and collects its output, keeping at most `limit` bytes per
  * stream, and with a budget only what it grants (the rest is read and dropped,
  * so the command never blocks on us; the stream is marked truncated).  budget
- * may be NULL (no bound but the limit). */
+ * may be NULL (no bound but the limit).  A background exec returns at "started"
+ * (res->pid).  Sets its own timeout (brig_agentc_exec_start). */
 int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, const brig_exec_budget *budget,
                      brig_exec_result *res, brig_error **err);
 void brig_exec_result_dispose(brig_exec_result *res);
 
 /* Sends an exec request (and its stdin, from a helper thread so a command that
  * does not read stdin cannot deadlock us against its output); the replies are
- * then read with brig_agentc_next.  brig_agentc_exec_finish joins the thread. */
+ * then read with brig_agentc_next.  brig_agentc_exec_finish joins the thread.
+ * The receive timeout becomes the command's timeout plus 30 s (30 s for a
+ * background one or one without a timeout). */
 typedef struct brig_exec_call {
     int fd;
     pthread_t stdin_thread;
@@ -73,42 +121,64 @@ int brig_agentc_exec_start(brig_exec_call *call, int fd, const brig_exec_req *re
                            brig_error **err);
 void brig_agentc_exec_finish(brig_exec_call *call);
 
-/* What the agent sent next on a streaming connection. */
-typedef enum {
-    BRIG_EV_DATA,    /* output bytes on chan (f->payload, f->hdr.len > 0) */
-    BRIG_EV_EOF,     /* the end of channel chan */
-    BRIG_EV_MESSAGE, /* a CONTROL message other than an error: *msg (caller frees) */
-} brig_agent_event;
+/* ---- files (files.c) ------------------------------------------------------------------- */
 
-/* Reads the next frame: DATA is returned as is, CONTROL parsed into *msg; an
- * agent error message becomes -1 with *err of the matching kind. */
-int brig_agentc_next(int fd, brig_frame *f, brig_agent_event *ev, json_t **msg, brig_error **err);
+/* Paths are any bytes but NUL (one that is not UTF-8 travels as "<field>_b64"). */
 
-/* One request, one CONTROL reply (agent errors become *err). */
-int brig_agentc_call(int fd, json_t *req, json_t **reply, brig_error **err);
+/* stat: *entry is the agent's entry of path (docs/protocol.md, "File-system operations";
+ * caller frees). */
+int brig_agentc_stat(int fd, const char *path, json_t **entry, brig_error **err);
 
-/* Maps an agent {"type":"error"} message to *err (returns -1). */
-int brig_agentc_error(json_t *msg, brig_error **err);
+/* list_dir: *entries is the array of every entry of the directory, in name order (caller
+ * frees). */
+int brig_agentc_list_dir(int fd, const char *path, json_t **entries, brig_error **err);
 
-/* Sets the connection's receive timeout (0: none). */
-void brig_agentc_set_timeout(int fd, int64_t ms);
+int brig_agentc_remove(int fd, const char *path, bool recursive, brig_error **err);
+int brig_agentc_move(int fd, const char *from, const char *to, brig_error **err);
+/* mode: the permission bits, sent as given (no umask). */
+int brig_agentc_mkdir(int fd, const char *path, int mode, bool parents, brig_error **err);
 
-/* Sets req's path field `key` to path: a string, or "<key>_b64" (base64 of the
- * bytes) when path is not UTF-8, which a JSON string cannot hold
- * (docs/protocol.md, "File-system operations"). */
-void brig_agentc_set_path(json_t *req, const char *key, const char *path);
-
-/* Streaming file write: begin, any number of chunks, end (returns the size). */
+/* Streaming file write: begin (mode < 0: the agent's default), then brig_agentc_write_chunk
+ * and _end, which answers the file's size.  Sets a 5-minute timeout. */
 int brig_agentc_write_begin(int fd, const char *path, int mode, brig_error **err);
-/* Same, for another op that streams DATA in (tar_extract, proc_stdin): req is
- * sent as is. */
-int brig_agentc_stream_begin(int fd, json_t *req, brig_error **err);
-int brig_agentc_write_chunk(int fd, const void *p, size_t n, brig_error **err);
-int brig_agentc_write_end(int fd, int64_t *size, brig_error **err);
 
-/* Streaming file read: begin answers size and mode, then chunks until EOF. */
+/* Streaming tar extraction into the directory path: begin, then brig_agentc_write_chunk and
+ * _end, which answers the bytes received.  Sets a 5-minute timeout. */
+int brig_agentc_tar_extract_begin(int fd, const char *path, brig_error **err);
+
+/* Streaming file read: begin answers size and mode, then chunks until the end.  Sets a
+ * 5-minute timeout. */
 int brig_agentc_read_begin(int fd, const char *path, int64_t *size, int *mode, brig_error **err);
-/* Returns 1 with data in f->payload[0..f->hdr.len), 0 at the end, -1 on error. */
+/* Returns 1 with data in f->payload[0..f->hdr.len), 0 at the end, -1 on error.  f is the
+ * caller's receive buffer (brig_frame_dispose). */
 int brig_agentc_read_chunk(int fd, brig_frame *f, brig_error **err);
+
+/* Streaming tar of the directory path: begin, then brig_agentc_read_chunk until 0, then
+ * _end, which reads whether tar succeeded.  Sets a 5-minute timeout. */
+int brig_agentc_tar_create_begin(int fd, const char *path, brig_error **err);
+int brig_agentc_tar_create_end(int fd, brig_frame *f, brig_error **err);
+
+/* ---- processes (procs.c) --------------------------------------------------------------- */
+
+/* Process objects are the agent's (docs/protocol.md, "A process object"; times in ms since
+ * the epoch); the caller frees them. */
+
+/* *procs: the array of every process the agent keeps, oldest first. */
+int brig_agentc_proc_list(int fd, json_t **procs, brig_error **err);
+int brig_agentc_proc_get(int fd, int pid, json_t **proc, brig_error **err);
+/* Waits until the process has exited or timeout_ms (0: no limit) elapsed, and answers its
+ * object.  Sets the receive timeout to timeout_ms + 30 s (none for 0). */
+int brig_agentc_proc_wait(int fd, int pid, int64_t timeout_ms, json_t **proc, brig_error **err);
+int brig_agentc_proc_signal(int fd, int pid, int sig, brig_error **err);
+int brig_agentc_proc_resize(int fd, int pid, int cols, int rows, brig_error **err);
+int brig_agentc_proc_stdin_close(int fd, int pid, brig_error **err);
+
+/* Streaming stdin of a process: begin, then brig_agentc_write_chunk and _end, which answers
+ * the bytes written to the command's stdin.  Sets a 5-minute timeout. */
+int brig_agentc_proc_stdin_begin(int fd, int pid, brig_error **err);
+
+/* Asks for a process's output (with follow: until it exits); the messages and output are
+ * then read with brig_agentc_next.  Sets a 30-second timeout. */
+int brig_agentc_proc_output(int fd, int pid, bool follow, brig_error **err);
 
 #endif

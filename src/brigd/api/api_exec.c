@@ -77,7 +77,6 @@ static output_hold *hold_take(brig_req *r)
 static json_t *proc_json(json_t *p)
 {
     json_t *o = json_deep_copy(p);
-    json_object_del(o, "type");
     json_object_set_new(o, "started_at", api_time(json_object_get(p, "started_at")));
     json_object_set_new(o, "ended_at", api_time(json_object_get(p, "ended_at")));
     return o;
@@ -112,11 +111,11 @@ static void start_stream(brig_req *r, brig_stream *s)
         brig_http_error(r, err);
         return;
     }
-    const char *t = json_string_value(json_object_get(msg, "type"));
-    if (t && strcmp(t, "started") == 0)
+    brig_agent_reply t = brig_agentproto_reply_type(msg);
+    if (t == BRIG_REPLY_STARTED)
         brig_ndjson_line(
             &s->line, json_pack("{s:s, s:O}", "type", "start", "pid", json_object_get(msg, "pid")));
-    else if (t && strcmp(t, "output") == 0)
+    else if (t == BRIG_REPLY_OUTPUT)
         brig_ndjson_line(&s->line, json_deep_copy(msg));
     json_decref(msg);
     /* From here on only poll() waits, so no receive timeout on the agent. */
@@ -161,10 +160,9 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
     }
     brig_exec_result_dispose(&res);
     /* Answer with the whole process object; it exists from "started" on. */
-    json_t *reply = NULL, *get = json_pack("{s:s, s:i}", "op", "proc_get", "pid", res.pid);
+    json_t *reply = NULL;
     int fd2 = brig_sandbox_connect(r->d, sb, &err);
-    int ok = fd2 >= 0 && brig_agentc_call(fd2, get, &reply, &err) == 0;
-    json_decref(get);
+    int ok = fd2 >= 0 && brig_agentc_proc_get(fd2, res.pid, &reply, &err) == 0;
     if (ok) {
         brig_http_json(r, 202, proc_json(reply));
     } else {
@@ -271,27 +269,33 @@ static int path_pid(brig_req *r)
     return (int)pid;
 }
 
-static json_t *conv_list(json_t *reply)
-{
-    json_t *out = json_array();
-    size_t i;
-    json_t *p;
-    json_array_foreach(json_object_get(reply, "processes"), i, p)
-        json_array_append_new(out, proc_json(p));
-    return json_pack("{s:o}", "processes", out);
-}
-
 void api_proc_list(brig_req *r)
 {
-    api_simple_call(r, json_pack("{s:s}", "op", "proc_list"), conv_list, 200, 30000);
+    api_call c;
+    if (api_call_open(r, &c, API_CALL_MS) < 0)
+        return;
+    json_t *procs = NULL, *out = NULL;
+    int rc = brig_agentc_proc_list(c.fd, &procs, &c.err);
+    if (rc == 0) {
+        json_t *list = json_array();
+        for (size_t i = 0; i < json_array_size(procs); i++)
+            json_array_append_new(list, proc_json(json_array_get(procs, i)));
+        out = json_pack("{s:o}", "processes", list);
+    }
+    json_decref(procs);
+    api_call_answer(r, &c, rc, 200, out);
 }
 
 void api_proc_get(brig_req *r)
 {
+    api_call c;
     int pid = path_pid(r);
-    if (pid > 0)
-        api_simple_call(r, json_pack("{s:s, s:i}", "op", "proc_get", "pid", pid), proc_json, 200,
-                        30000);
+    if (pid < 0 || api_call_open(r, &c, API_CALL_MS) < 0)
+        return;
+    json_t *proc = NULL;
+    int rc = brig_agentc_proc_get(c.fd, pid, &proc, &c.err);
+    api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : proc_json(proc));
+    json_decref(proc);
 }
 
 void api_proc_output(brig_req *r)
@@ -320,24 +324,22 @@ void api_proc_output(brig_req *r)
     s->fd = fd;
     s->client_fd = -1;
     brig_stream_redact(s, red);
-    json_t *req = json_pack("{s:s, s:i, s:b}", "op", "proc_output", "pid", pid, "follow", follow);
-    int rc = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, req, &err);
-    json_decref(req);
-    if (rc < 0) {
+    if (brig_agentc_proc_output(fd, pid, follow, &err) < 0) {
         brig_stream_free(s);
         brig_http_error(r, err);
         return;
     }
-    brig_agentc_set_timeout(fd, 30000);
     start_stream(r, s);
 }
 
 void api_proc_stdin_close(brig_req *r)
 {
+    api_call c;
     int pid = path_pid(r);
-    if (pid > 0)
-        api_simple_call(r, json_pack("{s:s, s:i}", "op", "proc_stdin_close", "pid", pid), NULL, 204,
-                        30000);
+    if (pid < 0 || api_call_open(r, &c, API_CALL_MS) < 0)
+        return;
+    int rc = brig_agentc_proc_stdin_close(c.fd, pid, &c.err);
+    api_call_answer(r, &c, rc, 204, NULL);
 }
 
 /* "SIGTERM", "TERM", "term" or "15". */
@@ -387,8 +389,11 @@ void api_proc_signal(brig_req *r)
                        "'signal' must be a signal name (\"SIGTERM\", \"KILL\") or number 1..64");
         return;
     }
-    api_simple_call(r, json_pack("{s:s, s:i, s:i}", "op", "proc_signal", "pid", pid, "signal", sig),
-                    NULL, 204, 30000);
+    api_call c;
+    if (api_call_open(r, &c, API_CALL_MS) < 0)
+        return;
+    int rc = brig_agentc_proc_signal(c.fd, pid, sig, &c.err);
+    api_call_answer(r, &c, rc, 204, NULL);
 }
 
 void api_proc_wait(brig_req *r)
@@ -410,11 +415,13 @@ void api_proc_wait(brig_req *r)
                        (long long)(r->d->cfg.exec_timeout_max_ms / 1000));
         return;
     }
-    int64_t ms = (int64_t)(secs * 1000);
-    api_simple_call(
-        r,
-        json_pack("{s:s, s:i, s:I}", "op", "proc_wait", "pid", pid, "timeout_ms", (json_int_t)ms),
-        proc_json, 200, ms ? ms + 30000 : 0);
+    api_call c;
+    if (api_call_open(r, &c, 0) < 0) /* proc_wait sets the timeout of its wait */
+        return;
+    json_t *proc = NULL;
+    int rc = brig_agentc_proc_wait(c.fd, pid, (int64_t)(secs * 1000), &proc, &c.err);
+    api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : proc_json(proc));
+    json_decref(proc);
 }
 
 void api_proc_resize(brig_req *r)
@@ -426,17 +433,18 @@ void api_proc_resize(brig_req *r)
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
-    json_t *c = json_object_get(body, "cols"), *rw = json_object_get(body, "rows");
-    json_int_t cols = json_integer_value(c), rows = json_integer_value(rw);
-    int bad = !json_is_integer(c) || !json_is_integer(rw) || cols < 1 || cols > 1000 || rows < 1 ||
+    json_t *jc = json_object_get(body, "cols"), *jr = json_object_get(body, "rows");
+    json_int_t cols = json_integer_value(jc), rows = json_integer_value(jr);
+    int bad = !json_is_integer(jc) || !json_is_integer(jr) || cols < 1 || cols > 1000 || rows < 1 ||
               rows > 1000;
     json_decref(body);
     if (bad) {
         brig_http_fail(r, BRIG_E_INVALID, "'cols' and 'rows' must be integers in 1..1000");
         return;
     }
-    api_simple_call(r,
-                    json_pack("{s:s, s:i, s:I, s:I}", "op", "proc_resize", "pid", pid, "cols", cols,
-                              "rows", rows),
-                    NULL, 204, 30000);
+    api_call c;
+    if (api_call_open(r, &c, API_CALL_MS) < 0)
+        return;
+    int rc = brig_agentc_proc_resize(c.fd, pid, (int)cols, (int)rows, &c.err);
+    api_call_answer(r, &c, rc, 204, NULL);
 }

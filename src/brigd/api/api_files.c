@@ -5,7 +5,7 @@
  *
  * Paths: a query argument is percent-decoded into raw bytes, so any name can be
  * addressed; one that is not UTF-8 travels to the agent as "path_b64"
- * (brig_agentc_set_path), and entries with such names carry "name_b64".
+ * (agentproto.c encodes it), and entries with such names carry "name_b64".
  *
  * What comes out of a sandbox with secrets passes its redactor (redact.h):
  * listings and stat like output, downloads (files and tar streams) with masks
@@ -93,14 +93,6 @@ static json_t *entry_json(json_t *e)
     return o;
 }
 
-/* A request for path (any bytes) as the agent takes it. */
-static json_t *path_op(const char *op, const char *path)
-{
-    json_t *req = json_pack("{s:s}", "op", op);
-    brig_agentc_set_path(req, "path", path);
-    return req;
-}
-
 /* Opens the agent of the request's sandbox and its redactor (*red: NULL when it
  * has no secrets); replies with the error itself on failure. */
 static int open_redacted(brig_req *r, brig_sandbox **sb, brig_redactor **red)
@@ -126,22 +118,20 @@ static void stat_path(brig_req *r, const char *path)
     int fd = open_redacted(r, &sb, &red);
     if (fd < 0)
         return;
-    brig_agentc_set_timeout(fd, 30000);
-    json_t *req = path_op("stat", path), *reply = NULL;
+    brig_agentc_set_timeout(fd, API_CALL_MS);
+    json_t *entry = NULL;
     brig_error *err = NULL;
-    int rc = brig_agentc_call(fd, req, &reply, &err);
-    json_decref(req);
+    int rc = brig_agentc_stat(fd, path, &entry, &err);
     close(fd);
     brig_sandbox_put(r->d, sb);
     if (rc < 0) {
         brig_http_error(r, err);
     } else {
-        json_t *e = json_object_get(reply, "entry");
-        json_t *out = entry_json(e ? e : reply);
+        json_t *out = entry_json(entry);
         brig_redact_json(red, out);
         brig_http_json(r, 200, out);
     }
-    json_decref(reply);
+    json_decref(entry);
     brig_redactor_free(red);
 }
 
@@ -171,23 +161,21 @@ static void upload_free(brig_req *r)
     r->stream = NULL;
 }
 
-/* Opens the upload: size check, sandbox, agent, request.  Takes op. */
-static void upload_open(brig_req *r, json_t *op, enum upload_kind kind)
+/* Opens the upload: size check, sandbox, agent, then the request: the file at path (mode < 0:
+ * the default), the directory to extract into, or the process pid's stdin. */
+static void upload_open(brig_req *r, enum upload_kind kind, const char *path, int mode, int pid)
 {
     int64_t limit = kind == UP_STDIN ? 0 : r->d->cfg.max_file_bytes;
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
     if (limit && cl && strtoll(cl, NULL, 10) > limit) {
-        json_decref(op);
         brig_http_fail(r, BRIG_E_TOO_LARGE, "upload of %s bytes exceeds the limit of %lld bytes",
                        cl, (long long)limit);
         return;
     }
     brig_sandbox *sb = NULL;
     int fd = api_open_agent(r, &sb);
-    if (fd < 0) {
-        json_decref(op);
+    if (fd < 0)
         return;
-    }
     upload *u = brig_xcalloc(1, sizeof(*u));
     u->d = r->d;
     u->sb = sb;
@@ -196,8 +184,12 @@ static void upload_open(brig_req *r, json_t *op, enum upload_kind kind)
     u->limit = limit;
     r->stream = u;
     r->stream_free = upload_free;
-    brig_agentc_stream_begin(fd, op, &u->err);
-    json_decref(op);
+    if (kind == UP_FILE)
+        brig_agentc_write_begin(fd, path, mode, &u->err);
+    else if (kind == UP_TAR)
+        brig_agentc_tar_extract_begin(fd, path, &u->err);
+    else
+        brig_agentc_proc_stdin_begin(fd, pid, &u->err);
 }
 
 void api_upload_body(brig_req *r, const char *data, size_t n)
@@ -242,18 +234,13 @@ void api_files_put_begin(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    json_t *op = path_op("write_file", path);
     const char *m = brig_http_query(r, "mode");
-    if (m) {
-        int mode;
-        if (parse_mode(NULL, m, &mode) < 0) {
-            json_decref(op);
-            brig_http_fail(r, BRIG_E_INVALID, "'mode' must be octal permission bits (e.g. 0755)");
-            return;
-        }
-        json_object_set_new(op, "mode", json_integer(mode));
+    int mode = -1;
+    if (m && parse_mode(NULL, m, &mode) < 0) {
+        brig_http_fail(r, BRIG_E_INVALID, "'mode' must be octal permission bits (e.g. 0755)");
+        return;
     }
-    upload_open(r, op, UP_FILE);
+    upload_open(r, UP_FILE, path, mode, 0);
 }
 
 void api_tar_put_begin(brig_req *r)
@@ -264,7 +251,7 @@ void api_tar_put_begin(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    upload_open(r, path_op("tar_extract", path), UP_TAR);
+    upload_open(r, UP_TAR, path, -1, 0);
 }
 
 void api_proc_stdin_begin(brig_req *r)
@@ -275,7 +262,7 @@ void api_proc_stdin_begin(brig_req *r)
         brig_http_fail(r, BRIG_E_NOT_FOUND, "no process '%.20s'", r->params[1]);
         return;
     }
-    upload_open(r, json_pack("{s:s, s:i}", "op", "proc_stdin", "pid", (int)pid), UP_STDIN);
+    upload_open(r, UP_STDIN, NULL, -1, (int)pid);
 }
 
 /* ---- downloads ------------------------------------------------------------------ */
@@ -324,13 +311,7 @@ static int download_more(download *dl)
     }
     if (r == 0 && dl->tar) {
         /* tar ran to its end: did it succeed? */
-        json_t *msg = NULL;
-        brig_agent_event ev;
-        if (brig_agentc_next(dl->fd, &dl->frame, &ev, &msg, &err) == 0 && ev == BRIG_EV_MESSAGE)
-            r = 1;
-        else
-            r = -1;
-        json_decref(msg);
+        r = brig_agentc_tar_create_end(dl->fd, &dl->frame, &err) == 0 ? 1 : -1;
     } else if (r == 0) {
         r = dl->got == dl->size ? 1 : -1;
     }
@@ -398,44 +379,21 @@ static void list_dir(brig_req *r, const char *path)
     if (fd < 0)
         return;
     brig_error *err = NULL;
-    json_t *req = path_op("list_dir", path);
-    json_t *entries = json_array();
-    brig_frame f = {0};
-    int rc = brig_frame_write_json(fd, BRIG_FRAME_CONTROL, req, &err);
-    json_decref(req);
-    brig_agentc_set_timeout(fd, 60000);
-    while (rc == 0) {
-        brig_agent_event ev;
-        json_t *msg = NULL;
-        rc = brig_agentc_next(fd, &f, &ev, &msg, &err);
-        if (rc < 0)
-            break;
-        const char *t = json_string_value(json_object_get(msg, "type"));
-        if (ev != BRIG_EV_MESSAGE || t == NULL) {
-            json_decref(msg);
-            rc = brig_error_set(&err, BRIG_E_PROTOCOL, 0, "unexpected agent reply to list_dir");
-            break;
-        }
-        if (strcmp(t, "end") == 0) {
-            json_decref(msg);
-            break;
-        }
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(msg, "entries"), i, e)
-            json_array_append_new(entries, entry_json(e));
-        json_decref(msg);
-    }
-    brig_frame_dispose(&f);
+    json_t *entries = NULL;
+    brig_agentc_set_timeout(fd, 60000); /* a big directory */
+    int rc = brig_agentc_list_dir(fd, path, &entries, &err);
     close(fd);
     brig_sandbox_put(r->d, sb);
     if (rc < 0) {
-        json_decref(entries);
         brig_http_error(r, err);
     } else {
-        brig_redact_json(red, entries); /* names are the sandbox's text too */
-        brig_http_json(r, 200, json_pack("{s:o}", "entries", entries));
+        json_t *out = json_array();
+        for (size_t i = 0; i < json_array_size(entries); i++)
+            json_array_append_new(out, entry_json(json_array_get(entries, i)));
+        brig_redact_json(red, out); /* names are the sandbox's text too */
+        brig_http_json(r, 200, json_pack("{s:o}", "entries", out));
     }
+    json_decref(entries);
     brig_redactor_free(red);
 }
 
@@ -485,17 +443,11 @@ void api_tar_get(brig_req *r)
     if (dl == NULL)
         return;
     dl->tar = true;
-    json_t *req = path_op("tar_create", path);
-    json_t *reply = NULL;
-    brig_agentc_set_timeout(dl->fd, 300000);
-    if (brig_agentc_call(dl->fd, req, &reply, &err) < 0) {
-        json_decref(req);
+    if (brig_agentc_tar_create_begin(dl->fd, path, &err) < 0) {
         download_free(dl);
         brig_http_error(r, err);
         return;
     }
-    json_decref(req);
-    json_decref(reply);
     brig_http_response(r, 200, download_response(dl, MHD_SIZE_UNKNOWN, "application/x-tar"));
 }
 
@@ -509,9 +461,11 @@ void api_files_delete(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    json_t *req = path_op("remove", path);
-    json_object_set_new(req, "recursive", json_boolean(query_flag(r, "recursive")));
-    api_simple_call(r, req, NULL, 204, 300000);
+    api_call c;
+    if (api_call_open(r, &c, 300000 /* a big tree */) < 0)
+        return;
+    int rc = brig_agentc_remove(c.fd, path, query_flag(r, "recursive"), &c.err);
+    api_call_answer(r, &c, rc, 204, NULL);
 }
 
 void api_files_move(brig_req *r)
@@ -527,15 +481,12 @@ void api_files_move(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    api_simple_call(r, json_pack("{s:s, s:s, s:s}", "op", "move", "from", from, "to", to), NULL,
-                    204, 60000);
+    api_call c;
+    if (api_call_open(r, &c, 60000) == 0) {
+        int rc = brig_agentc_move(c.fd, from, to, &c.err);
+        api_call_answer(r, &c, rc, 204, NULL);
+    }
     json_decref(body);
-}
-
-static json_t *conv_created(json_t *reply)
-{
-    (void)reply;
-    return json_object();
 }
 
 void api_files_mkdir(brig_req *r)
@@ -557,9 +508,10 @@ void api_files_mkdir(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    api_simple_call(r,
-                    json_pack("{s:s, s:s, s:i, s:b}", "op", "mkdir", "path", path, "mode", mode,
-                              "parents", json_is_true(parents)),
-                    conv_created, 201, 30000);
+    api_call c;
+    if (api_call_open(r, &c, API_CALL_MS) == 0) {
+        int rc = brig_agentc_mkdir(c.fd, path, mode, json_is_true(parents), &c.err);
+        api_call_answer(r, &c, rc, 201, rc < 0 ? NULL : json_object());
+    }
     json_decref(body);
 }

@@ -1,30 +1,11 @@
 /*
- * handlers.h - what the REST handler files (routes.c, api_exec.c, api_files.c, api_accounts.c)
- * share.  Not a public interface.
+ * handlers.h - the REST handlers of api_exec.c, api_files.c and api_accounts.c, which the
+ * route table (routes.c) names; what they all use is in handler.h.  Not a public interface.
  */
 #ifndef BRIG_HANDLERS_H
 #define BRIG_HANDLERS_H
 
-#include "agentc/agentc.h"
-#include "http.h"
-#include "sandbox/sandbox.h"
-
-/* Borrows the request's sandbox ({id}) and opens an agent connection to it.
- * On failure replies (404, 503…) and returns -1; on success the caller owns
- * *sb (brig_sandbox_put) and the fd. */
-int api_open_agent(brig_req *r, brig_sandbox **sb);
-
-/* Borrows the sandbox, sends req, replies with the agent's answer passed
- * through conv (NULL: 204 on success) or with the error.  Takes req. */
-void api_simple_call(brig_req *r, json_t *req, json_t *(*conv)(json_t *reply), unsigned status,
-                     int64_t timeout_ms);
-
-/* Parses the buffered body as a JSON object with only these fields; replies
- * 400 and returns NULL on failure. */
-json_t *api_body(brig_req *r, const char *const *fields);
-
-/* "2026-12-01T10:00:00.123Z" from ms since the epoch (JSON null for null). */
-json_t *api_time(json_t *ms);
+#include "handler.h"
 
 /* Handlers. */
 void api_exec(brig_req *r);

@@ -1,7 +1,9 @@
 /*
- * routes.c - REST handlers.  Each validates its input completely before touching a
- * sandbox, answers errors as {"error":{"code","message"}} with the right status,
- * and never holds brigd's lock while talking to a sandbox.
+ * routes.c - the route table, and the REST handlers of health, sandboxes and templates (the
+ * others are in api_exec.c, api_files.c and api_accounts.c; what they all use in handler.c).
+ * Each validates its input completely before touching a sandbox, answers errors as
+ * {"error":{"code","message"}} with the right status, and never holds brigd's lock while
+ * talking to a sandbox.
  */
 #include "routes.h"
 
@@ -9,7 +11,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "handlers.h"
 #include "account/billing.h"
@@ -208,71 +209,6 @@ static void h_template_build(brig_req *r)
     }
     brig_http_json(r, 200, brig_template_json(&t));
     brig_template_dispose(&t);
-}
-
-/* ---- shared helpers --------------------------------------------------------- */
-
-int api_open_agent(brig_req *r, brig_sandbox **sb)
-{
-    brig_error *err = NULL;
-    if (brig_sandbox_get(r->d, &r->caller, r->params[0], sb, &err) < 0) {
-        brig_http_error(r, err);
-        return -1;
-    }
-    int fd = brig_sandbox_connect(r->d, *sb, &err);
-    if (fd < 0) {
-        brig_sandbox_put(r->d, *sb);
-        *sb = NULL;
-        brig_http_error(r, err);
-    }
-    return fd;
-}
-
-void api_simple_call(brig_req *r, json_t *req, json_t *(*conv)(json_t *reply), unsigned status,
-                     int64_t timeout_ms)
-{
-    brig_sandbox *sb = NULL;
-    int fd = api_open_agent(r, &sb);
-    if (fd < 0) {
-        json_decref(req);
-        return;
-    }
-    brig_agentc_set_timeout(fd, timeout_ms);
-    json_t *reply = NULL;
-    brig_error *err = NULL;
-    int rc = brig_agentc_call(fd, req, &reply, &err);
-    json_decref(req);
-    close(fd);
-    brig_sandbox_put(r->d, sb);
-    if (rc < 0)
-        brig_http_error(r, err);
-    else if (conv)
-        brig_http_json(r, status, conv(reply));
-    else
-        brig_http_empty(r, status);
-    json_decref(reply);
-}
-
-json_t *api_body(brig_req *r, const char *const *fields)
-{
-    json_t *body = NULL;
-    brig_error *err = NULL;
-    if (brig_http_body_json(r, &body, &err) < 0 ||
-        brig_request_only_fields(body, fields, &err) < 0) {
-        json_decref(body);
-        brig_http_error(r, err);
-        return NULL;
-    }
-    return body;
-}
-
-json_t *api_time(json_t *ms)
-{
-    if (!json_is_integer(ms))
-        return json_null();
-    char buf[32];
-    brig_format_time(json_integer_value(ms), buf);
-    return json_string(buf);
 }
 
 const brig_route brig_api_routes[] = {

@@ -87,12 +87,11 @@ void brig_ndjson_eof(brig_ndjson *nj, int chan, brig_buf *out)
 /* Turns one agent CONTROL message into an event; sets s->done on a final one. */
 static void translate(brig_stream *s, json_t *msg)
 {
-    const char *t = json_string_value(json_object_get(msg, "type"));
-    t = t ? t : "";
-    if (strcmp(t, "started") == 0) {
+    brig_agent_reply t = brig_agentproto_reply_type(msg);
+    if (t == BRIG_REPLY_STARTED) {
         brig_ndjson_line(
             &s->line, json_pack("{s:s, s:O}", "type", "start", "pid", json_object_get(msg, "pid")));
-    } else if (strcmp(t, "exit") == 0) {
+    } else if (t == BRIG_REPLY_EXIT) {
         json_t *sig = json_object_get(msg, "signal");
         brig_ndjson_line(&s->line, json_pack("{s:s, s:O, s:O, s:b, s:O}", "type", "exit",
                                              "exit_code", json_object_get(msg, "exit_code"),
@@ -100,9 +99,9 @@ static void translate(brig_stream *s, json_t *msg)
                                              json_is_true(json_object_get(msg, "timed_out")),
                                              "duration_ms", json_object_get(msg, "duration_ms")));
         s->done = true;
-    } else if (strcmp(t, "output") == 0 || strcmp(t, "dropped") == 0) {
+    } else if (t == BRIG_REPLY_OUTPUT || t == BRIG_REPLY_DROPPED) {
         brig_ndjson_line(&s->line, json_deep_copy(msg));
-    } else if (strcmp(t, "end") == 0) {
+    } else if (t == BRIG_REPLY_END) {
         brig_ndjson_line(&s->line, json_deep_copy(msg));
         s->done = true;
     }

@@ -68,18 +68,16 @@ static bool has_running_process(probe *p)
     if (!stopping)
         p->fd = fd; /* shutdown may cut it */
     pthread_mutex_unlock(&ps->lock);
-    json_t *req = json_pack("{s:s}", "op", "proc_list"), *reply = NULL;
+    json_t *procs = NULL;
     brig_agentc_set_timeout(fd, PROBE_TIMEOUT_MS);
     bool running = false;
-    if (!stopping && brig_agentc_call(fd, req, &reply, &err) == 0) {
+    if (!stopping && brig_agentc_proc_list(fd, &procs, &err) == 0) {
         size_t i;
         json_t *pr;
-        json_array_foreach(json_object_get(reply, "processes"), i, pr) running |=
-            json_is_true(json_object_get(pr, "running"));
+        json_array_foreach(procs, i, pr) running |= json_is_true(json_object_get(pr, "running"));
     }
     brig_error_clear(&err);
-    json_decref(req);
-    json_decref(reply);
+    json_decref(procs);
     pthread_mutex_lock(&ps->lock);
     p->fd = -1;
     pthread_mutex_unlock(&ps->lock);
