@@ -41,7 +41,7 @@ static void h_healthz(brig_req *r)
         (json_int_t)in_use.mem_mib, "memory_mib_capacity",
         budget_json(r->d->admission.mem_capacity), "disk_mib_used", (json_int_t)in_use.disk_mib,
         "disk_mib_capacity", budget_json(r->d->admission.disk_capacity), "queued",
-        (json_int_t)queued, "network", r->d->net != NULL, "warm_pool", brig_pool_stats(r->d));
+        (json_int_t)queued, "network", brig_net_enabled(r->d->net), "warm_pool", brig_pool_stats(r->d));
     brig_http_json(r, 200, j);
 }
 
