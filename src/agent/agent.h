@@ -8,7 +8,8 @@
  *   ctl.c       the control channel between PID 1 and each handler (messages, fd passing)
  *   conn.c      one connection's handler process: handshake, request, dispatch, replies
  *   exec.c      the `exec` operation: user, environment, spawning the command (pipes or pty)
- *   super.c     the supervisor of one process: output buffer, clients, stdin, timeout, exit
+ *   super.c     the supervisor of one process: its poll loop (super_internal.h lists its
+ *               parts: super_ctl.c, super_client.c, super_proc.c, super_conn.c)
  *   ring.c      a process's output buffer
  *   procops.c   the handler's half of the proc_* operations (routing, proc_list)
  *   files.c     write_file and read_file

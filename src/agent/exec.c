@@ -217,40 +217,61 @@ static bool stdin_kept(const brig_exec_spec *s)
     return s->want_stdin;
 }
 
+/* The descriptors of one spawn, -1 when not open: the command's ends are named in the plan,
+ * ours go to the child record; whatever is left is closed at the end (spawn_fds_close). */
+typedef struct spawn_fds {
+    int outp[2], errp[2], inp[2]; /* stdout, stderr, stdin pipes */
+    int rep[2];                   /* the child's report of a failure before execve */
+    int master, slave;            /* the pty */
+    int null;                     /* /dev/null as stdin */
+} spawn_fds;
+
+static void spawn_fds_close(spawn_fds *f)
+{
+    int *all[] = {&f->outp[0], &f->outp[1], &f->errp[0], &f->errp[1], &f->inp[0], &f->inp[1],
+                  &f->rep[0],  &f->rep[1],  &f->master,  &f->slave,   &f->null};
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(all); i++)
+        close_fd(all[i]);
+}
+
+/* Opens the report pipe and the command's stdin, stdout and stderr (a pty, or pipes and
+ * /dev/null when it gets no stdin), naming the command's ends in p. */
+static int spawn_fds_open(const brig_exec_spec *s, spawn_plan *p, spawn_fds *f, brig_error **err)
+{
+    if (pipe2(f->rep, O_CLOEXEC) < 0)
+        return brig_error_sys(err, "pipe");
+    if (s->pty) {
+        if (pty_open(s, &f->master, &f->slave, err) < 0)
+            return -1;
+        p->in = p->out = p->err = p->tty = f->slave;
+        return 0;
+    }
+    if (pipe_ours(f->outp, 0, err) < 0 || pipe_ours(f->errp, 0, err) < 0)
+        return -1;
+    p->out = f->outp[1];
+    p->err = f->errp[1];
+    p->tty = -1;
+    if (stdin_kept(s)) {
+        if (pipe_ours(f->inp, 1, err) < 0)
+            return -1;
+        p->in = f->inp[0];
+        return 0;
+    }
+    if ((f->null = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+        return brig_error_sys(err, "open /dev/null");
+    p->in = f->null;
+    return 0;
+}
+
 /* Forks the command.  On success ch describes it (it runs, or failed to execve, which the
  * supervisor reports as exit 126/127); a failure before execve is an error and the child is
  * reaped. */
 static int spawn(const brig_exec_spec *s, spawn_plan *p, brig_child *ch, brig_error **err)
 {
-    int outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1}, rep[2] = {-1, -1};
-    int master = -1, slave = -1, null = -1;
+    spawn_fds f = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, -1, -1, -1};
     int ret = -1;
-    if (pipe2(rep, O_CLOEXEC) < 0) {
-        brig_error_sys(err, "pipe");
+    if (spawn_fds_open(s, p, &f, err) < 0)
         goto out;
-    }
-    if (s->pty) {
-        if (pty_open(s, &master, &slave, err) < 0)
-            goto out;
-        p->in = p->out = p->err = p->tty = slave;
-    } else {
-        if (pipe_ours(outp, 0, err) < 0 || pipe_ours(errp, 0, err) < 0)
-            goto out;
-        p->out = outp[1];
-        p->err = errp[1];
-        p->tty = -1;
-        if (stdin_kept(s)) {
-            if (pipe_ours(inp, 1, err) < 0)
-                goto out;
-            p->in = inp[0];
-        } else {
-            if ((null = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-                brig_error_sys(err, "open /dev/null");
-                goto out;
-            }
-            p->in = null;
-        }
-    }
     ch->t0 = brig_now_mono_ms();
     ch->started_at = brig_now_real_ms();
     pid_t pid = fork();
@@ -259,10 +280,10 @@ static int spawn(const brig_exec_spec *s, spawn_plan *p, brig_child *ch, brig_er
         goto out;
     }
     if (pid == 0)
-        child_run(p, rep[1]);
-    close_fd(&rep[1]);
+        child_run(p, f.rep[1]);
+    close_fd(&f.rep[1]);
     child_report cr;
-    ssize_t got = brig_read_full(rep[0], &cr, sizeof(cr));
+    ssize_t got = brig_read_full(f.rep[0], &cr, sizeof(cr));
     if (got == (ssize_t)sizeof(cr)) {
         waitpid(pid, NULL, 0);
         if (cr.stage == STAGE_CWD)
@@ -276,35 +297,25 @@ static int spawn(const brig_exec_spec *s, spawn_plan *p, brig_child *ch, brig_er
     ch->pid = pid;
     ch->pty = s->pty;
     if (s->pty) {
-        ch->out[1] = master;
+        ch->out[1] = f.master;
         ch->out[2] = -1;
         /* Always a writer to the terminal: without stdin the supervisor sends it EOF. */
-        if ((ch->in = fcntl(master, F_DUPFD_CLOEXEC, 3)) < 0) {
+        if ((ch->in = fcntl(f.master, F_DUPFD_CLOEXEC, 3)) < 0) {
             brig_error_sys(err, "dup");
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
             goto out;
         }
-        master = -1;
+        f.master = -1;
     } else {
-        ch->out[1] = outp[0];
-        ch->out[2] = errp[0];
-        ch->in = inp[1];
-        outp[0] = errp[0] = inp[1] = -1;
+        ch->out[1] = f.outp[0];
+        ch->out[2] = f.errp[0];
+        ch->in = f.inp[1];
+        f.outp[0] = f.errp[0] = f.inp[1] = -1;
     }
     ret = 0;
 out:
-    close_fd(&outp[0]);
-    close_fd(&outp[1]);
-    close_fd(&errp[0]);
-    close_fd(&errp[1]);
-    close_fd(&inp[0]);
-    close_fd(&inp[1]);
-    close_fd(&rep[0]);
-    close_fd(&rep[1]);
-    close_fd(&master);
-    close_fd(&slave);
-    close_fd(&null);
+    spawn_fds_close(&f);
     return ret;
 }
 

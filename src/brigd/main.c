@@ -300,11 +300,11 @@ static int run(brigd *d, int sigfd, brig_error **err)
     brig_error *nerr = NULL;
     if (strcmp(d->cfg.network, "off") == 0) {
         brig_info("networking off (network = off): sandboxes have loopback only");
-        d->net = NULL;
+        d->net = brig_net_none();
     } else if (brig_net_new(&nc, &d->net, &nerr) < 0) {
         brig_warn("networking off: %s", nerr->msg);
         brig_error_clear(&nerr);
-        d->net = NULL;
+        d->net = brig_net_none();
     }
     brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg),
                         disk_budget_mib(&d->cfg));

@@ -27,7 +27,7 @@ typedef struct brigd {
     brig_store *store;        /* SQLite: accounts, projects, keys, sandboxes, ledger, secrets */
     brig_vault *vault;        /* seals secrets at rest */
     brig_runtime *rt;         /* the sandbox runtime driver (oci) */
-    brig_net *net;            /* sandbox networking; NULL when the host cannot do it */
+    brig_net *net;            /* sandbox networking: the none flavour when off or unavailable */
     brig_admission admission; /* host capacity, shared fairly between accounts */
     pthread_mutex_t lock;     /* guards `sandboxes`, `reserving`, every sandbox's
                                  state/refs/lifecycle fields and uid_used */

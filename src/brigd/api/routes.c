@@ -36,6 +36,7 @@ static void h_healthz(brig_req *r)
     int64_t used = 0, queued = 0;
     brig_capacity in_use;
     brig_admission_stats(&r->d->admission, &used, &in_use, &queued);
+    bool networked = brig_net_enabled(r->d->net);
     json_t *j = json_pack(
         "{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:o, s:I, s:o, s:I, s:b, s:o}", "status", "ok",
         "version", BRIG_VERSION, "runtime", r->d->rt->ops->name, "sandboxes", n, "capacity",
@@ -43,7 +44,7 @@ static void h_healthz(brig_req *r)
         (json_int_t)in_use.mem_mib, "memory_mib_capacity",
         budget_json(r->d->admission.mem_capacity), "disk_mib_used", (json_int_t)in_use.disk_mib,
         "disk_mib_capacity", budget_json(r->d->admission.disk_capacity), "queued",
-        (json_int_t)queued, "network", r->d->net != NULL, "warm_pool", brig_pool_stats(r->d));
+        (json_int_t)queued, "network", networked, "warm_pool", brig_pool_stats(r->d));
     brig_http_json(r, 200, j);
 }
 

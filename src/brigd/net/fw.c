@@ -34,12 +34,12 @@
  * traffic towards a sandbox passes only as a reply (conntrack
  * established/related) or as its DNS answers.
  * Denied packets are logged to NFLOG group BRIG_NET_LOG_GROUP, at most 10 a
- * second per link (burst 20); proxy.c turns them into network-log records.
+ * second per link (burst 20); nflog.c turns them into network-log records.
  *
  * DNS grants (allow_dns) are added and removed only here.  A removal never
  * fails for an element that timed out meanwhile: each one is added (a no-op
  * when present) and deleted in the same transaction, so a revocation is one
- * transaction whose size is bounded by the caller (net.c caps grants per
+ * transaction whose size is bounded by the caller (grants.c caps grants per
  * sandbox and revokes in chunks).
  */
 #include <arpa/inet.h>
@@ -51,8 +51,15 @@
 #include "log.h"
 #include "net_internal.h"
 
+/* The lock is first come, first served (a ticket lock): a revocation's series
+ * of transactions lets every waiter in between two of them.  It is taken for
+ * one nft_run_cmd_from_buffer and its error buffer, nothing else: its holder
+ * never waits for another lock (net_internal.h's order). */
 struct brig_fw {
     struct nft_ctx *ctx;
+    pthread_mutex_t m;
+    pthread_cond_t turn;
+    uint64_t next, serving;
 };
 
 #define T "inet " BRIG_NET_TABLE
@@ -160,17 +167,37 @@ static const char table_fmt[] =
     "  }\n"
     "}\n";
 
+static void fw_acquire(brig_fw *fw)
+{
+    pthread_mutex_lock(&fw->m);
+    uint64_t ticket = fw->next++;
+    while (ticket != fw->serving)
+        pthread_cond_wait(&fw->turn, &fw->m);
+    pthread_mutex_unlock(&fw->m);
+}
+
+static void fw_release(brig_fw *fw)
+{
+    pthread_mutex_lock(&fw->m);
+    fw->serving++;
+    pthread_cond_broadcast(&fw->turn);
+    pthread_mutex_unlock(&fw->m);
+}
+
 int brig_fw_run(brig_fw *fw, const char *cmds, brig_error **err)
 {
+    int rc = 0;
+    fw_acquire(fw);
     if (nft_run_cmd_from_buffer(fw->ctx, cmds) != 0) {
         const char *e = nft_ctx_get_error_buffer(fw->ctx);
         /* The first line is the kernel's or the parser's message. */
         size_t n = e ? strcspn(e, "\n") : 0;
-        brig_error_set(err, BRIG_E_INTERNAL, 0, "nftables: %.*s", (int)n, e ? e : "");
-        return -1;
+        rc = brig_error_set(err, BRIG_E_INTERNAL, 0, "nftables: %.*s", (int)n, e ? e : "");
+    } else {
+        nft_ctx_get_error_buffer(fw->ctx); /* drains warnings */
     }
-    nft_ctx_get_error_buffer(fw->ctx); /* drains warnings */
-    return 0;
+    fw_release(fw);
+    return rc;
 }
 
 int brig_fw_new(const char *pool, bool isolate_forward, int connections_max, brig_fw **out,
@@ -182,6 +209,8 @@ int brig_fw_new(const char *pool, bool isolate_forward, int connections_max, bri
         free(fw);
         return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "nftables: cannot create a context");
     }
+    pthread_mutex_init(&fw->m, NULL);
+    pthread_cond_init(&fw->turn, NULL);
     nft_ctx_buffer_output(fw->ctx);
     nft_ctx_buffer_error(fw->ctx);
     const char *iso = isolate_forward ? "    iifname != \"brg*\" oifname != \"brg*\" drop\n" : "";
@@ -192,8 +221,7 @@ int brig_fw_new(const char *pool, bool isolate_forward, int connections_max, bri
     _cleanup_free_ char *cmds = brig_asprintf("table " T "\ndelete table " T "\n%s", body);
     if (brig_fw_run(fw, cmds, err) < 0) {
         brig_error_prefix(err, "install the firewall table");
-        nft_ctx_free(fw->ctx);
-        free(fw);
+        brig_fw_free(fw);
         return -1;
     }
     *out = fw;
@@ -205,6 +233,8 @@ void brig_fw_free(brig_fw *fw)
     if (fw == NULL)
         return;
     nft_ctx_free(fw->ctx);
+    pthread_mutex_destroy(&fw->m);
+    pthread_cond_destroy(&fw->turn);
     free(fw);
 }
 

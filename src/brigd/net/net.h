@@ -4,9 +4,14 @@
  * nftables, a DNS proxy per sandbox, and a per-sandbox network log.
  * docs/network.md is the model; this is the interface brigd's lifecycle uses.
  *
+ * Two flavours behind one interface (net.c): "host" does all of that
+ * (brig_net_new); "none" (brig_net_none: networking off, or the host cannot
+ * do it) does nothing and succeeds, so callers need no "if networking".
+ *
  * Threading: every function may be called from any API thread; the module
  * serialises what it must.  Ownership: brig_net_attach returns a handle that
- * brig_net_detach frees.
+ * brig_net_detach frees.  A NULL handle (a sandbox without a network: every
+ * sandbox under the none flavour) is nothing to do for any function.
  */
 #ifndef BRIG_NET_H
 #define BRIG_NET_H
@@ -52,16 +57,25 @@ typedef struct brig_net_config {
     int connections_max;      /* tracked forwarded connections per sandbox; 0: 1024 */
 } brig_net_config;
 
-/* Host-wide set-up (nftables table, forwarding, NAT).  Fails with a clear error
- * when the host cannot do it (no nftables, no netlink permission). */
+/* The host flavour: host-wide set-up (nftables table, forwarding, NAT).
+ * Fails with a clear error when the host cannot do it (no nftables, no netlink
+ * permission, another brigd managing this network namespace). */
 int brig_net_new(const brig_net_config *cfg, brig_net **out, brig_error **err);
+/* The none flavour (one static object; NULL is taken for it too): attach and
+ * reattach give no handle (*out NULL, no resolv.conf: the sandbox keeps an
+ * isolated namespace with loopback only), a policy is accepted, the log is an
+ * empty array, cleanup and brig_net_free do nothing. */
+brig_net *brig_net_none(void);
+/* Whether n connects sandboxes (false for the none flavour). */
+bool brig_net_enabled(const brig_net *n);
 /* Host-wide tear-down at shutdown: sandboxes stay connected (they are
  * re-attached at the next start). */
 void brig_net_free(brig_net *n);
 
 /* Connects the network namespace netns_fd (the sandbox's) to the host under
  * policy: link, addresses, routes, firewall, DNS proxy.  *resolv_conf receives
- * the content for the sandbox's /etc/resolv.conf (caller frees). */
+ * the content for the sandbox's /etc/resolv.conf (caller frees; NULL when
+ * there is none to write). */
 int brig_net_attach(brig_net *n, const char *sandbox_id, int netns_fd, const brig_egress *policy,
                     brig_net_sandbox **out, char **resolv_conf, brig_error **err);
 

@@ -1,24 +1,42 @@
 /*
  * net_internal.h - what the files of src/brigd/net/ share, and nothing else
- * includes.  The module is split by concern:
+ * includes (but the unit tests of the pure parts).  The module is split by
+ * concern; each file calls only the ones listed below it:
  *
- *   net.c     orchestrator: brig_net_* (net.h), the address pool, the registry
- *             of attached sandboxes, their network logs
- *   rtnl.c    rtnetlink over libmnl: veth pair, addresses, routes, links
- *   fw.c      nftables over libnftables: the host-wide table and each
- *             sandbox's set elements
- *   dnsmsg.c  DNS message handling over ldns (pure: no sockets; fuzzed)
- *   proxy.c   the event loop thread: DNS proxy sockets, upstream queries,
- *             NFLOG records of denied packets
+ *   net.c       the backend behind net.h: brig_net_* through a table of
+ *               operations; the "none" flavour (networking off or
+ *               unavailable) and the "host" flavour's table
+ *   attach.c    host flavour, one sandbox: attach, reattach, policy change,
+ *               detach, leftovers' cleanup
+ *   host.c      host flavour, host-wide: the one-brigd-per-netns lock, the
+ *               address pool, the DNS upstream, IPv4 forwarding, start and
+ *               stop of the firewall table and the proxy thread
+ *   proxy.c     the one thread: an epoll loop over every sandbox's DNS
+ *               sockets, the upstream queries and NFLOG; the graveyard
+ *   dnsserve.c  the proxy's sandbox side: UDP and TCP port 53, the policy's
+ *               verdict, replies, opening what an answer names (proxy_internal.h)
+ *   upstream.c  the proxy's upstream side: one socket per query in flight,
+ *               answers read and checked, their conntrack entries deleted
+ *   nflog.c     NFLOG: denied packets into the network log
+ *   registry.c  a sandbox's record, its conntrack generation, lookups
+ *   grants.c    DNS grants (addresses an allowlist answer opened): adding,
+ *               revoking in chunks, reopening
+ *   netlog.c    a sandbox's network log (a ring of JSON records)
+ *   rtnl.c      rtnetlink over libmnl: veth pair, addresses, routes, links
+ *   fw.c        nftables over libnftables: the host-wide table and each
+ *               sandbox's set elements; one transaction at a time (FIFO)
+ *   dnsmsg.c    DNS message handling over ldns (pure: no sockets; fuzzed)
+ *   policy.c    egress policies: JSON, copies, normalised CIDRs
  *
- * Locking: brig_net.lock guards the registry, every sandbox's mutable fields
- * and the proxy's state; brig_net.fw_lock (a FIFO lock) guards the nftables
- * context.  Order:
- * lock, then fw_lock.  Netlink work runs with neither held.  Every nftables
- * transaction is bounded (a sandbox's DNS grants are capped, and revoking
- * them goes in chunks, fw_lock let go in between and n->lock held only to
- * take the grants and to check them after each chunk), so neither lock is
- * held long, whatever a sandbox does: the proxy thread, which serves every
+ * Locking (host flavour): brig_net_host.lock guards the registry, every
+ * sandbox's mutable fields and the proxy's state; fw.c's own lock (first come,
+ * first served) guards the nftables context for the length of one transaction,
+ * inside each brig_fw_* call.  Order: lock, then fw.c's lock; nobody holding
+ * fw.c's lock waits for anything.  Netlink work runs with neither held.  Every
+ * nftables transaction is bounded (a sandbox's DNS grants are capped, and
+ * revoking them goes in chunks, fw.c's lock let go in between and n->lock held
+ * only to take the grants and to check them after each chunk), so neither lock
+ * is held long, whatever a sandbox does: the proxy thread, which serves every
  * sandbox's DNS, and attach both wait on them.
  */
 #ifndef BRIG_NET_INTERNAL_H
@@ -79,6 +97,9 @@ int brig_netns_configure(int netns_fd, uint32_t sb, uint32_t gw, brig_error **er
 
 /* ---- fw.c -------------------------------------------------------------- */
 
+/* Every brig_fw_* call that changes the table is one transaction, run under
+ * the context's lock, first come first served (a revocation's chunks let
+ * every waiter in between two of them); callers need no lock of their own. */
 typedef struct brig_fw brig_fw;
 
 /* Creates (or atomically replaces) the table.  pool is "a.b.c.d/len";
@@ -193,22 +214,36 @@ void brig_egress_copy(brig_egress *dst, const brig_egress *src);
  * inside another one dropped.  *addrs and *lens are malloc'd. */
 size_t brig_egress_cidrs4(const brig_egress *e, uint32_t **addrs, int **lens);
 
-/* ---- proxy.c ----------------------------------------------------------- */
+/* ---- net.c: the backend's operations ------------------------------------ */
 
-typedef struct brig_proxy brig_proxy;
+/* One flavour of the backend: the operations behind net.h's functions, with
+ * the same contracts.  net.c calls none of them with s == NULL (a sandbox
+ * without a network: nothing to do). */
+typedef struct brig_net_ops {
+    const char *name; /* "host" | "none" */
+    int (*attach)(brig_net *n, const char *sandbox_id, int netns_fd, const brig_egress *policy,
+                  brig_net_sandbox **out, char **resolv_conf, brig_error **err);
+    int (*reattach)(brig_net *n, const char *sandbox_id, int netns_fd, const brig_egress *policy,
+                    brig_net_sandbox **out, brig_error **err);
+    int (*set_policy)(brig_net *n, brig_net_sandbox *s, const brig_egress *policy,
+                      brig_error **err);
+    void (*forget)(brig_net *n, brig_net_sandbox *s);
+    void (*detach)(brig_net *n, brig_net_sandbox *s);
+    void (*release)(brig_net *n, brig_net_sandbox *s);
+    void (*cleanup)(brig_net *n, char *const *live_ids, size_t n_live);
+    json_t *(*log)(brig_net *n, brig_net_sandbox *s);
+    void (*free)(brig_net *n);
+} brig_net_ops;
 
-int brig_proxy_start(brig_net *n, brig_error **err);
-void brig_proxy_stop(brig_net *n);
-/* Under n->lock: opens the sandbox's DNS sockets on its gateway address and
- * watches them; closes and forgets them. */
-int brig_proxy_add(brig_net *n, brig_net_sandbox *s, brig_error **err);
-void brig_proxy_remove(brig_net *n, brig_net_sandbox *s);
-/* Frees the proxy's part of a sandbox (fds left open are closed). */
-void brig_proxy_sandbox_free(brig_net_sandbox *s);
-/* Wakes the loop (to free the graveyard soon). */
-void brig_proxy_wake(brig_net *n);
+/* What every flavour's state starts with. */
+struct brig_net {
+    const brig_net_ops *ops;
+};
 
-/* ---- net.c (shared with proxy.c) ---------------------------------------- */
+/* ---- the host flavour's state ------------------------------------------- */
+
+typedef struct brig_net_host brig_net_host;
+typedef struct brig_proxy brig_proxy; /* proxy.c */
 
 typedef struct brig_net_grant {
     uint32_t addr;      /* network order */
@@ -227,7 +262,7 @@ struct brig_net_sandbox {
     uint32_t gen;       /* conntrack mark generation */
     bool dead;          /* detached; freed by the proxy thread */
 
-    /* DNS proxy (proxy.c) */
+    /* DNS proxy (proxy.c, dnsserve.c, upstream.c) */
     int udp_fd, tcp_fd;
     void *udp_watch, *tcp_watch;
     struct brig_dns_pending *queries; /* in flight upstream */
@@ -238,18 +273,19 @@ struct brig_net_sandbox {
     int round_answers; /* ... this many of its upstream answers were handled */
 
     /* addresses the DNS proxy opened (allowlist), least recently answered
-     * first; at most brig_net.grants_max (the oldest make room) */
+     * first; at most brig_net_host.grants_max (the oldest make room) */
     brig_net_grant *grants;
     size_t n_grants, cap_grants;
 
-    /* network log: ring of JSON records */
+    /* network log: ring of JSON records (netlog.c) */
     json_t **log;
     size_t log_start, log_len;
 
     brig_net_sandbox *next; /* registry list, then graveyard */
 };
 
-struct brig_net {
+struct brig_net_host {
+    brig_net base;        /* ops: net.c's host table */
     int owner_lock;       /* flock on /run/brig/net-<netns inode>.lock: one brigd per netns */
     bool forwarding_ours; /* brigd turned IPv4 forwarding on (state dir marker) */
     char *state_dir;
@@ -266,13 +302,6 @@ struct brig_net {
     int ttl_max;       /* seconds a grant lasts at most (dns_ttl_max) */
 
     pthread_mutex_t lock;
-    /* fw_lock is first come, first served (a ticket lock): a revocation's
-     * series of transactions lets every waiter in between two of them. */
-    struct {
-        pthread_mutex_t m;
-        pthread_cond_t turn;
-        uint64_t next, serving;
-    } fw_lock;
     brig_fw *fw;
     uint32_t next_gen;
 
@@ -282,19 +311,105 @@ struct brig_net {
     brig_proxy *proxy;
 };
 
-/* Under n->lock: appends a record to the sandbox's log (takes ownership). */
-void brig_net_log_add(brig_net_sandbox *s, json_t *rec);
-/* Under n->lock: the sandbox attached to host link ifindex, or NULL. */
-brig_net_sandbox *brig_net_by_ifindex(brig_net *n, int ifindex);
+/* The host flavour's state of a brig_net whose ops are the host table. */
+static inline brig_net_host *brig_net_host_of(brig_net *n)
+{
+    return (brig_net_host *)n;
+}
+
+/* ---- attach.c (the host table's per-sandbox operations) ------------------ */
+
+int brig_net_host_attach(brig_net *net, const char *sandbox_id, int netns_fd,
+                         const brig_egress *policy, brig_net_sandbox **out, char **resolv_conf,
+                         brig_error **err);
+int brig_net_host_reattach(brig_net *net, const char *sandbox_id, int netns_fd,
+                           const brig_egress *policy, brig_net_sandbox **out, brig_error **err);
+int brig_net_host_set_policy(brig_net *net, brig_net_sandbox *s, const brig_egress *policy,
+                             brig_error **err);
+void brig_net_host_forget(brig_net *net, brig_net_sandbox *s);
+void brig_net_host_detach(brig_net *net, brig_net_sandbox *s);
+void brig_net_host_release(brig_net *net, brig_net_sandbox *s);
+void brig_net_host_cleanup(brig_net *net, char *const *live_ids, size_t n_live);
+
+/* ---- host.c ---------------------------------------------------------------- */
+
+/* Host-wide set-up (brig_net_new's work); *out's ops are left for net.c to set. */
+int brig_net_host_new(const brig_net_config *cfg, brig_net_host **out, brig_error **err);
+/* Host-wide tear-down (brig_net_free's). */
+void brig_net_host_free(brig_net *net);
+/* Under n->lock: claims a free address slot (next fit), or -1 when the pool is
+ * exhausted; frees one (-1: none).  slot_release takes the lock itself. */
+int brig_net_slot_claim(brig_net_host *n);
+void brig_net_slot_release(brig_net_host *n, int slot);
+/* The host end (gateway) and the sandbox end of a slot's /31, network order. */
+uint32_t brig_net_slot_gw(const brig_net_host *n, size_t slot);
+uint32_t brig_net_slot_sb(const brig_net_host *n, size_t slot);
+/* Writes value to a /proc/sys file; -1 with errno. */
+int brig_net_sysctl_write(const char *path, const char *value);
+
+/* ---- registry.c -------------------------------------------------------------- */
+
+/* "brg" + 12 hex digits of a hash of the id: the host end's name. */
+void brig_net_ifname_of(const char *id, char out[16]);
+/* Whether a link name has that shape. */
+bool brig_net_is_our_ifname(const char *name);
+/* Under n->lock: the next conntrack mark generation (odd, so never 0). */
+uint32_t brig_net_gen_next(brig_net_host *n);
+/* Under n->lock: a new record for sandbox id under (a copy of) policy, with a
+ * fresh generation and no slot; not registered. */
+brig_net_sandbox *brig_net_sandbox_new(brig_net_host *n, const char *id, const brig_egress *policy);
+/* Frees a record in no list whose proxy part is gone (brig_proxy_sandbox_free)
+ * or was never made. */
+void brig_net_sandbox_free(brig_net_sandbox *s);
+/* Under n->lock: the attached sandbox of that id / on host link ifindex, or NULL. */
+brig_net_sandbox *brig_net_find_id(brig_net_host *n, const char *id);
+brig_net_sandbox *brig_net_by_ifindex(brig_net_host *n, int ifindex);
+
+/* ---- grants.c ------------------------------------------------------------------ */
+
 /* Under n->lock: opens the A records of the answer a to q for the sandbox
  * (when its policy still allows q's name), each for its TTL within
  * [BRIG_NET_TTL_MIN, n->ttl_max], closing its least recently answered
  * addresses beyond n->grants_max. */
-void brig_net_grant_add(brig_net *n, brig_net_sandbox *s, const brig_dns_question *q,
+void brig_net_grant_add(brig_net_host *n, brig_net_sandbox *s, const brig_dns_question *q,
                         const brig_dns_answer *a);
-/* Frees a detached sandbox (proxy thread, or brig_net_free). */
-void brig_net_sandbox_free(brig_net_sandbox *s);
+/* Under n->lock: takes the grants the policy p no longer allows (all when p
+ * is NULL) out of s; their addresses are returned (malloc'd) for
+ * brig_net_grants_close. */
+uint32_t *brig_net_grants_take(brig_net_sandbox *s, const brig_egress *p, size_t *n_out);
+/* With no lock held: closes addresses taken by brig_net_grants_take in chunks;
+ * live: s is still attached (what its DNS opened again meanwhile is reopened). */
+void brig_net_grants_close(brig_net_host *n, brig_net_sandbox *s, const uint32_t *addrs, size_t na,
+                           bool live);
+/* Frees s's grants (no firewall work). */
+void brig_net_grants_dispose(brig_net_sandbox *s);
+
+/* ---- netlog.c ------------------------------------------------------------------- */
+
 /* "2026-12-01T10:00:00.123Z" of now. */
 json_t *brig_net_time_now(void);
+/* Under n->lock: appends a record to the sandbox's log (takes ownership). */
+void brig_net_log_add(brig_net_sandbox *s, json_t *rec);
+/* Under n->lock: appends a DNS record: the question, the verdict, the rcode,
+ * the answer's addresses (a may be NULL), "udp" or "tcp". */
+void brig_net_log_dns(brig_net_sandbox *s, const brig_dns_question *q, bool allowed, int rcode,
+                      const brig_dns_answer *a, const char *proto);
+/* The host table's log operation (takes n->lock). */
+json_t *brig_net_host_log(brig_net *net, brig_net_sandbox *s);
+/* Frees s's log. */
+void brig_net_log_dispose(brig_net_sandbox *s);
+
+/* ---- proxy.c --------------------------------------------------------------------- */
+
+int brig_proxy_start(brig_net_host *n, brig_error **err);
+void brig_proxy_stop(brig_net_host *n);
+/* Under n->lock: opens the sandbox's DNS sockets on its gateway address and
+ * watches them; closes and forgets them. */
+int brig_proxy_add(brig_net_host *n, brig_net_sandbox *s, brig_error **err);
+void brig_proxy_remove(brig_net_host *n, brig_net_sandbox *s);
+/* Frees the proxy's part of a sandbox (fds left open are closed). */
+void brig_proxy_sandbox_free(brig_net_sandbox *s);
+/* Wakes the loop (to free the graveyard soon). */
+void brig_proxy_wake(brig_net_host *n);
 
 #endif

@@ -1,9 +1,11 @@
 /*
  * oci.c - the OCI runtime driver: a sandbox is a container run by runc (or crun,
- * or gVisor's runsc) from a bundle brigd writes.
+ * or gVisor's runsc) from a bundle brigd writes (oci_bundle.c).  This file holds
+ * the driver's ops: create (a checklist of steps), attach, connect, kill,
+ * destroy, and finding the runtime.
  *
  * Per sandbox, under <state>/sandboxes/<id>/:
- *   config.json   the OCI runtime spec brigd generates (oci_spec_new)
+ *   config.json   the OCI runtime spec brigd generates (oci_spec.c)
  *   disk.img      the writable layer: an ext4 image (disk.c), mounted at disk/
  *                 through a loop device; upper/ and work/ of the overlay live on it
  *   lower/        the template rootfs, id-mapped into the sandbox's uid range and
@@ -33,62 +35,30 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/pidfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "disk.h"
 #include "frame.h"
-#include "idmap.h"
-#include "seccomp.h"
-#include "core/id.h"
 #include "log.h"
+#include "oci_internal.h"
 #include "spawn.h"
-#include "runtime.h"
 #include "util.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
 
-#define AGENT_IN_SANDBOX "/.brig/brig-agent"
 #define READY_TIMEOUT_MS 10000 /* agent handshake after runc started it */
 #define KILL_TIMEOUT_MS  10000 /* init gone after SIGKILL */
 
-typedef struct oci {
-    const brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
-    char *runtime;                 /* runtime binary (absolute path) */
-    char *root;                    /* runtime state dir (--root), ours alone */
-    char *sb_dir;                  /* <state>/sandboxes */
-    char *agent_layer;             /* <state>/agent/<hash> */
-    char *disk_dir;                /* <state>/disk: golden images of the writable layer */
-    int64_t pty_max;               /* ptys per sandbox: its devpts instance's max= */
-    int64_t tcp_memory_mib;        /* TCP buffers per sandbox (cgroup->prepare) */
-} oci;
-
-struct brig_rt_sandbox {
-    char id[BRIG_ID_MAX];
-    int dirfd; /* O_PATH fd of the sandbox directory */
-    int pidfd; /* container init; -1 when unknown */
-    pid_t pid; /* its host pid (valid while pidfd says it lives) */
-};
-
-/* ---- helpers ---------------------------------------------------------------- */
+/* ---- the runtime binary ------------------------------------------------------ */
 
 static char *find_in_path(const char *name)
 {
@@ -129,90 +99,6 @@ static char *resolve_runtime(const char *want, brig_error **err)
     return p;
 }
 
-static int mkdir_p(const char *path, mode_t mode, brig_error **err)
-{
-    _cleanup_free_ char *p = brig_xstrdup(path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(p, mode) < 0 && errno != EEXIST)
-            return brig_error_sys(err, "mkdir %s", p);
-        *s = '/';
-    }
-    if (mkdir(p, mode) < 0 && errno != EEXIST)
-        return brig_error_sys(err, "mkdir %s", p);
-    return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    int r = flag == FTW_DP ? rmdir(path) : unlink(path);
-    if (r < 0 && errno != ENOENT)
-        brig_warn("remove %s: %s", path, strerror(errno));
-    return 0;
-}
-
-/* rm -rf that never crosses into another mount (a still-mounted rootfs). */
-static void rm_rf(const char *path)
-{
-    nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-/* Copies the agent binary into a content-addressed layer directory. */
-static int prepare_agent_layer(const char *state_dir, const char *agent_path, char **layer,
-                               brig_error **err)
-{
-    _cleanup_close_ int fd = open(agent_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return brig_error_sys(err, "open agent binary %s", agent_path);
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return brig_error_sys(err, "stat %s", agent_path);
-    _cleanup_free_ char *bin = brig_xmalloc((size_t)st.st_size);
-    if (brig_read_full(fd, bin, (size_t)st.st_size) != st.st_size)
-        return brig_error_sys(err, "read %s", agent_path);
-    char key[17];
-    const void *parts[] = {bin};
-    size_t lens[] = {(size_t)st.st_size};
-    brig_sha256_hex16(parts, lens, 1, key);
-
-    _cleanup_free_ char *base = brig_asprintf("%s/agent", state_dir);
-    char *dir = brig_asprintf("%s/%s", base, key);
-    _cleanup_free_ char *bin_path = brig_asprintf("%s/.brig/brig-agent", dir);
-    if (access(bin_path, X_OK) == 0) {
-        *layer = dir;
-        return 0;
-    }
-    _cleanup_free_ char *tmp = brig_asprintf("%s/.tmp-%s-%d", base, key, (int)getpid());
-    _cleanup_free_ char *tmp_brig = brig_asprintf("%s/.brig", tmp);
-    _cleanup_free_ char *tmp_bin = brig_asprintf("%s/brig-agent", tmp_brig);
-    rm_rf(tmp);
-    if (mkdir_p(tmp_brig, 0755, err) < 0)
-        goto fail;
-    int out = open(tmp_bin, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-    if (out < 0 || brig_write_full(out, bin, (size_t)st.st_size) < 0 || fsync(out) < 0) {
-        brig_error_sys(err, "write %s", tmp_bin);
-        if (out >= 0)
-            close(out);
-        goto fail;
-    }
-    close(out);
-    if (chmod(tmp, 0755) < 0 || (rename(tmp, dir) < 0 && errno != EEXIST && errno != ENOTEMPTY)) {
-        brig_error_sys(err, "install agent layer %s", dir);
-        goto fail;
-    }
-    rm_rf(tmp); /* when another brigd won the rename */
-    *layer = dir;
-    return 0;
-fail:
-    rm_rf(tmp);
-    free(dir);
-    return -1;
-}
-
 /* Runs `<runtime> --root <root> args...`; output (runtime's messages) into out. */
 static int run_runtime(oci *o, const char *const *args, brig_buf *out, int *status,
                        brig_error **err)
@@ -249,135 +135,13 @@ static char *runtime_message(const char *text)
     return brig_xstrndup(m, len);
 }
 
-/* "/proc/self/fd/<dirfd>/<name>": keeps unix socket paths short whatever the
- * state directory is (sun_path holds 108 bytes). */
-static void sock_path(const brig_rt_sandbox *sb, struct sockaddr_un *sa)
-{
-    memset(sa, 0, sizeof(*sa));
-    sa->sun_family = AF_UNIX;
-    snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/agent.sock", sb->dirfd);
-}
-
-/* ---- the OCI runtime spec -------------------------------------------------- */
-
-static json_t *str_array(const char *const *v)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; v[i]; i++)
-        json_array_append_new(a, json_string(v[i]));
-    return a;
-}
-
-static json_t *mount_entry(const char *dest, const char *type, const char *src,
-                           const char *const *opts)
-{
-    return json_pack("{s:s, s:s, s:s, s:o}", "destination", dest, "type", type, "source", src,
-                     "options", str_array(opts));
-}
-
-/* Builds config.json for spec.  Isolation choices and why are in docs/security.md. */
-static json_t *oci_spec_new(const oci *o, const brig_rt_spec *spec, const char *userns)
-{
-    static const char *const caps[] = {
-        "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FOWNER",           "CAP_FSETID",
-        "CAP_KILL",    "CAP_SETGID",       "CAP_SETUID",           "CAP_SETPCAP",
-        "CAP_SETFCAP", "CAP_SYS_CHROOT",   "CAP_NET_BIND_SERVICE", "CAP_AUDIT_WRITE",
-        NULL};
-    static const char *const masked[] = {"/proc/acpi",
-                                         "/proc/asound",
-                                         "/proc/kcore",
-                                         "/proc/keys",
-                                         "/proc/latency_stats",
-                                         "/proc/timer_list",
-                                         "/proc/timer_stats",
-                                         "/proc/sched_debug",
-                                         "/proc/scsi",
-                                         "/sys/firmware",
-                                         "/sys/devices/virtual/powercap",
-                                         NULL};
-    /* /proc/pressure: reading it is harmless, but a written trigger is host-wide kernel
-     * work, and a process exiting with thousands of them open sat in uninterruptible
-     * sleep for minutes (its sandbox's teardown with it). */
-    static const char *const readonly[] = {
-        "/proc/bus",           "/proc/fs", "/proc/irq", "/proc/pressure", "/proc/sys",
-        "/proc/sysrq-trigger", NULL};
-    static const char *const args[] = {AGENT_IN_SANDBOX, "--listen-fd", "3", NULL};
-    static const char *const env[] = {
-        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-        "LANG=C.UTF-8", NULL};
-    static const char *const o_proc[] = {"nosuid", "noexec", "nodev", NULL};
-    static const char *const o_dev[] = {"nosuid", "strictatime", "mode=755", "size=65536k", NULL};
-    /* max=: every devpts instance draws from the host's kernel.pty.max; without a
-     * bound of its own, one sandbox took the whole pool and other sandboxes' PTY execs
-     * failed.  brigd sizes the host's pool for max_sandboxes of these (main.c). */
-    char pts_max[32];
-    snprintf(pts_max, sizeof(pts_max), "max=%lld", (long long)o->pty_max);
-    const char *const o_pts[] = {"nosuid",    "noexec", "newinstance", "ptmxmode=0666",
-                                 "mode=0620", "gid=5",  pts_max,       NULL};
-    static const char *const o_shm[] = {"nosuid",    "noexec",      "nodev",
-                                        "mode=1777", "size=65536k", NULL};
-    static const char *const o_mq[] = {"nosuid", "noexec", "nodev", NULL};
-    static const char *const o_sys[] = {"nosuid", "noexec", "nodev", "ro", NULL};
-    static const char *const o_cg[] = {"nosuid", "noexec", "nodev", "relatime", "ro", NULL};
-
-    json_t *capset = json_pack("{s:o, s:o, s:o}", "bounding", str_array(caps), "effective",
-                               str_array(caps), "permitted", str_array(caps));
-    json_t *process =
-        json_pack("{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:b}", "terminal", 0, "user", "uid", 0,
-                  "gid", 0, "args", str_array(args), "env", str_array(env), "cwd", "/",
-                  "capabilities", capset, "noNewPrivileges", 1);
-    /* No "rlimits": the runtime would set them from outside the sandbox's user
-     * namespace (owned by the sandbox's uid), which needs CAP_SYS_RESOURCE on the
-     * host.  The agent lowers its own limits instead, for every command. */
-
-    json_t *mounts = json_array();
-    json_array_append_new(mounts, mount_entry("/proc", "proc", "proc", o_proc));
-    json_array_append_new(mounts, mount_entry("/dev", "tmpfs", "tmpfs", o_dev));
-    json_array_append_new(mounts, mount_entry("/dev/pts", "devpts", "devpts", o_pts));
-    json_array_append_new(mounts, mount_entry("/dev/shm", "tmpfs", "shm", o_shm));
-    json_array_append_new(mounts, mount_entry("/dev/mqueue", "mqueue", "mqueue", o_mq));
-    json_array_append_new(mounts, mount_entry("/sys", "sysfs", "sysfs", o_sys));
-    json_array_append_new(mounts, mount_entry("/sys/fs/cgroup", "cgroup", "cgroup", o_cg));
-
-    _cleanup_free_ char *cgpath = brig_asprintf("/brig/%s", spec->id);
-    json_int_t mem = (json_int_t)(spec->memory_mib << 20);
-    json_t *memory = json_pack("{s:I}", "limit", mem);
-    /* OCI "swap" is memory + swap: equal to the limit means no swap at all. */
-    if (o->cgroup->swap_limit)
-        json_object_set_new(memory, "swap", json_integer(mem));
-    json_t *resources =
-        json_pack("{s:[{s:b, s:s}], s:o, s:{s:I}, s:{s:I, s:I}}", "devices", "allow", 0, "access",
-                  "rwm", "memory", memory, "pids", "limit", (json_int_t)spec->pids_limit, "cpu",
-                  "quota", (json_int_t)(spec->cpus * 100000), "period", (json_int_t)100000);
-    if (o->cgroup->io_weight)
-        json_object_set_new(resources, "blockIO", json_pack("{s:i}", "weight", 100));
-    json_t *idmap = json_pack("[{s:i, s:I, s:I}]", "containerID", 0, "hostID",
-                              (json_int_t)spec->uid_base, "size", (json_int_t)spec->uid_size);
-    json_t *linux_ = json_pack(
-        "{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}], s:O, s:O, s:s, s:o, s:o, s:o, s:o}",
-        "namespaces", "type", "user", "type", "pid", "type", "network", "type", "ipc", "type",
-        "uts", "type", "mount", "type", "cgroup", "uidMappings", idmap, "gidMappings", idmap,
-        "cgroupsPath", cgpath, "resources", resources, "maskedPaths", str_array(masked),
-        "readonlyPaths", str_array(readonly), "seccomp", brig_seccomp_profile());
-    json_decref(idmap);
-    /* Join the user namespace brigd made (owned by the sandbox's own host uid)
-     * rather than let the runtime make one owned by root. */
-    if (userns)
-        json_object_set_new(json_array_get(json_object_get(linux_, "namespaces"), 0), "path",
-                            json_string(userns));
-
-    return json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o}", "ociVersion", "1.0.2", "process",
-                     process, "root", "path", "rootfs", "readonly", 0, "hostname", "sandbox",
-                     "mounts", mounts, "linux", linux_);
-}
-
 /* ---- ops ------------------------------------------------------------------- */
 
 static int oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
     (void)rt;
     struct sockaddr_un sa;
-    sock_path(sb, &sa);
+    brig_oci_sock_path(sb, &sa);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return brig_error_sys(err, "socket");
@@ -477,116 +241,28 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
     if (!failed && o->cgroup->remove(id, err) < 0)
         failed = 1;
 
-    /* Unmount in the reverse order of create: the overlay, then what it was
-     * built from (the id-mapped template, the disk, whose loop device then
-     * detaches itself). */
-    _cleanup_free_ char *dir = brig_asprintf("%s/%s", o->sb_dir, id);
-    static const char *const layers[] = {"rootfs", "lower", "disk"};
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(layers); i++) {
-        _cleanup_free_ char *m = brig_asprintf("%s/%s", dir, layers[i]);
-        if (umount2(m, 0) < 0 && errno != EINVAL && errno != ENOENT) {
-            if (errno == EBUSY && umount2(m, MNT_DETACH) == 0) {
-                brig_warn("%s: %s busy, detached", id, layers[i]);
-            } else {
-                brig_error_sys(err, "unmount %s", m);
-                failed = 1;
-            }
-        }
+    if (brig_oci_bundle_unmount(o, id, err) < 0)
+        failed = 1;
+    if (!failed) {
+        _cleanup_free_ char *dir = brig_oci_path(o, id, NULL);
+        brig_oci_rm_rf(dir);
     }
-    if (!failed)
-        rm_rf(dir);
     return failed ? -1 : 0;
 }
 
-static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox **out,
-                      brig_error **err)
+/* ---- create, step by step ------------------------------------------------------ */
+
+/* `<runtime> run --detach` on the bundle, the agent's listening socket lfd as
+ * the container's fd 3 and the runtime's output appended to agent.log; fails
+ * with the runtime's own message when it does. */
+static int runtime_run(const oci *o, const brig_rt_spec *spec, int lfd, brig_error **err)
 {
-    oci *o = rt->priv;
-    brig_rt_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
-    snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
-    sb->dirfd = sb->pidfd = -1;
-    int lfd = -1, logfd = -1;
-    char *dir = brig_asprintf("%s/%s", o->sb_dir, spec->id);
-    char *rootfs = brig_asprintf("%s/rootfs", dir);
-    char *cfg_path = brig_asprintf("%s/config.json", dir);
-    char *log_path = brig_asprintf("%s/agent.log", dir);
-    char *pid_path = brig_asprintf("%s/init.pid", dir);
-    char *lower = brig_asprintf("%s/lower", dir);
-    char *disk = brig_asprintf("%s/disk", dir);
-    char *disk_img = brig_asprintf("%s/disk.img", dir);
-    char *opts = NULL, *json = NULL, *userns_path = NULL;
-    int userns = -1;
-    int r = -1;
-
-    /* 0710 root:<the sandbox's gid>: its own root may pass (runc init reaches the
-     * root file system below), other sandboxes' uids may not even look in. */
-    if (mkdir(dir, 0710) < 0) {
-        brig_error_sys(err, "mkdir %s", dir);
-        free(sb); /* not ours: never clean up a directory we did not create */
-        sb = NULL;
-        goto out;
-    }
-    sb->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (sb->dirfd < 0 || chown(dir, 0, spec->uid_base) < 0 || chmod(dir, 0710) < 0) {
-        brig_error_sys(err, "prepare %s", dir);
-        goto out;
-    }
-    /* The TCP buffer bound (cgroup.c), before anything of the sandbox runs. */
-    if (o->cgroup->check(err) < 0 || o->cgroup->prepare(spec->id, o->tcp_memory_mib << 20, err) < 0)
-        goto out;
-    if (mkdirat(sb->dirfd, "rootfs", 0755) < 0 || mkdirat(sb->dirfd, "lower", 0755) < 0 ||
-        mkdirat(sb->dirfd, "disk", 0755) < 0) {
-        brig_error_sys(err, "create sandbox directories in %s", dir);
-        goto out;
-    }
-    /* 1. The writable layer: its own bounded file system.  The overlay's root
-     *    directory takes its owner and mode from upper/: root of the sandbox, 0755. */
-    char *golden = NULL;
-    if (brig_disk_golden(o->disk_dir, spec->disk_mib, &golden, err) < 0 ||
-        brig_disk_attach(golden, disk_img, disk, spec->uid_base, err) < 0) {
-        free(golden);
-        goto out;
-    }
-    free(golden);
-    /* 2. The template, read-only, its owners mapped into the sandbox's id range. */
-    if (brig_idmap_userns(spec->uid_base, spec->uid_size, &userns, err) < 0 ||
-        brig_idmap_mount(spec->rootfs, lower, userns, err) < 0)
-        goto out;
-    userns_path = brig_asprintf("/proc/%d/fd/%d", (int)getpid(), userns);
-    /* 3. The root: agent layer + template + writable layer.  volatile: no syncs
-     *    for a layer that is thrown away with the sandbox. */
-    opts = brig_asprintf("lowerdir=%s:%s,upperdir=%s/upper,workdir=%s/work,volatile",
-                         o->agent_layer, lower, disk, disk);
-    if (mount("overlay", rootfs, "overlay", MS_NODEV, opts) < 0) {
-        brig_error_sys(err, "mount the sandbox root filesystem");
-        goto out;
-    }
-
-    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa;
-    sock_path(sb, &sa);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 128) < 0) {
-        brig_error_sys(err, "agent socket");
-        goto out;
-    }
-
-    json_t *cfg = oci_spec_new(o, spec, userns_path);
-    json = json_dumps(cfg, JSON_COMPACT);
-    json_decref(cfg);
-    int cfd = open(cfg_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (cfd < 0 || brig_write_full(cfd, json, strlen(json)) < 0) {
-        brig_error_sys(err, "write %s", cfg_path);
-        if (cfd >= 0)
-            close(cfd);
-        goto out;
-    }
-    close(cfd);
-
-    logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (logfd < 0) {
-        brig_error_sys(err, "open %s", log_path);
-        goto out;
-    }
+    _cleanup_free_ char *dir = brig_oci_path(o, spec->id, NULL);
+    _cleanup_free_ char *log_path = brig_oci_path(o, spec->id, "agent.log");
+    _cleanup_free_ char *pid_path = brig_oci_path(o, spec->id, "init.pid");
+    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (logfd < 0)
+        return brig_error_sys(err, "open %s", log_path);
     const char *argv[] = {o->runtime, "--root", o->root,      "run",    "--detach",
                           "--bundle", dir,      "--pid-file", pid_path, "--preserve-fds",
                           "1",        spec->id, NULL};
@@ -597,30 +273,29 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
                     .extra_fds = &lfd,
                     .n_extra = 1};
     pid_t pid;
-    if (brig_proc_spawn(&s, &pid, err) < 0)
-        goto out;
-    int st = brig_proc_wait(pid);
-    close(lfd);
-    lfd = -1;
+    int rc = brig_proc_spawn(&s, &pid, err);
+    int st = rc < 0 ? 0 : brig_proc_wait(pid);
     close(logfd);
-    logfd = -1;
-    if (st != 0) {
-        char buf[4096];
-        int lf = open(log_path, O_RDONLY | O_CLOEXEC);
-        ssize_t n = lf >= 0 ? pread(lf, buf, sizeof(buf) - 1, 0) : -1;
-        if (lf >= 0)
-            close(lf);
-        buf[n > 0 ? n : 0] = '\0';
-        char *m = runtime_message(buf);
-        char how[64];
-        brig_proc_describe(st, how, sizeof(how));
-        brig_error_set(err, BRIG_E_INTERNAL, 0, "%s run %s: %s (%s)", o->runtime, spec->id,
-                       *m ? m : "no message", how);
-        free(m);
-        goto out;
-    }
+    if (rc < 0 || st == 0)
+        return rc;
+    char buf[4096];
+    int lf = open(log_path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = lf >= 0 ? pread(lf, buf, sizeof(buf) - 1, 0) : -1;
+    if (lf >= 0)
+        close(lf);
+    buf[n > 0 ? n : 0] = '\0';
+    _cleanup_free_ char *m = runtime_message(buf);
+    char how[64];
+    brig_proc_describe(st, how, sizeof(how));
+    return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s run %s: %s (%s)", o->runtime, spec->id,
+                          *m ? m : "no message", how);
+}
 
-    /* The init pid: hold a pidfd before anything else can happen to it. */
+/* The container's init, from the runtime's pid file: a pidfd held on it
+ * before anything else can happen to it. */
+static int init_hold(const oci *o, brig_rt_sandbox *sb, brig_error **err)
+{
+    _cleanup_free_ char *pid_path = brig_oci_path(o, sb->id, "init.pid");
     char buf[32] = {0};
     int pf = open(pid_path, O_RDONLY | O_CLOEXEC);
     ssize_t pn = pf >= 0 ? read(pf, buf, sizeof(buf) - 1) : -1;
@@ -629,48 +304,65 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     pid_t ipid = pn > 0 ? (pid_t)atoi(buf) : 0;
     sb->pidfd = ipid > 0 ? pidfd_open(ipid, 0) : -1;
     sb->pid = ipid;
-    if (sb->pidfd < 0) {
-        brig_error_sys(err, "sandbox init (pid %d) is gone", (int)ipid);
-        goto out;
-    }
+    if (sb->pidfd < 0)
+        return brig_error_sys(err, "sandbox init (pid %d) is gone", (int)ipid);
+    return 0;
+}
 
-    /* Ready when the agent answers the handshake. */
+/* Ready when the agent answers the handshake. */
+static int agent_ready(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+{
     int afd = oci_connect(rt, sb, err);
     if (afd < 0) {
         brig_error_prefix(err, "sandbox did not become ready");
-        goto out;
+        return -1;
     }
     close(afd);
-    *out = sb;
-    r = 0;
+    return 0;
+}
 
-out:
+/* The isolation setup, in order; a failure after the directory exists
+ * unwinds through oci_destroy, which tolerates every step not taken. */
+static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox **out,
+                      brig_error **err)
+{
+    oci *o = rt->priv;
+    brig_rt_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
+    snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
+    sb->dirfd = sb->pidfd = -1;
+    int userns = -1, lfd = -1;
+    if (brig_oci_bundle_dir(o, spec, &sb->dirfd, err) < 0)
+        goto fail_sb; /* nothing made: never clean up a directory we did not create */
+    /* The TCP buffer bound (cgroup.c), before anything of the sandbox runs. */
+    if (o->cgroup->check(err) < 0 || o->cgroup->prepare(spec->id, o->tcp_memory_mib << 20, err) < 0)
+        goto fail_destroy;
+    if (brig_oci_bundle_root(o, spec, sb->dirfd, &userns, err) < 0)
+        goto fail_destroy;
+    lfd = brig_oci_bundle_listen(sb, err);
+    if (lfd < 0 || brig_oci_bundle_config(o, spec, userns, err) < 0)
+        goto fail_destroy;
+    int rc = runtime_run(o, spec, lfd, err);
+    close(lfd);
+    lfd = -1;
+    if (rc < 0 || init_hold(o, sb, err) < 0 || agent_ready(rt, sb, err) < 0)
+        goto fail_destroy;
+    close(userns); /* the container and the id-mapped mount hold it now */
+    *out = sb;
+    return 0;
+
+fail_destroy:
     if (lfd >= 0)
         close(lfd);
-    if (logfd >= 0)
-        close(logfd);
-    if (r < 0 && sb) {
-        brig_error *derr = NULL;
-        if (oci_destroy(rt, spec->id, sb, &derr) < 0) {
-            brig_err("%s: cleanup after failed create: %s", spec->id, derr->msg);
-            brig_error_clear(&derr);
-        }
-        sb_free(sb);
-    }
-    free(json);
-    free(opts);
-    free(dir);
-    free(rootfs);
-    free(cfg_path);
-    free(log_path);
-    free(pid_path);
-    free(lower);
-    free(disk);
-    free(disk_img);
-    free(userns_path);
-    if (userns >= 0) /* the container and the id-mapped mount hold it now */
+    if (userns >= 0)
         close(userns);
-    return r;
+    brig_error *derr = NULL;
+    if (oci_destroy(rt, spec->id, sb, &derr) < 0) {
+        brig_err("%s: cleanup after failed create: %s", spec->id, derr->msg);
+        brig_error_clear(&derr);
+    }
+fail_sb:
+    sb_free(sb);
+    return -1;
 }
 
 static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, brig_error **err)
@@ -679,7 +371,7 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
     brig_rt_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
     snprintf(sb->id, sizeof(sb->id), "%s", id);
     sb->pidfd = -1;
-    _cleanup_free_ char *dir = brig_asprintf("%s/%s", o->sb_dir, id);
+    _cleanup_free_ char *dir = brig_oci_path(o, id, NULL);
     sb->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (sb->dirfd < 0) {
         brig_error_sys(err, "open %s", dir);
@@ -804,34 +496,9 @@ static const brig_runtime_ops oci_ops = {
     .free = oci_free,
 };
 
-/* A sandbox's root is an unprivileged host uid that must reach its root file
- * system below the state dir: every directory on the way needs o+x. */
-static int check_searchable(const char *dir, brig_error **err)
-{
-    char real[PATH_MAX];
-    if (realpath(dir, real) == NULL)
-        return brig_error_sys(err, "resolve %s", dir);
-    for (;;) {
-        struct stat st;
-        if (stat(real, &st) < 0)
-            return brig_error_sys(err, "stat %s", real);
-        if (!(st.st_mode & S_IXOTH))
-            return brig_error_set(
-                err, BRIG_E_INTERNAL, 0,
-                "%s (mode %04o) is not searchable by other users; sandboxes run as "
-                "unprivileged host uids and must reach their files below the state dir %s: "
-                "chmod o+x %s, or choose another state dir",
-                real, (unsigned)(st.st_mode & 07777), dir, real);
-        char *slash = strrchr(real, '/');
-        if (slash == NULL || slash == real)
-            return 0;
-        *slash = '\0';
-    }
-}
-
 int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err)
 {
-    if (check_searchable(cfg->state_dir, err) < 0)
+    if (brig_oci_check_searchable(cfg->state_dir, err) < 0)
         return -1;
     oci *o = brig_xcalloc(1, sizeof(*o));
     o->runtime = resolve_runtime(cfg->oci_runtime, err);
@@ -843,9 +510,9 @@ int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, bri
     o->root = brig_asprintf("%s/runc", cfg->state_dir);
     o->sb_dir = brig_asprintf("%s/sandboxes", cfg->state_dir);
     o->disk_dir = brig_asprintf("%s/disk", cfg->state_dir);
-    if (mkdir_p(o->root, 0700, err) < 0 || mkdir_p(o->sb_dir, 0711, err) < 0)
+    if (brig_oci_mkdir_p(o->root, 0700, err) < 0 || brig_oci_mkdir_p(o->sb_dir, 0711, err) < 0)
         goto fail;
-    if (prepare_agent_layer(cfg->state_dir, cfg->agent_path, &o->agent_layer, err) < 0)
+    if (brig_oci_agent_layer(cfg->state_dir, cfg->agent_path, &o->agent_layer, err) < 0)
         goto fail;
     brig_runtime *rt = brig_xcalloc(1, sizeof(*rt));
     rt->ops = &oci_ops;

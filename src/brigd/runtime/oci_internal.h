@@ -1,0 +1,71 @@
+/*
+ * oci_internal.h - what the OCI driver's files share (oci.c, the driver's
+ * lifecycle ops; oci_bundle.c, a sandbox's directory and root file system),
+ * and nothing else includes.  runtime.h stays the driver interface.
+ */
+#ifndef BRIG_OCI_INTERNAL_H
+#define BRIG_OCI_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include "cgroup.h"
+#include "core/id.h"
+#include "runtime.h"
+
+typedef struct oci {
+    const brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
+    char *runtime;                 /* runtime binary (absolute path) */
+    char *root;                    /* runtime state dir (--root), ours alone */
+    char *sb_dir;                  /* <state>/sandboxes */
+    char *agent_layer;             /* <state>/agent/<hash> */
+    char *disk_dir;                /* <state>/disk: golden images of the writable layer */
+    int64_t pty_max;               /* ptys per sandbox: its devpts instance's max= */
+    int64_t tcp_memory_mib;        /* TCP buffers per sandbox (cgroup->prepare) */
+} oci;
+
+struct brig_rt_sandbox {
+    char id[BRIG_ID_MAX];
+    int dirfd; /* O_PATH fd of the sandbox directory */
+    int pidfd; /* container init; -1 when unknown */
+    pid_t pid; /* its host pid (valid while pidfd says it lives) */
+};
+
+/* ---- oci_bundle.c ------------------------------------------------------------ */
+
+/* "<sb_dir>/<id>/<name>" (name NULL: the directory); caller frees. */
+char *brig_oci_path(const oci *o, const char *id, const char *name);
+/* "/proc/self/fd/<dirfd>/agent.sock": keeps unix socket paths short whatever
+ * the state directory is (sun_path holds 108 bytes). */
+void brig_oci_sock_path(const brig_rt_sandbox *sb, struct sockaddr_un *sa);
+int brig_oci_mkdir_p(const char *path, mode_t mode, brig_error **err);
+/* rm -rf that never crosses into another mount (a still-mounted rootfs). */
+void brig_oci_rm_rf(const char *path);
+/* Copies the agent binary into a content-addressed layer directory under
+ * state_dir (*layer: its path, caller frees). */
+int brig_oci_agent_layer(const char *state_dir, const char *agent_path, char **layer,
+                         brig_error **err);
+/* Fails with a clear error unless every directory up to dir is searchable by
+ * other users (a sandbox's root is an unprivileged host uid). */
+int brig_oci_check_searchable(const char *dir, brig_error **err);
+
+/* The steps of a create that make the bundle, in order; each leaves what it
+ * made for brig_oci_bundle_remove (and the runtime's delete) to take away. */
+/* Makes the sandbox's directory, 0710 root:<its gid>; *dirfd: an O_PATH fd
+ * of it.  -1 leaves nothing (a directory that existed is not ours: untouched). */
+int brig_oci_bundle_dir(const oci *o, const brig_rt_spec *spec, int *dirfd, brig_error **err);
+/* rootfs/: the writable layer (disk.c), the template id-mapped through a new
+ * user namespace (*userns, caller closes; idmap.c), the overlay of the agent
+ * layer, the template and the writable layer. */
+int brig_oci_bundle_root(const oci *o, const brig_rt_spec *spec, int dirfd, int *userns,
+                         brig_error **err);
+/* The agent's listening socket, agent.sock (the fd; caller closes). */
+int brig_oci_bundle_listen(const brig_rt_sandbox *sb, brig_error **err);
+/* config.json (oci_spec.c), joining the user namespace userns. */
+int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int userns, brig_error **err);
+/* Unmounts the root, the template and the writable layer; what is not
+ * mounted is no error.  -1 when one stays mounted (the directory must stay). */
+int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err);
+
+#endif

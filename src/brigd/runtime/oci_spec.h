@@ -1,0 +1,23 @@
+/*
+ * oci_spec.h - the OCI runtime spec (config.json) of a sandbox: namespaces,
+ * mounts, capabilities, cgroup resources, masked paths, seccomp.  Why each
+ * choice is made is in docs/security.md.  Pure: builds JSON, touches nothing.
+ */
+#ifndef BRIG_OCI_SPEC_H
+#define BRIG_OCI_SPEC_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "cgroup.h"
+#include "runtime.h"
+
+/* A new config.json object (caller owns it) for spec: the agent as the
+ * process (listening on fd 3), the rootfs/ of the bundle as root, the
+ * resources the cgroup flavour can bound, a devpts instance of at most pty_max
+ * ptys, and the user namespace at path userns (joined rather than made; NULL:
+ * the runtime makes one). */
+json_t *brig_oci_spec_new(const brig_rt_spec *spec, const brig_cgroup_ops *cgroup, int64_t pty_max,
+                          const char *userns);
+
+#endif
