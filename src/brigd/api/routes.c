@@ -17,7 +17,6 @@
 #include "log.h"
 #include "sandbox/pool.h"
 #include "sandbox/sandbox.h"
-#include "sandbox/template.h"
 
 /* ---- health ---------------------------------------------------------------- */
 
@@ -191,24 +190,6 @@ static void h_network_log(brig_req *r)
         brig_http_json(r, 200, json_pack("{s:o}", "entries", out));
 }
 
-static void h_template_list(brig_req *r)
-{
-    brig_http_json(r, 200, json_pack("{s:o}", "templates", brig_template_list(&r->d->cfg)));
-}
-
-static void h_template_build(brig_req *r)
-{
-    brig_error *err = NULL;
-    brig_template t;
-    if (brig_template_build(&r->d->cfg, r->params[0], &err) < 0 ||
-        brig_template_lookup(&r->d->cfg, r->params[0], &t, &err) < 0) {
-        brig_http_error(r, err);
-        return;
-    }
-    brig_http_json(r, 200, brig_template_json(&t));
-    brig_template_dispose(&t);
-}
-
 /* ---- shared helpers --------------------------------------------------------- */
 
 int api_open_agent(brig_req *r, brig_sandbox **sb)
@@ -303,9 +284,10 @@ const brig_route brig_api_routes[] = {
     {"PUT", "/v1/sandboxes/{id}/files/tar", api_upload_end, ROUTE_STREAM_BODY | ROUTE_AGENT,
      api_tar_put_begin, api_upload_body},
     {"GET", "/v1/sandboxes/{id}/files/tar", api_tar_get, ROUTE_AGENT, NULL, NULL},
-    {"GET", "/v1/templates", h_template_list, 0, NULL, NULL},
+    {"GET", "/v1/templates", api_template_list, 0, NULL, NULL},
     {"GET", "/v1/tariffs", h_tariffs, 0, NULL, NULL},
-    {"POST", "/v1/templates/{name}/build", h_template_build, ROUTE_OPERATOR, NULL, NULL},
+    {"POST", "/v1/templates/{name}/build", api_template_build, ROUTE_OPERATOR, NULL, NULL},
+    {"GET", "/v1/templates/{name}/builds/{id}", api_template_build_get, ROUTE_OPERATOR, NULL, NULL},
     {"POST", "/v1/accounts", api_account_create, ROUTE_OPERATOR, NULL, NULL},
     {"PATCH", "/v1/accounts/{id}", api_account_configure, ROUTE_OPERATOR, NULL, NULL},
     {"POST", "/v1/accounts/{id}/credits", api_account_credit, ROUTE_OPERATOR, NULL, NULL},
