@@ -515,7 +515,7 @@ def test_template_build_runs_in_the_background(tmp_path):
         t0 = time.monotonic()
         assert d.api().request("GET", "/healthz", key=None).status == 200
         assert templates_of(d.api()) == {"gated": {"name": "gated", "key": key, "built": False}}
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 10
         assert build_record(op, loc)["state"] == "running"
 
         # A later request gets the running build, not a second one ...

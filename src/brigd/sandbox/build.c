@@ -86,6 +86,7 @@ void brig_build_put(brig_build *b)
     brig_builds *bs = b->bs;
     pthread_mutex_lock(&bs->lock);
     unref_locked(b);
+    pthread_cond_broadcast(&bs->cond); /* brig_builds_stop may wait for the last follower */
     pthread_mutex_unlock(&bs->lock);
 }
 
@@ -349,6 +350,15 @@ static bool any_running_locked(brig_builds *bs)
     return false;
 }
 
+/* Whether someone but the registry holds a record (a follower). */
+static bool borrowed_locked(brig_builds *bs)
+{
+    for (brig_build *b = bs->list; b; b = b->next)
+        if (b->refs > 1)
+            return true;
+    return false;
+}
+
 static void signal_running_locked(brig_builds *bs, int sig)
 {
     for (brig_build *b = bs->list; b; b = b->next)
@@ -379,6 +389,11 @@ void brig_builds_stop(brigd *d)
     }
     for (brig_build *b = bs->list; b; b = b->next)
         join_locked(b);
+    /* A follower still sends the end of its build: it must, before the HTTP server
+     * closes every connection.  Its reference goes once MHD sent all of it. */
+    struct timespec until = brig_mono_after(BRIG_BUILD_STOP_MS);
+    while (borrowed_locked(bs) && pthread_cond_timedwait(&bs->cond, &bs->lock, &until) == 0)
+        ;
     pthread_mutex_unlock(&bs->lock);
 }
 

@@ -66,8 +66,9 @@ typedef struct brig_build_info {
 void brig_builds_init(brigd *d);
 /* Refuses new builds (BRIG_E_UNAVAILABLE), stops the running builders (SIGTERM to
  * their process groups, SIGKILL after BRIG_BUILD_STOP_MS) and waits for their
- * threads: their records end as failed, so followers see the end.  Call before the
- * HTTP server stops, which waits for the followers. */
+ * threads: their records end as failed.  Then waits (BRIG_BUILD_STOP_MS at most)
+ * until nobody else holds a record: the followers sent the end.  Call before the
+ * HTTP server stops, which closes every connection. */
 void brig_builds_stop(brigd *d);
 /* Frees d->builds once nobody uses it (after the HTTP server stopped). */
 void brig_builds_free(brigd *d);
