@@ -627,3 +627,34 @@ def test_brigd_stops_a_running_build_and_forgets_it(tmp_path):
     finally:
         shutdown(d)
         cleanup_cache(cache)
+
+
+def test_a_build_keeps_the_newest_output(tmp_path):
+    """brigd keeps the last 1 MiB of a build's output at most: a follower that starts at
+    the beginning is told how much was dropped, then gets the rest line by line; the
+    record's log_tail is the last 16 KiB at most, from a line's start."""
+    minimal = read(os.path.join(REPO, "templates", "minimal", "spec"))
+    chatty = minimal + "\nyes 'line of output' | head -n 200000 >&2\n"  # 3.8 MB
+    tdir, spec, key = own_templates(tmp_path, "chatty", chatty)
+    d, cache = own_brigd(tmp_path, tdir)
+    try:
+        op = d.operator()
+        r = op.ok("POST", "/v1/templates/chatty/build", expect=(202,))
+        loc = r.headers["location"]
+        f = Follower(op, loc)
+        f.join(timeout=300)
+        dropped = [e for e in f.events if e["type"] == "dropped"]
+        f.events = [e for e in f.events if e["type"] != "dropped"]
+        log, end = f.result()
+        assert end["state"] == "succeeded", end
+        assert len(dropped) == 1 and f.events is not None, dropped
+        assert dropped[0]["bytes"] + len(log.encode()) == end["log_bytes"] > 3_000_000
+        assert len(log.encode()) <= 1 << 20
+        assert log.endswith(f"{cache}/chatty/{key}/rootfs\n"), log[-300:]
+        rec = build_record(op, loc)
+        tail = rec["log_tail"]
+        assert 0 < len(tail.encode()) <= 16 << 10 and log.endswith(tail)
+        assert tail.startswith("line of output\n") or tail.startswith("templates/build: ")
+    finally:
+        shutdown(d)
+        cleanup_cache(cache)

@@ -139,15 +139,18 @@ static bool follow_step(follow *f)
     uint64_t dropped = 0;
     size_t had = f->part.len;
     bool ended = brig_build_read(f->b, &f->pos, READ_MAX, HANGUP_MS, &f->part, &dropped);
-    if (dropped > 0 && f->part.len > had) {
+    if (dropped > 0) {
         /* what was held of a line is from before the gap: it goes first */
         brig_buf rest = {0};
-        brig_buf_append(&rest, f->part.data + had, f->part.len - had);
-        f->part.len = had;
+        if (f->part.len > had) {
+            brig_buf_append(&rest, f->part.data + had, f->part.len - had);
+            f->part.len = had;
+        }
         emit_lines(f, true);
         brig_ndjson_line(&f->out,
                          json_pack("{s:s, s:I}", "type", "dropped", "bytes", (json_int_t)dropped));
-        brig_buf_append(&f->part, rest.data ? rest.data : "", rest.len);
+        if (rest.len > 0)
+            brig_buf_append(&f->part, rest.data, rest.len);
         brig_buf_dispose(&rest);
     }
     emit_lines(f, ended);
@@ -213,4 +216,8 @@ void api_template_build_get(brig_req *r)
                                                                   follow_reader, f, follow_free);
     MHD_add_response_header(resp, "Content-Type", "application/x-ndjson");
     brig_http_response(r, 200, resp);
+    /* A builder may be silent for minutes (base: apt in the chroot), and MHD counts the
+     * time our reader waits as idle time: no idle limit for this answer.  A client that
+     * hangs up is noticed within HANGUP_MS; the next request resets the limit (http.c). */
+    MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0);
 }
