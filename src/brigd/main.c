@@ -28,6 +28,7 @@
 #include "runtime/cgroup.h"
 #include "core/settings.h"
 #include "api/http.h"
+#include "sandbox/build.h"
 #include "sandbox/janitor.h"
 #include "sandbox/pool.h"
 #include "net/net.h"
@@ -318,6 +319,7 @@ static int run(brigd *d, int sigfd, brig_error **err)
                    : brig_error_set(err, BRIG_E_INTERNAL, 0, "destroy-all: some sandboxes remain");
     if (brig_lifecycle_start(d, err) < 0 || brig_pool_start(d, err) < 0)
         return -1;
+    brig_builds_init(d);
     if (brig_http_start(d, brig_api_routes, err) < 0)
         return -1;
     if (brig_bootstrap_run(d, err) < 0)
@@ -385,7 +387,9 @@ int main(int argc, char **argv)
         brig_err("%s", err->msg);
         brig_error_clear(&err);
     }
+    brig_builds_stop(&d); /* builds end as failed: their followers' streams end */
     brig_http_stop(&d);
+    brig_builds_free(&d);
     brig_sandbox_watch_stop(&d);
     brig_lifecycle_stop(&d);
     brig_pool_stop(&d);             /* warm sandboxes belong to nobody: they go */

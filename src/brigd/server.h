@@ -45,6 +45,8 @@ typedef struct brigd {
     pthread_cond_t janitor_cond;
     bool janitor_stop; /* guarded by janitor_lock */
     bool janitor_running;
+    /* Template builds running or recently ended (sandbox/build.c). */
+    struct brig_builds *builds;
     struct brig_pool *pool;  /* warm sandboxes ready to be claimed; NULL: no pool */
     struct MHD_Daemon *http; /* the REST API server */
     char *base_url;          /* "http://host:port" actually listened on */

@@ -60,6 +60,49 @@ int brig_cmd_template_ls(const cli_args *a)
     return CLI_EXIT_OK;
 }
 
+/* Prints a build's output as it comes (to stderr: stdout is for the result); control
+ * characters but newline and tab show as '?'. */
+static void print_log(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        fputc((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f ? '?' : *p, stderr);
+}
+
+static int on_build_event(json_t *ev, void *ctx, brig_error **err)
+{
+    json_t **end = ctx;
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    if (type == NULL)
+        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "malformed event from brigd: no type");
+    if (strcmp(type, "log") == 0) {
+        const char *data = json_string_value(json_object_get(ev, "data"));
+        print_log(data ? data : "");
+    } else if (strcmp(type, "dropped") == 0) {
+        fprintf(stderr, "brig: [%lld bytes of the build's output are no longer kept]\n",
+                (long long)json_integer_value(json_object_get(ev, "bytes")));
+    } else if (strcmp(type, "end") == 0) {
+        json_decref(*end);
+        *end = json_incref(ev);
+    }
+    return 0;
+}
+
+/* Follows the build's output until it ends; its end event (owned) in *end. */
+static int follow_build(brig_client *c, const char *name, const char *id, json_t **end,
+                        brig_error **err)
+{
+    _cleanup_free_ char *esc = brig_client_escape(name);
+    _cleanup_free_ char *eid = brig_client_escape(id);
+    _cleanup_free_ char *path = brig_asprintf("/v1/templates/%s/builds/%s?follow=1", esc, eid);
+    cli_catch_signals();
+    brig_client_set_interrupt(c, &cli_interrupted);
+    int rc = brig_client_stream(c, "GET", path, NULL, 0, on_build_event, end, err);
+    brig_client_set_interrupt(c, NULL);
+    if (rc >= 0 && *end == NULL)
+        rc = brig_error_set(err, BRIG_E_PROTOCOL, 0, "the build's output stream ended early");
+    return rc < 0 ? -1 : 0;
+}
+
 int brig_cmd_template_build(const cli_args *a)
 {
     const char *name = a->pos[0];
@@ -71,23 +114,45 @@ int brig_cmd_template_build(const cli_args *a)
         return cli_fail(&err);
     _cleanup_free_ char *esc = brig_client_escape(name);
     _cleanup_free_ char *path = brig_asprintf("/v1/templates/%s/build", esc);
-    json_t *tpl = NULL;
-    /* a build may take minutes: no client-side limit */
-    if (brig_client_call(c, "POST", path, NULL, 0, &tpl, &err) < 0) {
+    json_t *build = NULL, *end = NULL;
+    /* brigd answers at once (202) and builds in the background; we follow it */
+    if (brig_client_call(c, "POST", path, NULL, CLI_TIMEOUT_MS, &build, &err) < 0) {
         brig_error_prefix(&err, "build %s", name);
         return cli_fail(&err);
     }
-    if (cli_opt_has(a, OPT_JSON)) {
-        cli_print_json(tpl);
-    } else {
+    const char *id = json_string_value(json_object_get(build, "build_id"));
+    int code = CLI_EXIT_OK;
+    if (id == NULL) {
+        brig_error_set(&err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: no build_id");
+    } else if (follow_build(c, name, id, &end, &err) < 0 && cli_interrupted) {
+        brig_error_clear(&err);
+        fprintf(stderr, "brig: stopped following; the build goes on in brigd (");
+        cli_print_clean(stderr, id);
+        fprintf(stderr, ")\n");
+        code = 128 + cli_interrupted;
+    }
+    if (err == NULL && code == CLI_EXIT_OK) {
+        const char *state = json_string_value(json_object_get(end, "state"));
+        const char *why = json_string_value(json_object_get(end, "error"));
+        if (state == NULL || strcmp(state, "succeeded") != 0)
+            brig_error_set(&err, BRIG_E_INTERNAL, 0, "%s", why ? why : "the build failed");
+    }
+    if (err != NULL) {
+        brig_error_prefix(&err, "build %s", name);
+        code = cli_fail(&err);
+    } else if (code == CLI_EXIT_OK && cli_opt_has(a, OPT_JSON)) {
+        json_object_del(end, "type");
+        cli_print_json(end);
+    } else if (code == CLI_EXIT_OK) {
         fputs("built ", stdout);
-        cli_print_clean(stdout, str_cell(tpl, "name"));
+        cli_print_clean(stdout, str_cell(end, "template"));
         fputs(" (key ", stdout);
-        cli_print_clean(stdout, str_cell(tpl, "key"));
+        cli_print_clean(stdout, str_cell(end, "key"));
         fputs(")\n", stdout);
     }
-    json_decref(tpl);
-    return CLI_EXIT_OK;
+    json_decref(build);
+    json_decref(end);
+    return code;
 }
 
 int brig_cmd_health(const cli_args *a)

@@ -107,6 +107,10 @@ static int cmd_help(const cli_args *a);
     "pseudo-terminal of this terminal's size, with this terminal in raw mode until\n"              \
     "it exits; brig then exits with its exit code.  Needs a terminal on stdin.\n"
 #define RM_FILE_DETAILS "A directory needs --recursive unless it is empty.\n"
+#define TEMPLATE_BUILD_DETAILS                                                                     \
+    "brigd builds in the background; brig prints the build's output on stderr as it\n"             \
+    "comes, then 'built NAME (key KEY)' (--json: the build's record).  Exits 0 once\n"             \
+    "built, 1 when the build failed.  Ctrl-C stops following, not the build.\n"
 #define RUN_DETAILS                                                                                \
     "The sandbox is deleted whatever happens: when the command fails, when brigd\n"                \
     "cannot run it, and on SIGINT, SIGTERM or SIGHUP.  Exits with the command's exit code.\n"
@@ -171,7 +175,7 @@ static const cli_cmd commands[] = {
     {"template ls", brig_cmd_template_ls, "[--json]", "list templates", NULL, opts_json, 0, 0,
      CLI_REST_NONE},
     {"template build", brig_cmd_template_build, "[--json] NAME",
-     "build a template (may take minutes)", NULL, opts_json, 1, 1, CLI_REST_NONE},
+     "build a template (may take minutes)", TEMPLATE_BUILD_DETAILS, opts_json, 1, 1, CLI_REST_NONE},
     {"health", brig_cmd_health, "", "check that brigd answers (no key needed)", NULL, opts_none, 0,
      0, CLI_REST_NONE},
     {"version", cmd_version, "", "print brig's version", NULL, opts_none, 0, 0, CLI_REST_NONE},

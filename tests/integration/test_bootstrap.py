@@ -8,6 +8,12 @@
   the builder runs with --force, so the cache key (spec + builder) stays the same
   while the rootfs behind it is a new one; the previous rootfs is moved aside to
   .old-KEY-PID/ and kept for the sandboxes that still run on it.
+- A build runs in the background (docs/api.md): POST /v1/templates/NAME/build
+  answers 202 with the build's record at once, GET .../builds/ID shows it (and with
+  ?follow=1 streams its output until it ends), one build of a template runs at a
+  time, and brigd answers other requests meanwhile.  Those tests use a template of
+  their own whose spec waits for the test's go on a FIFO, so a build provably runs
+  while the test looks.
 
 The rebuild tests never touch the shared template cache (other tests use it at the
 same time): each runs a brigd of its own on a private copy of the template's cache
@@ -18,12 +24,17 @@ template) has the inode of the rootfs directory it was made from.
 """
 
 import glob
+import http.client
+import json
 import os
 import re
 import shutil
 import sqlite3
 import stat
 import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -276,7 +287,9 @@ def test_template_build_rebuilds_it(tmp_path, name):
         r = cli(d, "template", "build", name)
         assert r.returncode == 0, r.stderr
         assert r.stdout == f"built {name} (key {key})\n"
-        assert r.stderr == ""
+        # the builder's output, followed as it came
+        assert f"templates/build: built '{name}' in " in r.stderr, r.stderr
+        assert "brig:" not in r.stderr, r.stderr
 
         # The key names the spec and the builder, so it stays; the rootfs is new and
         # the previous one is kept aside for the sandboxes that use it.
@@ -327,6 +340,11 @@ def test_template_build_is_for_the_operator_only(tmp_path):
         r = cli(d, "template", "build", "nosuch")
         assert r.returncode == 1 and r.stdout == ""
         assert r.stderr == "brig: build nosuch: no template named 'nosuch' (HTTP 404 not_found)\n"
+        # A build's record is the operator's too; an unknown one is not found.
+        url = "/v1/templates/minimal/builds/bld_" + "a" * 26
+        assert d.api().request("GET", url).status == 403
+        r = d.operator().request("GET", url)
+        assert r.status == 404 and r.json()["error"]["code"] == "not_found", r.body
         assert os.stat(rootfs).st_ino == ino
         assert not glob.glob(str(cache / "minimal" / ".old-*"))
         assert not glob.glob(str(cache / "minimal" / ".tmp-*"))
@@ -366,6 +384,277 @@ def test_template_build_retires_pooled_sandboxes(tmp_path):
             f"(pool: {pool()}, pooled before the rebuild: {pooled})")
         assert lower_ino(d, sb) == os.stat(rootfs).st_ino
         a.delete(sb)
+    finally:
+        shutdown(d)
+        cleanup_cache(cache)
+
+
+# ---- builds in the background ----------------------------------------------------------
+
+GATE_LINE = "waiting for the test's go"
+BUILD_FIELDS = {"build_id", "template", "key", "state", "error", "started_at", "ended_at",
+                "log_bytes", "log_tail"}
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def own_templates(tmp_path, name, spec):
+    """A templates dir of the test's own: the real builder (brigd runs TEMPLATES_DIR/build)
+    and template `name` with this spec.  Returns (dir, spec path, key)."""
+    tdir = tmp_path / "templates"
+    (tdir / name).mkdir(parents=True)
+    shutil.copy2(BUILDER, tdir / "build")
+    (tdir / name / "spec").write_text(spec)
+    r = subprocess.run([str(tdir / "build"), "--print-key", name], capture_output=True,
+                       text=True, check=True)
+    return str(tdir), tdir / name / "spec", r.stdout.strip()
+
+
+def gated_template(tmp_path, name="gated"):
+    """A busybox template whose spec, when the builder sources it, counts itself in
+    sourced.log, says GATE_LINE and waits until the test writes to the FIFO `gate`."""
+    gate, count = tmp_path / "gate", tmp_path / "sourced.log"
+    os.mkfifo(gate)
+    minimal = read(os.path.join(REPO, "templates", "minimal", "spec"))
+    spec = (f"{minimal}\necho sourced >>{count}\necho \"{GATE_LINE}\" >&2\n"
+            f"read -r _ <{gate}\n")
+    tdir, spec_path, key = own_templates(tmp_path, name, spec)
+    return tdir, spec_path, key, gate, count
+
+
+def open_gate(gate):
+    with open(gate, "w") as f:  # the builder waits in open(gate) for reading
+        f.write("go\n")
+
+
+def build_record(api, location):
+    r = api.ok("GET", location)
+    rec = r.json()
+    assert set(rec) == BUILD_FIELDS, rec
+    return rec
+
+
+def at_gate(api, location):
+    rec = build_record(api, location)
+    return rec if GATE_LINE in rec["log_tail"] else None
+
+
+class Follower(threading.Thread):
+    """GET location?follow=1 on a thread of its own: the NDJSON events as they come, until
+    the end; `streaming` is set once the first one came."""
+
+    def __init__(self, api, location):
+        super().__init__(daemon=True)
+        self.api, self.location = api, location
+        self.events, self.failure = [], None
+        self.streaming = threading.Event()
+        self.start()
+
+    def run(self):
+        conn = http.client.HTTPConnection(self.api.host, self.api.port, timeout=300)
+        try:
+            conn.request("GET", self.location + "?follow=1",
+                         headers={"Authorization": f"Bearer {self.api.key}"})
+            r = conn.getresponse()
+            if r.status != 200 or r.getheader("content-type") != "application/x-ndjson":
+                self.failure = f"{r.status} {r.getheader('content-type')}: {r.read()[:300]}"
+                return
+            for line in r:
+                self.events.append(json.loads(line))
+                self.streaming.set()
+        except Exception as e:  # noqa: BLE001 - reported by result()
+            self.failure = repr(e)
+        finally:
+            conn.close()
+            self.streaming.set()
+
+    def result(self):
+        self.join(timeout=300)
+        assert not self.is_alive(), "the follow stream did not end"
+        assert self.failure is None, self.failure
+        assert self.events, "the follower got no events"
+        *logs, end = self.events
+        assert all(e["type"] == "log" and set(e) == {"type", "data"} for e in logs), logs
+        assert end["type"] == "end" and set(end) == BUILD_FIELDS - {"log_tail"} | {"type"}, end
+        return "".join(e["data"] for e in logs), end
+
+
+def own_brigd(tmp_path, tdir):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    argv = ["--templates-dir", tdir]
+    return OwnBrigd(str(tmp_path / "state"), argv, cache=str(cache)).start(), cache
+
+
+def test_template_build_runs_in_the_background(tmp_path):
+    """POST .../build answers 202 at once with the build's record and Location; two
+    requests at once, a later one and the CLI all get the one build that runs; the API
+    answers meanwhile; its output can be followed until it ends."""
+    tdir, spec, key, gate, count = gated_template(tmp_path)
+    d, cache = own_brigd(tmp_path, tdir)
+    try:
+        op = d.operator()
+        with ThreadPoolExecutor(2) as ex:
+            answers = list(ex.map(lambda _: op.request("POST", "/v1/templates/gated/build"),
+                                  range(2)))
+        assert [r.status for r in answers] == [202, 202], [r.body for r in answers]
+        first, second = (r.json() for r in answers)
+        bid = first["build_id"]
+        assert second["build_id"] == bid, "two requests at once ran two builds"
+        assert re.fullmatch(r"bld_[a-z2-7]{26}", bid), bid
+        assert set(first) == BUILD_FIELDS, first
+        assert (first["template"], first["key"], first["state"], first["error"],
+                first["ended_at"]) == ("gated", key, "running", None, None)
+        assert TIME.fullmatch(first["started_at"]), first
+        loc = f"/v1/templates/gated/builds/{bid}"
+        assert [r.headers["location"] for r in answers] == [loc, loc]
+
+        rec = wait_for(lambda: at_gate(op, loc), timeout=60, what="the builder at the gate")
+        assert rec["state"] == "running" and rec["log_bytes"] >= len(rec["log_tail"]) > 0
+
+        # The build holds no HTTP thread: other requests answer at once meanwhile.
+        t0 = time.monotonic()
+        assert d.api().request("GET", "/healthz", key=None).status == 200
+        assert templates_of(d.api()) == {"gated": {"name": "gated", "key": key, "built": False}}
+        assert time.monotonic() - t0 < 10
+        assert build_record(op, loc)["state"] == "running"
+
+        # A later request gets the running build, not a second one ...
+        r = op.request("POST", "/v1/templates/gated/build")
+        assert r.status == 202 and r.json()["build_id"] == bid, r.body
+        # ... unless the template changed since it started: that build would not do.
+        original = spec.read_text()
+        spec.write_text(original + "# changed\n")
+        r = op.request("POST", "/v1/templates/gated/build")
+        assert r.status == 409, r.body
+        assert r.json()["error"] == {
+            "code": "conflict",
+            "message": f"template 'gated' changed since its build {bid} started; "
+                       "build it again once that one ended"}
+        spec.write_text(original)
+
+        # The CLI follows the running build: it shows its output so far, then the rest.
+        env = {k: v for k, v in os.environ.items() if k != "BRIG_API_KEY"}
+        env.update(BRIG_URL=d.url, BRIG_STATE_DIR=d.state_dir)
+        proc = subprocess.Popen([BRIG, "template", "build", "gated"], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        seen = ""
+        while GATE_LINE not in seen:
+            line = proc.stderr.readline()
+            assert line, f"brig ended before the gate: {seen}"
+            seen += line
+        follower = Follower(op, loc)
+
+        open_gate(gate)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, seen + err
+        assert out == f"built gated (key {key})\n"
+        assert "templates/build: built 'gated' in " in seen + err
+        log, end = follower.result()
+        assert log.startswith("templates/build: building 'gated'"), log
+        assert GATE_LINE + "\n" in log and "templates/build: built 'gated' in " in log, log
+        assert (end["build_id"], end["state"], end["error"]) == (bid, "succeeded", None), end
+        assert end["log_bytes"] == len(log.encode()), end
+        assert TIME.fullmatch(end["ended_at"]) and end["ended_at"] >= end["started_at"]
+
+        assert count.read_text() == "sourced\n", "more than one builder ran"
+        rec = build_record(op, loc)
+        assert {k: rec[k] for k in end if k != "type"} == {k: end[k] for k in end if k != "type"}
+        assert rec["log_tail"] == log  # all of it: shorter than the tail
+        assert templates_of(d.api()) == {"gated": {"name": "gated", "key": key, "built": True}}
+        assert (cache / "gated" / key / "ok").is_file()
+        # finished: the next request starts a new build
+        (tmp_path / "gate").unlink()
+        os.mkfifo(gate)
+        r = op.request("POST", "/v1/templates/gated/build")
+        assert r.status == 202 and r.json()["build_id"] != bid, r.body
+        wait_for(lambda: at_gate(op, r.headers["location"]), timeout=60, what="the second build")
+        open_gate(gate)
+        _, end2 = Follower(op, r.headers["location"]).result()
+        assert end2["state"] == "succeeded", end2
+        assert build_record(op, loc)["state"] == "succeeded"  # the first is still on record
+    finally:
+        shutdown(d)
+        cleanup_cache(cache)
+
+
+def test_a_failed_build_says_why(tmp_path):
+    """The builder's failure ends the build as failed, with the reason (its last line)
+    in the record and the CLI's message; brig exits 1 after showing the output."""
+    tdir, spec, key = own_templates(tmp_path, "broken", "KIND=bogus\n")
+    d, cache = own_brigd(tmp_path, tdir)
+    try:
+        r = cli(d, "template", "build", "broken")
+        why = (f"building template broken failed (exited with status 1): "
+               f"templates/build: error: {spec}: unknown KIND 'bogus' (debootstrap or busybox)")
+        assert r.returncode == 1 and r.stdout == "", r
+        assert r.stderr.endswith(f"\nbrig: build broken: {why}\n"), r.stderr
+        assert "templates/build: building 'broken'" in r.stderr
+        op = d.operator()
+        bid = op.ok("POST", "/v1/templates/broken/build", expect=(202,)).json()["build_id"]
+        _, end = Follower(op, f"/v1/templates/broken/builds/{bid}").result()
+        assert (end["state"], end["error"]) == ("failed", why), end
+        assert not (cache / "broken" / key).exists()
+        assert not glob.glob(str(cache / "broken" / ".tmp-*"))
+    finally:
+        shutdown(d)
+        cleanup_cache(cache)
+
+
+def test_brigd_stops_a_running_build_and_forgets_it(tmp_path):
+    """brigd stopping stops its builds (their followers see the end) and the builder
+    cleans up; after a restart the build's record is gone (docs/api.md)."""
+    tdir, spec, key, gate, count = gated_template(tmp_path)
+    d, cache = own_brigd(tmp_path, tdir)
+    try:
+        op = d.operator()
+        r = op.ok("POST", "/v1/templates/gated/build", expect=(202,))
+        loc = r.headers["location"]
+        wait_for(lambda: at_gate(op, loc), timeout=60, what="the builder at the gate")
+        follower = Follower(op, loc)
+        assert follower.streaming.wait(timeout=60) and follower.failure is None, follower.failure
+        d.stop()
+        log, end = follower.result()
+        assert GATE_LINE in log
+        assert end["state"] == "failed", end
+        assert end["error"].startswith("brigd stopped during the build (the builder "), end
+        assert not glob.glob(str(cache / "gated" / ".tmp-*")), "the builder left its build"
+        assert not (cache / "gated" / key).exists()
+
+        d.start()
+        r = d.operator().request("GET", loc)
+        assert r.status == 404 and r.json()["error"]["code"] == "not_found", r.body
+        assert count.read_text() == "sourced\n"
+    finally:
+        shutdown(d)
+        cleanup_cache(cache)
+
+
+def test_a_build_keeps_the_newest_output(tmp_path):
+    """brigd keeps the last 1 MiB of a build's output at most: a follower that starts at
+    the beginning is told how much was dropped, then gets the rest line by line; the
+    record's log_tail is the last 16 KiB at most, from a line's start."""
+    minimal = read(os.path.join(REPO, "templates", "minimal", "spec"))
+    chatty = minimal + "\nyes 'line of output' | head -n 200000 >&2\n"  # 3.8 MB
+    tdir, spec, key = own_templates(tmp_path, "chatty", chatty)
+    d, cache = own_brigd(tmp_path, tdir)
+    try:
+        op = d.operator()
+        r = op.ok("POST", "/v1/templates/chatty/build", expect=(202,))
+        loc = r.headers["location"]
+        f = Follower(op, loc)
+        f.join(timeout=300)
+        dropped = [e for e in f.events if e["type"] == "dropped"]
+        f.events = [e for e in f.events if e["type"] != "dropped"]
+        log, end = f.result()
+        assert end["state"] == "succeeded", end
+        assert len(dropped) == 1 and f.events is not None, dropped
+        assert dropped[0]["bytes"] + len(log.encode()) == end["log_bytes"] > 3_000_000
+        assert len(log.encode()) <= 1 << 20
+        assert log.endswith(f"{cache}/chatty/{key}/rootfs\n"), log[-300:]
+        rec = build_record(op, loc)
+        tail = rec["log_tail"]
+        assert 0 < len(tail.encode()) <= 16 << 10 and log.endswith(tail)
+        assert tail.startswith("line of output\n") or tail.startswith("templates/build: ")
     finally:
         shutdown(d)
         cleanup_cache(cache)

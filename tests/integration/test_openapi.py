@@ -7,12 +7,13 @@ sends that the document does not list fails)."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import urllib.parse
 
 import pytest
 
-from brigtest import BUILD, REPO, Api, wait_for
+from brigtest import BUILD, REPO, Api, Brigd, wait_for
 
 DOC_PATH = os.path.join(REPO, "docs", "openapi.json")
 NPM_DIR = os.path.join(REPO, "tests", "openapi")
@@ -26,6 +27,7 @@ FAKE = {
     "key_id": "key_" + "a" * 26,
     "secret_name": "NO_SUCH_SECRET",
     "template_name": "no-such-template",
+    "build_id": "bld_" + "a" * 26,
 }
 
 
@@ -429,3 +431,24 @@ def test_tenant_answers_match_the_schemas(daemon, node):
     a.call("GET", "/v1/projects", expect=200)
     a.call("GET", "/v1/account", expect=200)
     c.verify(node)
+
+
+def test_template_build_answers_match_the_schemas(tmp_path, node):
+    """A real build of minimal by a brigd of the test's own, into a template cache of its own
+    (never the shared one): the 202 with its Location, the followed output, the record."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    d = Brigd(str(tmp_path / "state"), ["--template-cache", str(cache)]).start()
+    try:
+        c = Checker(d.operator())
+        c.call("POST", "/v1/templates/no-such-template/build", expect=404)
+        c.call("GET", f"/v1/templates/minimal/builds/{FAKE['build_id']}", expect=404)
+        loc = c.call("POST", "/v1/templates/minimal/build", expect=202).headers["location"]
+        lines = c.call("GET", f"{loc}?follow=1", expect=200).body.decode().splitlines()
+        assert json.loads(lines[-1])["state"] == "succeeded", lines
+        c.call("GET", loc, expect=200)
+        c.call("GET", f"{loc}?follow=0", expect=200)
+        c.verify(node)
+    finally:
+        d.stop()
+        shutil.rmtree(cache, ignore_errors=True)

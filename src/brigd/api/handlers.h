@@ -30,6 +30,10 @@ void api_files_mkdir(brig_req *r);
 void api_tar_put_begin(brig_req *r);
 void api_tar_get(brig_req *r);
 
+void api_template_list(brig_req *r);
+void api_template_build(brig_req *r);
+void api_template_build_get(brig_req *r);
+
 void api_account_create(brig_req *r);
 void api_account_credit(brig_req *r);
 void api_account_configure(brig_req *r);

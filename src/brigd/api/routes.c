@@ -1,6 +1,6 @@
 /*
- * routes.c - the route table, and the REST handlers of health, sandboxes and templates (the
- * others are in api_exec.c, api_files.c and api_accounts.c; what they all use in handler.c).
+ * routes.c - the route table, and the REST handlers of health and sandboxes (the others are
+ * in api_exec.c, api_files.c, api_templates.c and api_accounts.c; what they all use in handler.c).
  * Each validates its input completely before touching a sandbox, answers errors as
  * {"error":{"code","message"}} with the right status, and never holds brigd's lock while
  * talking to a sandbox.
@@ -19,7 +19,6 @@
 #include "log.h"
 #include "sandbox/pool.h"
 #include "sandbox/sandbox.h"
-#include "sandbox/template.h"
 
 /* ---- health ---------------------------------------------------------------- */
 
@@ -194,24 +193,6 @@ static void h_network_log(brig_req *r)
         brig_http_json(r, 200, json_pack("{s:o}", "entries", out));
 }
 
-static void h_template_list(brig_req *r)
-{
-    brig_http_json(r, 200, json_pack("{s:o}", "templates", brig_template_list(&r->d->cfg)));
-}
-
-static void h_template_build(brig_req *r)
-{
-    brig_error *err = NULL;
-    brig_template t;
-    if (brig_template_build(&r->d->cfg, r->params[0], &err) < 0 ||
-        brig_template_lookup(&r->d->cfg, r->params[0], &t, &err) < 0) {
-        brig_http_error(r, err);
-        return;
-    }
-    brig_http_json(r, 200, brig_template_json(&t));
-    brig_template_dispose(&t);
-}
-
 const brig_route brig_api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC, NULL, NULL},
     {"GET", "/openapi.json", h_openapi, ROUTE_PUBLIC, NULL, NULL},
@@ -241,9 +222,10 @@ const brig_route brig_api_routes[] = {
     {"PUT", "/v1/sandboxes/{id}/files/tar", api_upload_end, ROUTE_STREAM_BODY | ROUTE_AGENT,
      api_tar_put_begin, api_upload_body},
     {"GET", "/v1/sandboxes/{id}/files/tar", api_tar_get, ROUTE_AGENT, NULL, NULL},
-    {"GET", "/v1/templates", h_template_list, 0, NULL, NULL},
+    {"GET", "/v1/templates", api_template_list, 0, NULL, NULL},
     {"GET", "/v1/tariffs", h_tariffs, 0, NULL, NULL},
-    {"POST", "/v1/templates/{name}/build", h_template_build, ROUTE_OPERATOR, NULL, NULL},
+    {"POST", "/v1/templates/{name}/build", api_template_build, ROUTE_OPERATOR, NULL, NULL},
+    {"GET", "/v1/templates/{name}/builds/{id}", api_template_build_get, ROUTE_OPERATOR, NULL, NULL},
     {"POST", "/v1/accounts", api_account_create, ROUTE_OPERATOR, NULL, NULL},
     {"PATCH", "/v1/accounts/{id}", api_account_configure, ROUTE_OPERATOR, NULL, NULL},
     {"POST", "/v1/accounts/{id}/credits", api_account_credit, ROUTE_OPERATOR, NULL, NULL},

@@ -158,7 +158,12 @@ int brig_proc_spawn(const brig_spawn *s, pid_t *pid, brig_error **err)
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if (s->own_group) {
+        posix_spawnattr_setpgroup(&attr, 0);
+        flags |= POSIX_SPAWN_SETPGROUP;
+    }
+    posix_spawnattr_setflags(&attr, flags);
 
     pthread_mutex_lock(&lock);
     int e = posix_spawnp(pid, s->argv[0], &fa, &attr, (char *const *)s->argv, environ);

@@ -29,6 +29,7 @@ typedef struct brig_spawn {
     int stderr_fd;           /* -1: /dev/null */
     const int *extra_fds;    /* become fds 3, 4, ... in the child */
     size_t n_extra;
+    int own_group; /* its own process group (pgid = its pid): killpg() reaches its children */
 } brig_spawn;
 
 /* Starts a child with default signal dispositions and an empty signal mask.

@@ -1,5 +1,5 @@
 /*
- * template.c - template lookup and building (see template.h).
+ * template.c - template lookup (see template.h; sandbox/build.c builds them).
  */
 #include "template.h"
 
@@ -9,12 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/id.h"
 #include "log.h"
-#include "runtime/spawn.h"
 #include "util.h"
 
 static int valid_name(const char *name)
@@ -86,37 +84,6 @@ void brig_template_dispose(brig_template *t)
 {
     free(t->rootfs);
     t->rootfs = NULL;
-}
-
-int brig_template_build(const brig_config *cfg, const char *name, brig_error **err)
-{
-    brig_template t;
-    if (brig_template_lookup(cfg, name, &t, err) < 0)
-        return -1;
-    brig_template_dispose(&t);
-    _cleanup_free_ char *builder = brig_asprintf("%s/build", cfg->templates_dir);
-    const char *argv[] = {builder, "--cache", cfg->template_cache, "--force", name, NULL};
-    brig_buf out = {0};
-    int st = 0;
-    brig_info("template %s: building", name);
-    /* Keep the tail of the builder's output: the reason when it fails. */
-    if (brig_proc_run(argv, &out, 1 << 20, &st, err) < 0)
-        return -1;
-    if (st != 0) {
-        const char *tail = out.data ? out.data : "";
-        size_t len = out.len;
-        if (len > 2000)
-            tail += len - 2000;
-        char how[64];
-        brig_proc_describe(st, how, sizeof(how));
-        brig_error_set(err, BRIG_E_INTERNAL, 0, "building template %s failed (%s): %s", name, how,
-                       tail);
-        brig_buf_dispose(&out);
-        return -1;
-    }
-    brig_buf_dispose(&out);
-    brig_info("template %s: built", name);
-    return 0;
 }
 
 json_t *brig_template_json(const brig_template *t)

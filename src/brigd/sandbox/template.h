@@ -1,5 +1,5 @@
 /*
- * template.h - finding and building the root filesystems sandboxes start from.
+ * template.h - finding the root filesystems sandboxes start from (build.h builds them).
  *
  * A template is templates/<name>/spec plus the shared builder templates/build.
  * Built root filesystems live in the template cache at <cache>/<name>/<key>/rootfs
@@ -28,9 +28,6 @@ typedef struct brig_template {
 int brig_template_lookup(const brig_config *cfg, const char *name, brig_template *out,
                          brig_error **err);
 void brig_template_dispose(brig_template *t);
-
-/* Runs the builder (templates/build --force) and waits for it; minutes for base. */
-int brig_template_build(const brig_config *cfg, const char *name, brig_error **err);
 
 /* {"name","key","built"} for every template in templates_dir. */
 json_t *brig_template_list(const brig_config *cfg);
