@@ -40,8 +40,9 @@ typedef struct brig_worker_spec {
     void *arg;
 } brig_worker_spec;
 
-/* Starts the threads (all that can be started; an error when not one can).  The first
- * run comes with the first kick or after the first period. */
+/* Starts the threads (all that can be started; an error when not one can).  *out is
+ * set before they start, so a run may use it.  The first run comes with the first kick
+ * or after the first period. */
 int brig_worker_start(const brig_worker_spec *spec, brig_worker **out, brig_error **err);
 
 /* Makes every thread run the function once more as soon as it can. */

@@ -56,7 +56,7 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
     brigd *d = c->d;
     brig_error *err = NULL;
     brig_rt_sandbox *h = NULL;
-    if (strcmp(row->state, brig_sb_state_name(BRIG_SB_RUNNING)) == 0 &&
+    if (brig_sb_state_parse(row->state) == BRIG_SB_RUNNING &&
         d->rt->ops->attach(d->rt, row->id, &h, &err) == 0) {
         readopt(d, row, h);
         c->kept = brig_xrealloc(c->kept, (c->n_kept + 1) * sizeof(char *));

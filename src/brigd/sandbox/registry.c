@@ -56,10 +56,19 @@ struct brig_registry {
 #define LOCK(d)   pthread_mutex_lock(&(d)->registry->lock)
 #define UNLOCK(d) pthread_mutex_unlock(&(d)->registry->lock)
 
+static const char *const state_names[] = {"creating", "running", "deleting", "deleted", "failed"};
+
 const char *brig_sb_state_name(brig_sb_state s)
 {
-    static const char *const names[] = {"creating", "running", "deleting", "deleted", "failed"};
-    return (unsigned)s < BRIG_ARRAY_LEN(names) ? names[s] : "?";
+    return (unsigned)s < BRIG_ARRAY_LEN(state_names) ? state_names[s] : "?";
+}
+
+int brig_sb_state_parse(const char *name)
+{
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(state_names); i++)
+        if (strcmp(state_names[i], name) == 0)
+            return (int)i;
+    return -1;
 }
 
 void brig_registry_init(brigd *d)

@@ -47,6 +47,8 @@ typedef enum brig_sb_state {
 
 /* "creating", "running"...: the state as the API shows it and the store keeps it. */
 const char *brig_sb_state_name(brig_sb_state s);
+/* The state a store row names; -1 for a name that is none. */
+int brig_sb_state_parse(const char *name);
 
 /* What a sandbox is: fixed when it is made (create, or its row at reconcile). */
 typedef struct brig_sandbox_spec {

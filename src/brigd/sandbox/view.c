@@ -104,8 +104,8 @@ int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **o
     int found = brig_store_sandbox_get(d->store, id, &row, err);
     if (found < 0)
         return -1;
-    bool ended = found && (strcmp(row.state, "deleted") == 0 || strcmp(row.state, "failed") == 0 ||
-                           strcmp(row.state, "deleting") == 0);
+    int state = found ? brig_sb_state_parse(row.state) : -1;
+    bool ended = state == BRIG_SB_DELETED || state == BRIG_SB_FAILED || state == BRIG_SB_DELETING;
     *out = ended ? ended_json(d, c, &row) : NULL;
     if (*out == NULL)
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
@@ -129,7 +129,7 @@ void brig_sandbox_explain_end(brigd *d, const brig_caller *c, const char *id, br
         brig_error *qerr = NULL;
         int found = brig_store_sandbox_get(d->store, id, &row, &qerr);
         brig_error_clear(&qerr);
-        if (found > 0 && strcmp(row.state, "deleted") == 0 &&
+        if (found > 0 && brig_sb_state_parse(row.state) == BRIG_SB_DELETED &&
             (c == NULL || brig_caller_sees(c, row.account_id, row.project_id)))
             snprintf(reason, sizeof(reason), "%s", row.reason[0] ? row.reason : "deleted");
     }
