@@ -31,6 +31,9 @@
 #include "sandbox/build.h"
 #include "sandbox/janitor.h"
 #include "sandbox/pool.h"
+#include "sandbox/reconcile.h"
+#include "sandbox/teardown.h"
+#include "sandbox/watch.h"
 #include "net/net.h"
 #include "vault/vault.h"
 #include "log.h"
@@ -178,12 +181,8 @@ static int lock_state_dir(const char *dir, brig_error **err)
  * destroyed_by_operator. */
 static int destroy_all(brigd *d)
 {
-    pthread_mutex_lock(&d->lock);
-    size_t n = 0, cap = (size_t)d->n_sandboxes;
-    char **ids = brig_xcalloc(cap + 1, sizeof(*ids));
-    for (brig_sandbox *sb = d->sandboxes; sb && n < cap; sb = sb->next)
-        ids[n++] = brig_xstrdup(sb->id);
-    pthread_mutex_unlock(&d->lock);
+    size_t n = 0;
+    char **ids = brig_registry_ids(d, &n);
     int failed = 0;
     for (size_t i = 0; i < n; i++) {
         if (brig_sandbox_stop(d, ids[i], "destroyed_by_operator") < 0)
@@ -192,7 +191,7 @@ static int destroy_all(brigd *d)
     }
     free(ids);
     /* Every sandbox's processes are dead within seconds, unless stuck in the kernel. */
-    failed += brig_sandbox_teardown_drain(d, DESTROY_ALL_WAIT_MS);
+    failed += brig_teardown_drain(d, DESTROY_ALL_WAIT_MS);
     brig_info("destroy-all: %zu sandboxes destroyed", n - (size_t)failed);
     return failed;
 }
@@ -276,7 +275,7 @@ static int run(brigd *d, int sigfd, brig_error **err)
               d->cgroup->swap_limit ? "yes" : "no", d->cgroup->io_weight ? "yes" : "no",
               d->cgroup->tcp_limit ? "yes" : "no");
     check_tcp_budget(&d->cfg, d->cgroup);
-    d->uid_used = brig_xcalloc((size_t)d->cfg.uid_ranges, 1);
+    brig_registry_init(d);
     _cleanup_free_ char *db = brig_asprintf("%s/brig.db", d->cfg.state_dir);
     if (brig_store_open(&d->store, db, err) < 0)
         return -1;
@@ -310,22 +309,22 @@ static int run(brigd *d, int sigfd, brig_error **err)
     brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg),
                         disk_budget_mib(&d->cfg));
     d->exec_output = brig_quota_new(d->cfg.output_budget, d->cfg.output_budget_per_account);
-    if (brig_sandbox_teardown_start(d, err) < 0 || brig_sandbox_watch_start(d, err) < 0)
+    if (brig_teardown_start(d, err) < 0 || brig_watch_start(d, brig_sandbox_agent_lost, err) < 0)
         return -1;
-    brig_sandbox_reconcile(d);
+    brig_reconcile(d);
     if (d->cfg.destroy_all)
         return destroy_all(d) == 0
                    ? 0
                    : brig_error_set(err, BRIG_E_INTERNAL, 0, "destroy-all: some sandboxes remain");
-    if (brig_lifecycle_start(d, err) < 0 || brig_pool_start(d, err) < 0)
+    if (brig_janitor_start(d, err) < 0 || brig_pool_start(d, err) < 0)
         return -1;
     brig_builds_init(d);
-    if (brig_http_start(d, brig_api_routes, err) < 0)
+    if (brig_http_start(d, brig_api_routes, brig_api_explain, err) < 0)
         return -1;
     if (brig_bootstrap_run(d, err) < 0)
         return -1;
     brig_info("listening on %s (state %s, %d sandboxes re-attached)", d->base_url, d->cfg.state_dir,
-              d->n_sandboxes);
+              brig_registry_size(d));
     if (d->cfg.ready_fd >= 0) {
         _cleanup_free_ char *line = brig_asprintf("ready %s\n", d->base_url);
         (void)!write(d->cfg.ready_fd, line, strlen(line));
@@ -342,10 +341,6 @@ int main(int argc, char **argv)
 {
     brigd d;
     memset(&d, 0, sizeof(d));
-    pthread_mutex_init(&d.lock, NULL);
-    pthread_mutex_init(&d.teardown_lock, NULL);
-    brig_cond_init_mono(&d.teardown_cond);
-    d.watch_epfd = d.watch_wake = -1;
     d.state_lock = -1;
     brig_error *err = NULL;
     brig_log_init("brigd", BRIG_LOG_INFO);
@@ -390,12 +385,11 @@ int main(int argc, char **argv)
     brig_builds_stop(&d); /* builds end as failed: their followers' streams end */
     brig_http_stop(&d);
     brig_builds_free(&d);
-    brig_sandbox_watch_stop(&d);
-    brig_lifecycle_stop(&d);
-    brig_pool_stop(&d);             /* warm sandboxes belong to nobody: they go */
-    brig_sandbox_teardown_stop(&d); /* what was deleted is cleaned up before we exit */
-    if (d.rt)
-        brig_sandbox_forget_all(&d);
+    brig_watch_stop(&d);
+    brig_janitor_stop(&d);
+    brig_pool_stop(&d);     /* warm sandboxes belong to nobody: they go */
+    brig_teardown_stop(&d); /* what was deleted is cleaned up before we exit */
+    brig_registry_free(&d); /* the live ones are forgotten: the next start re-attaches them */
     brig_net_free(d.net);
     brig_runtime_free(d.rt);
     brig_vault_close(d.vault);
@@ -405,11 +399,7 @@ int main(int argc, char **argv)
     brig_quota_free(d.exec_output);
     brig_proc_shutdown();
     free(d.base_url);
-    free(d.uid_used);
     brig_config_dispose(&d.cfg);
-    pthread_mutex_destroy(&d.lock);
-    pthread_cond_destroy(&d.teardown_cond);
-    pthread_mutex_destroy(&d.teardown_lock);
     if (d.state_lock >= 0)
         close(d.state_lock);
     close(sigfd);

@@ -303,7 +303,7 @@ static int download_more(download *dl)
     if (r > 0) {
         dl->got += dl->frame.hdr.len;
         if (!dl->tar && dl->got > dl->size) {
-            brig_warn("download from %s: the file grew while being read", dl->sb->id);
+            brig_warn("download from %s: the file grew while being read", brig_sandbox_id(dl->sb));
             return -1;
         }
         brig_redact_feed(&dl->rs, dl->frame.payload, dl->frame.hdr.len, &dl->out);
@@ -316,7 +316,7 @@ static int download_more(download *dl)
         r = dl->got == dl->size ? 1 : -1;
     }
     if (r < 0) {
-        brig_warn("download from %s: %s", dl->sb->id,
+        brig_warn("download from %s: %s", brig_sandbox_id(dl->sb),
                   err ? err->msg : "file changed size while being read");
         brig_error_clear(&err);
         return -1;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/format.h"
 #include "handlers.h"
 #include "log.h"
 #include "sandbox/build.h"

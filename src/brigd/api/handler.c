@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "core/format.h"
 #include "validate.h"
 
 int api_open_agent(brig_req *r, brig_sandbox **sb)

@@ -22,7 +22,6 @@
 #include "account/auth.h"
 #include "log.h"
 #include "account/quota.h"
-#include "sandbox/sandbox.h"
 
 #define ADDR_MAX 56 /* an address as text, with "/64" */
 
@@ -39,7 +38,8 @@ typedef struct http_conn {
 typedef struct http_ctx {
     brigd *d;
     const brig_route *routes;
-    pthread_mutex_t lock; /* guards the list and every record's list fields */
+    brig_http_explain_fn explain; /* a ROUTE_AGENT route's errors pass it (may be NULL) */
+    pthread_mutex_t lock;         /* guards the list and every record's list fields */
     http_conn *head, *tail;
     int64_t n_waiting;
     brig_quota *requests; /* authenticated requests in flight, per account */
@@ -107,8 +107,8 @@ void brig_http_json(brig_req *r, unsigned status, json_t *body)
 
 void brig_http_error(brig_req *r, brig_error *err)
 {
-    if (r->route && (r->route->flags & ROUTE_AGENT))
-        brig_sandbox_explain_end(r->d, &r->caller, r->params[0], &err);
+    if (r->route && (r->route->flags & ROUTE_AGENT) && the_ctx.explain)
+        the_ctx.explain(r, &err);
     unsigned status = (unsigned)brig_error_http_status(err->kind);
     if (status >= 500)
         brig_warn("%s %s: %u %s", r->method, r->route ? r->route->pattern : "?", status, err->msg);
@@ -567,7 +567,8 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, brig_er
     return 0;
 }
 
-int brig_http_start(brigd *d, const brig_route *routes, brig_error **err)
+int brig_http_start(brigd *d, const brig_route *routes, brig_http_explain_fn explain,
+                    brig_error **err)
 {
     struct sockaddr_storage ss = {0};
     if (parse_listen(d->cfg.listen, &ss, err) < 0)
@@ -575,6 +576,7 @@ int brig_http_start(brigd *d, const brig_route *routes, brig_error **err)
     http_ctx *hc = &the_ctx;
     hc->d = d;
     hc->routes = routes;
+    hc->explain = explain;
     pthread_mutex_init(&hc->lock, NULL);
     brig_cond_init_mono(&hc->wake);
     hc->requests = brig_quota_new(0, d->cfg.max_requests_per_account);

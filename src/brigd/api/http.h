@@ -43,7 +43,8 @@ enum {
     ROUTE_STREAM_BODY = 1 << 1, /* body handed to on_body in chunks, not buffered */
     ROUTE_ADMIN = 1 << 2,       /* admin-scoped keys only (an account's administrator) */
     ROUTE_OPERATOR = 1 << 3,    /* the operator key only (accounts, credits) */
-    ROUTE_AGENT = 1 << 4, /* talks to the agent of sandbox params[0]: a failure may be its end */
+    ROUTE_AGENT = 1 << 4,       /* talks to the agent of sandbox params[0]: a failure may be its
+                                   end (its errors pass brig_http_start's explain) */
 };
 
 typedef struct brig_route {
@@ -77,8 +78,13 @@ struct brig_req {
     void (*stream_free)(brig_req *r);
 };
 
+/* Called with the error of a ROUTE_AGENT route before it is answered: it may replace
+ * *err with a better one (the handlers': the sandbox ended while the request ran). */
+typedef void (*brig_http_explain_fn)(brig_req *r, brig_error **err);
+
 /* Starts the API server on cfg.listen; sets d->http and d->base_url. */
-int brig_http_start(brigd *d, const brig_route *routes, brig_error **err);
+int brig_http_start(brigd *d, const brig_route *routes, brig_http_explain_fn explain,
+                    brig_error **err);
 void brig_http_stop(brigd *d);
 
 /* Replies (each takes ownership of what it is given). */

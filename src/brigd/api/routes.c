@@ -29,9 +29,7 @@ static json_t *budget_json(int64_t capacity)
 
 static void h_healthz(brig_req *r)
 {
-    pthread_mutex_lock(&r->d->lock);
-    int n = r->d->n_sandboxes;
-    pthread_mutex_unlock(&r->d->lock);
+    int n = brig_registry_size(r->d);
     int64_t used = 0, queued = 0;
     brig_capacity in_use;
     brig_admission_stats(&r->d->admission, &used, &in_use, &queued);
@@ -191,6 +189,11 @@ static void h_network_log(brig_req *r)
         brig_http_error(r, err);
     else
         brig_http_json(r, 200, json_pack("{s:o}", "entries", out));
+}
+
+void brig_api_explain(brig_req *r, brig_error **err)
+{
+    brig_sandbox_explain_end(r->d, &r->caller, r->params[0], err);
 }
 
 const brig_route brig_api_routes[] = {

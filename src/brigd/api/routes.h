@@ -9,4 +9,8 @@
 
 extern const brig_route brig_api_routes[];
 
+/* The explain hook of brig_http_start: an agent route whose sandbox ended while the
+ * request ran answers 409 "sandbox … ended while the request ran (reason)". */
+void brig_api_explain(brig_req *r, brig_error **err);
+
 #endif

@@ -112,7 +112,7 @@ static void fail(brig_stream *s, brig_error *err)
     if (err == NULL)
         brig_error_set(&err, BRIG_E_PROTOCOL, 0, "agent connection lost");
     if (s->sb) /* the caller borrowed it: it may know how it ended */
-        brig_sandbox_explain_end(s->d, NULL, s->sb->id, &err);
+        brig_sandbox_explain_end(s->d, NULL, brig_sandbox_id(s->sb), &err);
     brig_ndjson_line(&s->line, json_pack("{s:s, s:s, s:s}", "type", "error", "code",
                                          brig_error_code(err->kind), "message", err->msg));
     brig_error_clear(&err);

@@ -17,11 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentc/agentc.h"
 #include "account/billing.h"
-#include "runtime/cgroup.h"
+#include "agentc/agentc.h"
+#include "core/worker.h"
 #include "log.h"
-#include "sandbox.h"
+#include "orchestrator.h"
+#include "registry.h"
+#include "runtime/cgroup.h"
 
 #define TICK_MS            500
 #define CPU_ABUSE_SHARE    0.95
@@ -90,9 +92,7 @@ static void *probe_thread(void *arg)
     probe *p = arg;
     brigd *d = p->d;
     bool busy = has_running_process(p);
-    pthread_mutex_lock(&d->lock);
-    p->sb->probe = busy ? BRIG_PROBE_BUSY : BRIG_PROBE_IDLE;
-    pthread_mutex_unlock(&d->lock);
+    brig_sandbox_probe_set(d, p->sb, busy ? BRIG_PROBE_BUSY : BRIG_PROBE_IDLE, 0);
     brig_sandbox_unref(d, p->sb);
     struct brig_probes *ps = d->probes;
     pthread_mutex_lock(&ps->lock);
@@ -112,27 +112,25 @@ static bool probe_start(brigd *d, brig_sandbox *sb, int64_t now)
         return false;
     pthread_mutex_lock(&ps->lock);
     probe *free_slot = NULL;
+    const char *account_id = brig_sandbox_spec_of(sb)->account_id;
     int mine = 0;
     for (int i = 0; i < MAX_PROBES; i++) {
         if (!ps->slot[i].used)
             free_slot = free_slot ? free_slot : &ps->slot[i];
         else
-            mine += strcmp(ps->slot[i].account_id, sb->account_id) == 0;
+            mine += strcmp(ps->slot[i].account_id, account_id) == 0;
     }
     if (ps->stop || free_slot == NULL || mine >= MAX_PROBES_ACCOUNT) {
         pthread_mutex_unlock(&ps->lock);
         return false;
     }
     *free_slot = (probe){.d = d, .sb = sb, .fd = -1, .used = true};
-    snprintf(free_slot->account_id, sizeof(free_slot->account_id), "%s", sb->account_id);
+    snprintf(free_slot->account_id, sizeof(free_slot->account_id), "%s", account_id);
     ps->n++;
     pthread_mutex_unlock(&ps->lock);
 
     brig_sandbox_ref(d, sb); /* the probe's */
-    pthread_mutex_lock(&d->lock);
-    sb->probe = BRIG_PROBE_ASKING;
-    sb->probe_at = now;
-    pthread_mutex_unlock(&d->lock);
+    brig_sandbox_probe_set(d, sb, BRIG_PROBE_ASKING, now);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -141,10 +139,8 @@ static bool probe_start(brigd *d, brig_sandbox *sb, int64_t now)
     pthread_attr_destroy(&attr);
     if (e == 0)
         return true;
-    brig_warn("sandbox %s: cannot start an idle probe: %s", sb->id, strerror(e));
-    pthread_mutex_lock(&d->lock);
-    sb->probe = BRIG_PROBE_NONE;
-    pthread_mutex_unlock(&d->lock);
+    brig_warn("sandbox %s: cannot start an idle probe: %s", brig_sandbox_id(sb), strerror(e));
+    brig_sandbox_probe_set(d, sb, BRIG_PROBE_NONE, 0);
     brig_sandbox_unref(d, sb);
     pthread_mutex_lock(&ps->lock);
     free_slot->used = false;
@@ -154,46 +150,38 @@ static bool probe_start(brigd *d, brig_sandbox *sb, int64_t now)
     return false;
 }
 
-/* Idle: no API use for its idle timeout, no request in flight, and its agent said
- * no command runs (a probe asked after it became idle, with no API use since). */
+/* Idle (registry.h: brig_sandbox_idle_check); a probe is started when the agent must
+ * be asked. */
 static bool idle_now(brigd *d, brig_sandbox *sb, int64_t now)
 {
-    pthread_mutex_lock(&d->lock);
-    bool quiet = sb->idle_timeout_ms && sb->active_ops == 0 &&
-                 now - sb->last_activity >= sb->idle_timeout_ms;
-    int answer = sb->probe;
-    if (answer == BRIG_PROBE_BUSY || answer == BRIG_PROBE_IDLE)
-        sb->probe = BRIG_PROBE_NONE; /* taken */
-    if (answer == BRIG_PROBE_BUSY && sb->last_activity < sb->probe_at)
-        sb->last_activity = sb->probe_at; /* busy is not idle */
-    bool idle = quiet && answer == BRIG_PROBE_IDLE && sb->last_activity <= sb->probe_at;
-    bool ask = quiet && answer == BRIG_PROBE_NONE;
-    pthread_mutex_unlock(&d->lock);
-    if (ask)
+    int verdict = brig_sandbox_idle_check(d, sb, now);
+    if (verdict == BRIG_IDLE_ASK)
         probe_start(d, sb, now);
-    return idle;
+    return verdict == BRIG_IDLE_YES;
 }
 
 /* CPU abuse: at >= 95 % of the quota since cpu_busy_since for the whole window. */
 static bool cpu_abusive(brigd *d, brig_sandbox *sb, int64_t now)
 {
-    int64_t ns = d->cgroup->cpu_ns(sb->id);
+    const brig_sandbox_spec *sp = brig_sandbox_spec_of(sb);
+    brig_sandbox_marks *m = brig_sandbox_marks_of(sb);
+    int64_t ns = d->cgroup->cpu_ns(sp->id);
     if (ns < 0)
         return false;
     bool abusive = false;
-    if (sb->cpu_last_at > 0 && now > sb->cpu_last_at) {
-        double share = (double)(ns - sb->cpu_last_ns) / ((double)(now - sb->cpu_last_at) * 1e6) /
-                       (sb->vcpus > 0 ? sb->vcpus : 1);
+    if (m->cpu_last_at > 0 && now > m->cpu_last_at) {
+        double share = (double)(ns - m->cpu_last_ns) / ((double)(now - m->cpu_last_at) * 1e6) /
+                       (sp->vcpus > 0 ? sp->vcpus : 1);
         if (share >= CPU_ABUSE_SHARE) {
-            if (sb->cpu_busy_since == 0)
-                sb->cpu_busy_since = sb->cpu_last_at;
-            abusive = now - sb->cpu_busy_since >= d->cfg.cpu_abuse_window_ms;
+            if (m->cpu_busy_since == 0)
+                m->cpu_busy_since = m->cpu_last_at;
+            abusive = now - m->cpu_busy_since >= d->cfg.cpu_abuse_window_ms;
         } else {
-            sb->cpu_busy_since = 0;
+            m->cpu_busy_since = 0;
         }
     }
-    sb->cpu_last_ns = ns;
-    sb->cpu_last_at = now;
+    m->cpu_last_ns = ns;
+    m->cpu_last_at = now;
     return abusive;
 }
 
@@ -205,79 +193,65 @@ static bool cpu_abusive(brigd *d, brig_sandbox *sb, int64_t now)
  * TCP memory is twice its bound (legitimate use stays under the bound itself). */
 static bool tcp_overrun(brigd *d, brig_sandbox *sb)
 {
-    int64_t bytes = d->cgroup->tcp_bytes(sb->id);
+    int64_t bytes = d->cgroup->tcp_bytes(brig_sandbox_id(sb));
     return bytes >= 0 && bytes > 2 * (d->cfg.tcp_memory_mib << 20);
 }
 
-void brig_lifecycle_tick(brigd *d, int64_t now)
-{
-    /* Borrow every running sandbox, decide outside the lock. */
-    brig_sandbox **list = NULL;
-    size_t n = 0;
-    pthread_mutex_lock(&d->lock);
-    for (brig_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
-        if (strcmp(sb->state, "running") != 0)
-            continue;
-        sb->refs++;
-        list = brig_xrealloc(list, (n + 1) * sizeof(*list));
-        list[n++] = sb;
-    }
-    pthread_mutex_unlock(&d->lock);
+/* The tick's verdicts: sandboxes to stop once every sandbox was looked at. */
+typedef struct verdicts {
+    int64_t now;
+    verdict *v;
+    size_t n;
+} verdicts;
 
-    verdict *ends = brig_xcalloc(n + 1, sizeof(*ends));
-    size_t n_ends = 0;
-    for (size_t i = 0; i < n; i++) {
-        brig_sandbox *sb = list[i];
-        const char *reason = NULL;
-        pthread_mutex_lock(&d->lock);
-        bool expired = sb->expires_at && now >= sb->expires_at;
-        pthread_mutex_unlock(&d->lock);
-        if (expired)
-            reason = "max_lifetime";
-        else if (cpu_abusive(d, sb, now))
-            reason = "cpu_abuse";
-        else if (tcp_overrun(d, sb))
-            reason = "tcp_memory";
-        else if (idle_now(d, sb, now))
-            reason = "idle_timeout";
-        if (reason == NULL && now - sb->billed_at >= d->cfg.billing_interval_ms) {
-            int64_t balance = 1;
-            brig_error *err = NULL;
-            if (brig_billing_charge(d, sb->id, now, false, &balance, &err) < 0) {
-                brig_err("sandbox %s: charge: %s", sb->id, err->msg);
-                brig_error_clear(&err);
-            } else if (balance <= 0) {
-                reason = "balance_exhausted";
-            }
-            sb->billed_at = now;
+/* One sandbox's turn in a tick (borrowed). */
+static void judge(brigd *d, brig_sandbox *sb, void *arg)
+{
+    verdicts *vs = arg;
+    int64_t now = vs->now;
+    const char *id = brig_sandbox_id(sb);
+    brig_sandbox_marks *m = brig_sandbox_marks_of(sb);
+    const char *reason = NULL;
+    if (brig_sandbox_expired(d, sb, now))
+        reason = "max_lifetime";
+    else if (cpu_abusive(d, sb, now))
+        reason = "cpu_abuse";
+    else if (tcp_overrun(d, sb))
+        reason = "tcp_memory";
+    else if (idle_now(d, sb, now))
+        reason = "idle_timeout";
+    if (reason == NULL && now - m->billed_at >= d->cfg.billing_interval_ms) {
+        int64_t balance = 1;
+        brig_error *err = NULL;
+        if (brig_billing_charge(d, id, now, false, &balance, &err) < 0) {
+            brig_err("sandbox %s: charge: %s", id, err->msg);
+            brig_error_clear(&err);
+        } else if (balance <= 0) {
+            reason = "balance_exhausted";
         }
-        if (reason) {
-            snprintf(ends[n_ends].id, sizeof(ends[n_ends].id), "%s", sb->id);
-            ends[n_ends++].reason = reason;
-        }
-        brig_sandbox_unref(d, sb);
+        m->billed_at = now;
     }
-    free(list);
-    for (size_t i = 0; i < n_ends; i++)
-        brig_sandbox_stop(d, ends[i].id, ends[i].reason);
-    free(ends);
+    if (reason) {
+        vs->v = brig_xrealloc(vs->v, (vs->n + 1) * sizeof(*vs->v));
+        snprintf(vs->v[vs->n].id, sizeof(vs->v[vs->n].id), "%s", id);
+        vs->v[vs->n++].reason = reason;
+    }
 }
 
-static void *janitor(void *arg)
+void brig_janitor_tick(brigd *d, int64_t now)
 {
-    brigd *d = arg;
-    pthread_mutex_lock(&d->janitor_lock);
-    while (!d->janitor_stop) {
-        struct timespec ts = brig_mono_after(TICK_MS);
-        pthread_cond_timedwait(&d->janitor_cond, &d->janitor_lock, &ts);
-        if (d->janitor_stop)
-            break;
-        pthread_mutex_unlock(&d->janitor_lock);
-        brig_lifecycle_tick(d, brig_now_real_ms());
-        pthread_mutex_lock(&d->janitor_lock);
-    }
-    pthread_mutex_unlock(&d->janitor_lock);
-    return NULL;
+    /* Every running sandbox borrowed, decided outside the lock; stopped afterwards. */
+    verdicts vs = {.now = now};
+    brig_registry_each_running(d, NULL, 0, judge, &vs);
+    for (size_t i = 0; i < vs.n; i++)
+        brig_sandbox_stop(d, vs.v[i].id, vs.v[i].reason);
+    free(vs.v);
+}
+
+static int64_t tick(void *arg)
+{
+    brig_janitor_tick(arg, brig_now_real_ms());
+    return BRIG_WORKER_IDLE; /* the next one after TICK_MS */
 }
 
 static void probes_init(brigd *d)
@@ -310,30 +284,17 @@ static void probes_stop(brigd *d)
     d->probes = NULL;
 }
 
-int brig_lifecycle_start(brigd *d, brig_error **err)
+int brig_janitor_start(brigd *d, brig_error **err)
 {
     probes_init(d);
-    pthread_mutex_init(&d->janitor_lock, NULL);
-    brig_cond_init_mono(&d->janitor_cond);
-    d->janitor_stop = false;
-    int e = pthread_create(&d->janitor, NULL, janitor, d);
-    if (e != 0)
-        return brig_error_set(err, BRIG_E_INTERNAL, e, "start the janitor thread");
-    d->janitor_running = true;
-    return 0;
+    brig_worker_spec spec = {
+        .name = "the janitor thread", .threads = 1, .period_ms = TICK_MS, .run = tick, .arg = d};
+    return brig_worker_start(&spec, &d->janitor, err);
 }
 
-void brig_lifecycle_stop(brigd *d)
+void brig_janitor_stop(brigd *d)
 {
-    if (d->janitor_running) {
-        pthread_mutex_lock(&d->janitor_lock);
-        d->janitor_stop = true;
-        pthread_cond_signal(&d->janitor_cond);
-        pthread_mutex_unlock(&d->janitor_lock);
-        pthread_join(d->janitor, NULL);
-        d->janitor_running = false;
-        pthread_cond_destroy(&d->janitor_cond);
-        pthread_mutex_destroy(&d->janitor_lock);
-    }
+    brig_worker_stop(d->janitor);
+    d->janitor = NULL;
     probes_stop(d);
 }

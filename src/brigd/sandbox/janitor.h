@@ -7,27 +7,31 @@
  *                      build is never "idle".  The agent is asked by a probe
  *                      thread, never by the janitor itself; no answer within 5 s
  *                      counts as "no command runs"
- *
- * The janitor never waits on a sandbox (an agent or agent helper that stalls
- * delays nobody's deadline), and its stops do not wait for processes to die.
  *   max_lifetime       past its expiry (POST …/timeout extends it)
  *   cpu_abuse          at >= 95 % of its CPU quota for longer than the abuse
  *                      window (the account sees it in cpu_abuse_stops)
  *   tcp_memory         its TCP buffers passed twice tcp_memory_mib (cgroup v1:
  *                      stuck sockets' kernel-granted minimums past the limit)
  *   balance_exhausted  incremental billing took the account's balance to zero
+ *
+ * The janitor never waits on a sandbox (an agent or agent helper that stalls
+ * delays nobody's deadline), and its stops do not wait for processes to die.
  */
 #ifndef BRIG_JANITOR_H
 #define BRIG_JANITOR_H
 
+#include <stdint.h>
+
 #include "error.h"
 #include "server.h"
 
-int brig_lifecycle_start(brigd *d, brig_error **err);
-void brig_lifecycle_stop(brigd *d);
+/* Starts the janitor (a worker ticking every 500 ms, core/worker.h) / stops it and its
+ * probes (their agent connections are cut). */
+int brig_janitor_start(brigd *d, brig_error **err);
+void brig_janitor_stop(brigd *d);
 
-/* One pass over every sandbox at time now_ms (the thread's body; tests and the
- * thread call it). */
-void brig_lifecycle_tick(brigd *d, int64_t now_ms);
+/* One pass over every running sandbox at time now_ms (ms since the epoch): the
+ * janitor's tick. */
+void brig_janitor_tick(brigd *d, int64_t now_ms);
 
 #endif

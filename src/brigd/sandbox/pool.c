@@ -1,5 +1,8 @@
 /*
  * pool.c - the warm pool (see pool.h).
+ *
+ * Below the create (orchestrator.c claims from it), it takes uid ranges from the
+ * registry and connects its sandboxes through attach.c; it calls nothing above.
  */
 #include "pool.h"
 
@@ -9,8 +12,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "attach.h"
+#include "core/worker.h"
 #include "log.h"
-#include "sandbox.h"
+#include "registry.h"
 #include "template.h"
 #include "util.h"
 
@@ -20,6 +25,7 @@
  * QUIET_MS, or DEFER_MS after it was needed, whichever comes first. */
 #define QUIET_MS 5
 #define DEFER_MS 100
+#define IDLE_MS  1000 /* a look at the pool at least this often */
 
 typedef struct entry {
     brig_pooled p;
@@ -38,10 +44,9 @@ typedef struct spec {
 } spec;
 
 struct brig_pool {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool stop;
-    pthread_t filler;
+    pthread_mutex_t lock; /* guards the specs and their entries */
+    brig_worker *filler;  /* fill(): kicked by a claim */
+    int64_t needed_at;    /* mono ms: since when the pool is short; 0: it is not (filler's) */
     spec specs[MAX_SPECS];
     int n_specs;
 };
@@ -61,7 +66,7 @@ static void destroy_entry(brigd *d, entry *e)
 {
     brig_error *err = NULL;
     int r = d->rt->ops->destroy(d->rt, e->p.id, e->p.rt, &err);
-    if (e->p.net) { /* after the runtime: see finish() in sandbox.c */
+    if (e->p.net) { /* after the runtime: see attempt() in teardown.c */
         if (r == 0)
             brig_net_release(d->net, e->p.net);
         else
@@ -71,7 +76,7 @@ static void destroy_entry(brigd *d, entry *e)
         brig_err("pool: destroy %s: %s", e->p.id, err->msg);
         brig_error_clear(&err);
     } else {
-        brig_sandbox_uid_release(d, e->p.uid_base);
+        brig_registry_uid_release(d, e->p.uid_base);
     }
     d->rt->ops->release(d->rt, e->p.rt);
     free(e);
@@ -92,7 +97,7 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
     entry *e = brig_xcalloc(1, sizeof(*e));
     brig_id_new("sbx", e->p.id);
     memcpy(e->build, t.build, sizeof(e->build));
-    e->p.uid_base = brig_sandbox_uid_take(d);
+    e->p.uid_base = brig_registry_uid_take(d);
     if (e->p.uid_base == 0) {
         brig_template_dispose(&t);
         free(e);
@@ -112,13 +117,13 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
     int r = d->rt->ops->create(d->rt, &rs, &e->p.rt, err);
     brig_template_dispose(&t);
     if (r < 0) {
-        brig_sandbox_uid_release(d, e->p.uid_base);
+        brig_registry_uid_release(d, e->p.uid_base);
         free(e);
         return NULL;
     }
     /* Connected now, reaching nothing: a claim only changes the policy. */
     static const brig_egress none = {.mode = BRIG_EGRESS_NONE};
-    if (d->net && brig_sandbox_net_attach(d, e->p.id, e->p.rt, &none, &e->p.net, err) < 0) {
+    if (brig_attach_network(d, e->p.id, e->p.rt, &none, &e->p.net, err) < 0) {
         destroy_entry(d, e);
         return NULL;
     }
@@ -133,79 +138,59 @@ static int64_t pooled_total(brig_pool *p)
     return n;
 }
 
-/* Waits on the pool's condition for at most ms milliseconds (p->lock held). */
-static void wait_ms(brig_pool *p, int64_t ms)
-{
-    struct timespec ts = brig_mono_after(ms);
-    pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-}
-
-/* How long to wait before a refill may start: 0 when brigd has been quiet for
- * QUIET_MS.  A claim is mostly followed at once by its caller's upload and exec,
- * and a sandbox start (runc, mounts) on the same cores would slow them down. */
-static int64_t quiet_in_ms(brigd *d, int64_t now)
-{
-    pthread_mutex_lock(&d->lock);
-    int64_t left = d->ops_inflight > 0 ? QUIET_MS : d->ops_idle_since + QUIET_MS - now;
-    pthread_mutex_unlock(&d->lock);
-    return left > 0 ? left : 0;
-}
-
-static void *filler(void *arg)
+/* The filler's run: starts one sandbox for the spec that is short the most (and not
+ * backing off), if the host has room for one more, once brigd has been quiet for
+ * QUIET_MS or DEFER_MS after it was needed: a claim is mostly followed at once by its
+ * caller's upload and exec, and a sandbox start (runc, mounts) on the same cores would
+ * slow them down. */
+static int64_t fill(void *arg)
 {
     brigd *d = arg;
     brig_pool *p = d->pool;
-    int64_t needed_at = 0; /* mono ms: since when the pool is short; 0: it is not */
     pthread_mutex_lock(&p->lock);
-    while (!p->stop) {
-        /* The spec that is short the most (and not backing off), if the host has
-         * room for one more sandbox. */
-        spec *need = NULL;
-        int64_t now = brig_now_mono_ms();
-        pthread_mutex_lock(&d->lock);
-        bool room = d->n_sandboxes + pooled_total(p) < d->cfg.max_sandboxes;
-        pthread_mutex_unlock(&d->lock);
-        for (int i = 0; room && i < p->n_specs; i++) {
-            spec *sp = &p->specs[i];
-            if (sp->ready < sp->target && now >= sp->retry_at &&
-                (need == NULL || sp->target - sp->ready > need->target - need->ready))
-                need = sp;
-        }
-        if (need == NULL) {
-            needed_at = 0;
-            wait_ms(p, 1000);
-            continue;
-        }
-        if (needed_at == 0)
-            needed_at = now;
-        int64_t quiet = quiet_in_ms(d, now);
-        if (quiet > 0 && now - needed_at < DEFER_MS) {
-            int64_t deadline = needed_at + DEFER_MS - now;
-            wait_ms(p, quiet < deadline ? quiet : deadline);
-            continue;
-        }
-        needed_at = 0;
-        spec copy = *need;
+    spec *need = NULL;
+    int64_t now = brig_now_mono_ms();
+    bool room = brig_registry_size(d) + pooled_total(p) < d->cfg.max_sandboxes;
+    for (int i = 0; room && i < p->n_specs; i++) {
+        spec *sp = &p->specs[i];
+        if (sp->ready < sp->target && now >= sp->retry_at &&
+            (need == NULL || sp->target - sp->ready > need->target - need->ready))
+            need = sp;
+    }
+    if (need == NULL) {
+        p->needed_at = 0;
         pthread_mutex_unlock(&p->lock);
-        brig_error *err = NULL;
-        entry *e = start_one(d, &copy, &err);
-        pthread_mutex_lock(&p->lock);
-        if (e == NULL) {
-            brig_warn("pool %s/%s: %s", copy.template, copy.tariff, err->msg);
-            brig_error_clear(&err);
-            need->retry_at = brig_now_mono_ms() + RETRY_MS;
-        } else if (p->stop) {
-            pthread_mutex_unlock(&p->lock);
-            destroy_entry(d, e);
-            pthread_mutex_lock(&p->lock);
-        } else {
-            e->next = need->entries;
-            need->entries = e;
-            need->ready++;
-        }
+        return BRIG_WORKER_IDLE;
+    }
+    if (p->needed_at == 0)
+        p->needed_at = now;
+    int64_t quiet = brig_registry_quiet_in(d, QUIET_MS, now);
+    if (quiet > 0 && now - p->needed_at < DEFER_MS) {
+        int64_t deadline = p->needed_at + DEFER_MS - now;
+        pthread_mutex_unlock(&p->lock);
+        return now + (quiet < deadline ? quiet : deadline);
+    }
+    p->needed_at = 0;
+    spec copy = *need;
+    pthread_mutex_unlock(&p->lock);
+    brig_error *err = NULL;
+    entry *e = start_one(d, &copy, &err);
+    if (e && brig_worker_stopping(p->filler)) {
+        destroy_entry(d, e);
+        return BRIG_WORKER_IDLE;
+    }
+    pthread_mutex_lock(&p->lock);
+    if (e == NULL) {
+        brig_warn("pool %s/%s: %s", copy.template, copy.tariff, err->msg);
+        brig_error_clear(&err);
+        need->retry_at = brig_now_mono_ms() + RETRY_MS;
+    } else {
+        e->next = need->entries;
+        need->entries = e;
+        need->ready++;
     }
     pthread_mutex_unlock(&p->lock);
-    return NULL;
+    return BRIG_WORKER_AGAIN;
 }
 
 int brig_pool_start(brigd *d, brig_error **err)
@@ -216,16 +201,16 @@ int brig_pool_start(brigd *d, brig_error **err)
     brig_pool *p = brig_xcalloc(1, sizeof(*p));
     load_specs(d, p);
     pthread_mutex_init(&p->lock, NULL);
-    brig_cond_init_mono(&p->cond);
-    d->pool = p;
-    int e = pthread_create(&p->filler, NULL, filler, d);
-    if (e != 0) {
+    d->pool = p; /* before the filler runs: it finds it there */
+    brig_worker_spec spec = {
+        .name = "the warm-pool thread", .threads = 1, .period_ms = IDLE_MS, .run = fill, .arg = d};
+    if (brig_worker_start(&spec, &p->filler, err) < 0) {
         d->pool = NULL;
-        pthread_cond_destroy(&p->cond);
         pthread_mutex_destroy(&p->lock);
         free(p);
-        return brig_error_set(err, BRIG_E_INTERNAL, e, "start the warm-pool thread");
+        return -1;
     }
+    brig_worker_kick(p->filler); /* fill it now */
     brig_info("warm pool: %s", d->cfg.warm_pool);
     return 0;
 }
@@ -235,11 +220,7 @@ void brig_pool_stop(brigd *d)
     brig_pool *p = d->pool;
     if (p == NULL)
         return;
-    pthread_mutex_lock(&p->lock);
-    p->stop = true;
-    pthread_cond_broadcast(&p->cond);
-    pthread_mutex_unlock(&p->lock);
-    pthread_join(p->filler, NULL);
+    brig_worker_stop(p->filler);
     for (int i = 0; i < p->n_specs; i++) {
         while (p->specs[i].entries) {
             entry *e = p->specs[i].entries;
@@ -247,7 +228,6 @@ void brig_pool_stop(brigd *d)
             destroy_entry(d, e);
         }
     }
-    pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->lock);
     free(p);
     d->pool = NULL;
@@ -260,9 +240,7 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_build, 
     if (p == NULL)
         return -1;
     entry *stale = NULL, *hit = NULL;
-    pthread_mutex_lock(&d->lock);
-    d->ops_idle_since = brig_now_mono_ms(); /* the claimer's next requests come at once */
-    pthread_mutex_unlock(&d->lock);
+    brig_registry_touch(d); /* the claimer's next requests come at once */
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < p->n_specs && hit == NULL; i++) {
         spec *sp = &p->specs[i];
@@ -290,8 +268,8 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_build, 
         else
             sp->misses++;
     }
-    pthread_cond_signal(&p->cond); /* top it up */
     pthread_mutex_unlock(&p->lock);
+    brig_worker_kick(p->filler); /* top it up */
     while (stale) {
         entry *e = stale;
         stale = e->next;

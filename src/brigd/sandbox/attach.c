@@ -1,0 +1,120 @@
+/*
+ * attach.c - a sandbox's network (see attach.h).
+ */
+#include "attach.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "account/tenants.h"
+#include "agentc/agentc.h"
+#include "log.h"
+
+int brig_attach_network(brigd *d, const char *id, brig_rt_sandbox *rt, const brig_egress *policy,
+                        brig_net_sandbox **out, brig_error **err)
+{
+    *out = NULL;
+    if (d->net == NULL)
+        return 0;
+    int fd = d->rt->ops->netns(d->rt, rt, err);
+    char *resolv = NULL;
+    int r = fd < 0 ? -1 : brig_net_attach(d->net, id, fd, policy, out, &resolv, err);
+    if (fd >= 0)
+        close(fd);
+    if (r == 0 && resolv) {
+        int afd = d->rt->ops->connect(d->rt, rt, err);
+        r = afd < 0 ? -1 : brig_agentc_write_begin(afd, "/etc/resolv.conf", 0644, err);
+        if (r == 0)
+            r = brig_agentc_write_chunk(afd, resolv, strlen(resolv), err);
+        if (r == 0)
+            r = brig_agentc_write_end(afd, NULL, err);
+        if (afd >= 0)
+            close(afd);
+    }
+    free(resolv);
+    if (r < 0 && *out) {
+        brig_net_detach(d->net, *out);
+        *out = NULL;
+    }
+    return r;
+}
+
+/* The project's egress policy, into *pol (brig_egress_dispose it). */
+static int project_policy(brigd *d, const char *project_id, brig_egress *pol, brig_error **err)
+{
+    json_t *ej = brig_project_egress(d, project_id);
+    if (ej == NULL || brig_egress_from_json(ej, pol, err) < 0) {
+        json_decref(ej);
+        if (err && *err == NULL)
+            brig_error_set(err, BRIG_E_INTERNAL, 0, "project %s has no egress policy", project_id);
+        return -1;
+    }
+    json_decref(ej);
+    return 0;
+}
+
+int brig_attach_project(brigd *d, brig_sandbox *sb, brig_error **err)
+{
+    if (d->net == NULL)
+        return 0;
+    brig_egress pol;
+    if (project_policy(d, brig_sandbox_spec_of(sb)->project_id, &pol, err) < 0)
+        return -1;
+    brig_net_sandbox *net = brig_sandbox_net(sb);
+    int r;
+    if (net) {
+        r = brig_net_set_policy(d->net, net, &pol, err);
+    } else {
+        r = brig_attach_network(d, brig_sandbox_id(sb), brig_sandbox_runtime(sb), &pol, &net, err);
+        brig_sandbox_set_net(sb, net);
+    }
+    brig_egress_dispose(&pol);
+    return r;
+}
+
+void brig_attach_again(brigd *d, brig_sandbox *sb)
+{
+    if (d->net == NULL)
+        return;
+    brig_egress pol;
+    brig_error *err = NULL;
+    int fd = -1;
+    if (project_policy(d, brig_sandbox_spec_of(sb)->project_id, &pol, &err) == 0) {
+        brig_net_sandbox *net = NULL;
+        fd = d->rt->ops->netns(d->rt, brig_sandbox_runtime(sb), &err);
+        if (fd >= 0 && brig_net_reattach(d->net, brig_sandbox_id(sb), fd, &pol, &net, &err) < 0)
+            net = NULL;
+        brig_sandbox_set_net(sb, net);
+        brig_egress_dispose(&pol);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (err) {
+        brig_err("sandbox %s: network after restart: %s", brig_sandbox_id(sb), err->msg);
+        brig_error_clear(&err);
+    }
+}
+
+void brig_attach_cleanup(brigd *d, char *const *kept, size_t n_kept)
+{
+    if (d->net)
+        brig_net_cleanup(d->net, kept, n_kept);
+}
+
+static void apply_one(brigd *d, brig_sandbox *sb, void *arg)
+{
+    brig_error *err = NULL;
+    if (brig_net_set_policy(d->net, brig_sandbox_net(sb), arg, &err) < 0) {
+        brig_err("sandbox %s: apply egress policy: %s", brig_sandbox_id(sb), err->msg);
+        brig_error_clear(&err);
+    }
+}
+
+void brig_sandbox_apply_policy(brigd *d, const char *project_id, const brig_egress *policy)
+{
+    if (d->net == NULL)
+        return;
+    /* Each borrowed as use: its network stays while the policy is applied. */
+    brig_registry_each_running(d, project_id, BRIG_EACH_USE | BRIG_EACH_NETWORKED, apply_one,
+                               (void *)policy);
+}

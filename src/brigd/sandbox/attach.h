@@ -1,0 +1,40 @@
+/*
+ * attach.h - a sandbox's network: connecting a started sandbox (its link, its egress
+ * policy, its /etc/resolv.conf), giving it its project's policy, finding it again
+ * after a restart, and applying a project's new policy to its running sandboxes.
+ *
+ * The one place that knows brigd may run without networking (d->net NULL: sandboxes
+ * keep an isolated namespace with loopback only): every function here does nothing
+ * then.  The create (orchestrator.c), the warm pool and reconcile call these; none of
+ * them calls back up.
+ */
+#ifndef BRIG_ATTACH_H
+#define BRIG_ATTACH_H
+
+#include "error.h"
+#include "net/net.h"
+#include "registry.h"
+#include "runtime/runtime.h"
+#include "server.h"
+
+/* Connects a started sandbox (id, rt) to the network under policy and writes its
+ * /etc/resolv.conf; its network in *out (NULL without networking).  On failure nothing
+ * of it stays on the host side. */
+int brig_attach_network(brigd *d, const char *id, brig_rt_sandbox *rt, const brig_egress *policy,
+                        brig_net_sandbox **out, brig_error **err);
+
+/* Connects a sandbox being created under its project's policy (a claimed warm sandbox
+ * is connected already, under "none": it only gets the policy). */
+int brig_attach_project(brigd *d, brig_sandbox *sb, brig_error **err);
+
+/* A running sandbox found again after a restart: its network taken back under its
+ * project's policy.  A failure is logged; the sandbox then has none. */
+void brig_attach_again(brigd *d, brig_sandbox *sb);
+
+/* After a restart: removes every sandbox network except those of kept (ids). */
+void brig_attach_cleanup(brigd *d, char *const *kept, size_t n_kept);
+
+/* Applies a project's new egress policy to its running sandboxes. */
+void brig_sandbox_apply_policy(brigd *d, const char *project_id, const brig_egress *policy);
+
+#endif

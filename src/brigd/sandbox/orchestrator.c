@@ -1,0 +1,399 @@
+/*
+ * orchestrator.c - a sandbox's life (see orchestrator.h).
+ *
+ * A create, in order, so that a failure or a crash at any point is cleaned up:
+ *   resolve   its tariff (and the account's right to it), project and template;
+ *   admit     limits: balance and spend, concurrency (reserved until it is listed), the
+ *             disk reserve;
+ *   reserve   host capacity (slot, memory, disk; may wait), then its id and uid range,
+ *             or a warm sandbox's (the pool's);
+ *   seal      its secrets, under its id; its redactor;
+ *   record    its store row (creating); listed (the list counts it from now on);
+ *   start     the runtime driver starts it (a warm one runs already);
+ *   attach    its network under its project's policy;
+ *   activate  running: watched, its row, the answer.
+ * From reserve on, a failure unwinds through retire(), as a delete does: secrets wiped,
+ * row failed, unlisted, and the teardown returns what it holds.
+ *
+ * A delete: state deleting (no new borrowers; still listed) -> SIGKILL (in-flight
+ * requests see their agent connection close) -> final charge -> retire() (secrets
+ * wiped -> row deleted, with its reason -> unlisted -> teardown) -> the answer (a DELETE
+ * waits up to 2 s for the processes to die; brigd's own stops do not wait).
+ */
+#include "orchestrator.h"
+
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "account/billing.h"
+#include "account/tenants.h"
+#include "attach.h"
+#include "log.h"
+#include "pool.h"
+#include "registry.h"
+#include "secrets.h"
+#include "teardown.h"
+#include "template.h"
+#include "util.h"
+#include "vault/vault.h"
+#include "view.h"
+#include "watch.h"
+
+#define DELETE_KILL_WAIT_MS 2000 /* how long a DELETE waits for the processes to die */
+
+/* ---- ending ---------------------------------------------------------------------------- */
+
+/* How every sandbox ends, deleted or failed at create: its secrets go, its row (when
+ * stored) says how, it leaves the list (when listed), and the teardown takes the list's
+ * reference (or, never listed, the creator's). */
+static void retire(brigd *d, brig_sandbox *sb, brig_sb_state final, const char *reason, bool stored,
+                   bool listed, int64_t now)
+{
+    const char *id = brig_sandbox_id(sb);
+    brig_vault_delete_all(d->store, id);
+    if (stored)
+        brig_store_sandbox_set_state(d->store, id, brig_sb_state_name(final), reason, now, NULL);
+    if (listed)
+        brig_registry_remove(d, sb, final);
+    brig_teardown_begin(d, sb);
+}
+
+/* Ends a sandbox that brig_registry_take marked deleting.  What the caller is promised
+ * happens before the answer: SIGKILL to every process (and up to wait_ms for them to
+ * die: a process in uninterruptible sleep dies only when it wakes, and the teardown
+ * waits for that, not the caller), the final charge, the secrets gone, the row
+ * deleted.  The rest is the teardown's: a create or a delete should not wait ~20 ms
+ * for runc, the kernel and the file system. */
+static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms)
+{
+    brig_registry_set_reason(d, sb, reason);
+    d->rt->ops->kill(d->rt, brig_sandbox_runtime(sb), wait_ms);
+    int64_t now = brig_now_real_ms();
+    brig_error *err = NULL;
+    if (brig_billing_charge(d, brig_sandbox_id(sb), now, true, NULL, &err) < 0) {
+        brig_err("sandbox %s: final charge: %s", brig_sandbox_id(sb), err->msg);
+        brig_error_clear(&err);
+    }
+    brig_info("sandbox %s: ended (%s)", brig_sandbox_id(sb), reason);
+    retire(d, sb, BRIG_SB_DELETED, reason, true, true, now);
+}
+
+int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const char *reason,
+                        brig_error **err)
+{
+    brig_sandbox *sb = brig_registry_take(d, c, id);
+    if (sb == NULL)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+    finish(d, sb, reason, DELETE_KILL_WAIT_MS);
+    return 0;
+}
+
+/* brigd's own stops (the janitor, the watch, --destroy-all) wait for nothing: the
+ * janitor must never wait on a sandbox. */
+int brig_sandbox_stop(brigd *d, const char *id, const char *reason)
+{
+    brig_sandbox *sb = brig_registry_take(d, NULL, id);
+    if (sb == NULL)
+        return -1;
+    brig_warn("sandbox %s: stopping (%s)", id, reason);
+    finish(d, sb, reason, 0);
+    return 0;
+}
+
+void brig_sandbox_agent_lost(brigd *d, const char *id)
+{
+    brig_sandbox_stop(d, id, "agent_lost");
+}
+
+int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int64_t ms,
+                             json_t **out, brig_error **err)
+{
+    brig_sandbox_view v;
+    bool listed = brig_registry_view(d, c, id, &v);
+    if (listed)
+        brig_sandbox_view_dispose(&v);
+    if (!listed || v.state != BRIG_SB_RUNNING)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+    int64_t now = brig_now_real_ms(), until = now + ms;
+    if (until - v.spec.created_at > d->cfg.lifetime_max_ms) {
+        int64_t left = (v.spec.created_at + d->cfg.lifetime_max_ms - now) / 1000;
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "a sandbox lives at most %lld s: this one can be extended by at "
+                              "most %lld s from now",
+                              (long long)(d->cfg.lifetime_max_ms / 1000),
+                              (long long)(left > 0 ? left : 0));
+    }
+    if (!brig_registry_set_expiry(d, c, id, until)) /* it ended meanwhile */
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+    brig_store_sandbox_set_expiry(d->store, id, until, NULL);
+    return brig_sandbox_info(d, c, id, out, err);
+}
+
+/* ---- create: the steps ------------------------------------------------------------------ */
+
+/* A create on its way, from resolve to activate. */
+typedef struct create {
+    brigd *d;
+    const brig_caller *c;
+    const brig_sandbox_opts *o;
+    const brig_tariff *tariff;
+    const char *project;
+    brig_template t;      /* its template, looked up (disposed when the create ends) */
+    brig_reservation res; /* the account's concurrency, until it is listed */
+    brig_sandbox *sb;     /* once host capacity is held: the creator's reference */
+    int64_t expires_at;   /* ms since the epoch */
+    bool stored, listed;  /* its row is written; it is in the registry */
+    int64_t t0;           /* mono ms: when it got its capacity */
+} create;
+
+/* What the request names: the tariff (the account may use it), the project (the
+ * caller's, or one of its account's for an admin key), a built template. */
+static int resolve(create *x, brig_error **err)
+{
+    brigd *d = x->d;
+    const brig_caller *c = x->c;
+    const char *tname = x->o->template ? x->o->template : d->cfg.default_template;
+    const char *tariff_name = x->o->tariff ? x->o->tariff : d->cfg.default_tariff;
+    x->tariff = brig_config_tariff(&d->cfg, tariff_name);
+    if (x->tariff == NULL)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "no tariff named '%.32s' (see GET /v1/tariffs)", tariff_name);
+    if (brig_account_tariff_allowed(d, c->account_id, x->tariff->name, err) < 0)
+        return -1;
+    x->project = c->project_id;
+    if (x->o->project_id) {
+        json_t *p = NULL;
+        if (!brig_caller_is(c, "admin") && strcmp(x->o->project_id, c->project_id) != 0)
+            return brig_error_set(err, BRIG_E_FORBIDDEN, 0,
+                                  "a sandbox-scoped key creates sandboxes in its own project only");
+        if (brig_project_get(d, c, x->o->project_id, &p, err) < 0) {
+            (*err)->kind = BRIG_E_INVALID;
+            return -1;
+        }
+        json_decref(p);
+        x->project = x->o->project_id;
+    }
+    if (brig_template_lookup(&d->cfg, tname, &x->t, err) < 0) {
+        if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
+            (*err)->kind = BRIG_E_INVALID;
+        return -1;
+    }
+    if (!x->t.built) {
+        brig_template_dispose(&x->t);
+        return brig_error_set(err, BRIG_E_CONFLICT, 0,
+                              "template '%s' is not built yet: run `brig template build %s`", tname,
+                              tname);
+    }
+    return 0;
+}
+
+/* While the state dir's file system has less free space than disk_reserve_mib, no
+ * sandbox is created: that room is the store's and the logs', whatever the sandboxes
+ * wrote (with disk_overcommit above 1 they may write more than the host has). */
+static int disk_reserve_check(brigd *d, brig_error **err)
+{
+    struct statvfs st;
+    if (d->cfg.disk_reserve_mib == 0 || statvfs(d->cfg.state_dir, &st) < 0)
+        return 0;
+    int64_t free_mib = (int64_t)(((uint64_t)st.f_bavail * st.f_frsize) >> 20);
+    if (free_mib >= d->cfg.disk_reserve_mib)
+        return 0;
+    return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                          "this host's disk is down to its reserve: %lld MiB free on the state "
+                          "dir's file system, %lld MiB kept for brigd's store and logs "
+                          "(disk_reserve_mib); no sandbox can be created until space is freed",
+                          (long long)free_mib, (long long)d->cfg.disk_reserve_mib);
+}
+
+/* The account's limits, in order: balance and spend; concurrency, checked and reserved
+ * at once (x->res); the disk reserve.  On failure nothing stays held. */
+static int admit(create *x, brig_error **err)
+{
+    brigd *d = x->d;
+    const char *account_id = x->c->account_id;
+    int64_t max_live = 0;
+    if (brig_billing_admit(d, account_id, brig_now_real_ms(), &max_live, err) < 0 ||
+        brig_registry_reserve(d, account_id, max_live, &x->res, err) < 0)
+        return -1;
+    if (disk_reserve_check(d, err) < 0) {
+        brig_registry_unreserve(d, &x->res);
+        return -1;
+    }
+    return 0;
+}
+
+/* Host capacity (which may wait), then the sandbox: a warm one of this template build
+ * and tariff if the pool has one, else a new id and a free uid range. */
+static int reserve(create *x, brig_error **err)
+{
+    brigd *d = x->d;
+    const brig_tariff *tf = x->tariff;
+    const brig_sandbox_opts *o = x->o;
+    if (brig_admission_take(&d->admission, x->c->account_id,
+                            (brig_capacity){tf->memory_mib, tf->disk_mib},
+                            d->cfg.create_queue_timeout_ms, err) < 0)
+        return -1;
+    x->t0 = brig_now_mono_ms();
+    brig_sandbox_spec sp = {.memory_mib = tf->memory_mib,
+                            .disk_mib = tf->disk_mib,
+                            .created_at = brig_now_real_ms(),
+                            .price = tf->price_micro_usd,
+                            .vcpus = tf->vcpus};
+    snprintf(sp.account_id, sizeof(sp.account_id), "%s", x->c->account_id);
+    snprintf(sp.project_id, sizeof(sp.project_id), "%s", x->project);
+    snprintf(sp.template, sizeof(sp.template), "%s", x->t.name);
+    memcpy(sp.template_key, x->t.key, sizeof(sp.template_key));
+    snprintf(sp.tariff, sizeof(sp.tariff), "%s", tf->name);
+    sp.idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : d->cfg.idle_timeout_default_ms;
+    x->expires_at =
+        sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
+    brig_pooled warm;
+    bool claimed = brig_pool_claim(d, x->t.name, x->t.build, tf->name, &warm) == 0;
+    if (claimed) {
+        memcpy(sp.id, warm.id, sizeof(sp.id));
+        sp.uid_base = warm.uid_base;
+    } else {
+        brig_id_new("sbx", sp.id);
+        sp.uid_base = brig_registry_uid_take(d);
+    }
+    json_t *env = o->env && json_object_size(o->env) ? json_deep_copy(o->env) : NULL;
+    x->sb = brig_sandbox_new(&sp, x->expires_at, env);
+    if (claimed) {
+        brig_sandbox_set_runtime(x->sb, warm.rt);
+        brig_sandbox_set_net(x->sb, warm.net);
+    }
+    if (sp.uid_base == 0)
+        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                              "all %lld user-id ranges are in use: too many live sandboxes",
+                              (long long)d->cfg.uid_ranges);
+    return 0;
+}
+
+/* Its secrets, sealed under its id, and its redactor, built once for its life before
+ * anyone can use it. */
+static int seal(create *x, brig_error **err)
+{
+    brig_redactor *unused = NULL;
+    if (brig_sandbox_seal_secrets(x->d, brig_sandbox_id(x->sb), x->project, x->o->secrets,
+                                  x->o->secret_refs, err) < 0 ||
+        brig_sandbox_redactor(x->d, x->sb, &unused, err) < 0)
+        return -1;
+    brig_redactor_free(unused);
+    return 0;
+}
+
+/* Its store row (creating: a crash from here on is cleaned up by reconcile), then its
+ * place in the registry. */
+static int record(create *x, brig_error **err)
+{
+    const brig_sandbox_spec *sp = brig_sandbox_spec_of(x->sb);
+    brig_sandbox_row row = {0};
+    memcpy(row.id, sp->id, sizeof(row.id));
+    memcpy(row.account_id, sp->account_id, sizeof(row.account_id));
+    memcpy(row.project_id, sp->project_id, sizeof(row.project_id));
+    memcpy(row.template, sp->template, sizeof(row.template));
+    memcpy(row.template_key, sp->template_key, sizeof(row.template_key));
+    memcpy(row.tariff, sp->tariff, sizeof(row.tariff));
+    snprintf(row.state, sizeof(row.state), "%s", brig_sb_state_name(BRIG_SB_CREATING));
+    row.created_at = sp->created_at;
+    row.uid_base = sp->uid_base;
+    row.price = sp->price;
+    row.idle_timeout_ms = sp->idle_timeout_ms;
+    row.expires_at = x->expires_at;
+    const json_t *env = brig_sandbox_env(x->sb);
+    row.env_json = env ? json_dumps(env, JSON_COMPACT) : NULL;
+    int r = brig_store_sandbox_insert(x->d->store, &row, err);
+    free(row.env_json);
+    if (r < 0)
+        return -1;
+    x->stored = true;
+    brig_registry_add(x->d, x->sb, &x->res);
+    x->listed = true;
+    return 0;
+}
+
+/* The runtime driver starts it (a claimed warm sandbox runs already). */
+static int start(create *x, brig_error **err)
+{
+    brigd *d = x->d;
+    if (brig_sandbox_runtime(x->sb))
+        return 0;
+    const brig_sandbox_spec *sp = brig_sandbox_spec_of(x->sb);
+    brig_rt_spec spec = {
+        .id = sp->id,
+        .rootfs = x->t.rootfs,
+        .memory_mib = sp->memory_mib,
+        .pids_limit = d->cfg.pids_limit,
+        .cpus = sp->vcpus,
+        .disk_mib = sp->disk_mib,
+        .uid_base = (unsigned)sp->uid_base,
+        .uid_size = BRIG_UID_RANGE,
+    };
+    brig_rt_sandbox *h = NULL;
+    if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)
+        return -1;
+    brig_sandbox_set_runtime(x->sb, h);
+    return 0;
+}
+
+/* Running: its agent watched, its row, the answer; the create's use of it ends. */
+static void activate(create *x, json_t **out)
+{
+    brigd *d = x->d;
+    brig_sandbox *sb = x->sb;
+    const brig_sandbox_spec *sp = brig_sandbox_spec_of(sb);
+    brig_registry_set_state(d, sb, BRIG_SB_CREATING, BRIG_SB_RUNNING);
+    brig_watch_add(d, sb);
+    brig_store_sandbox_set_state(d->store, sp->id, brig_sb_state_name(BRIG_SB_RUNNING), NULL,
+                                 brig_now_real_ms(), NULL);
+    brig_info("sandbox %s: running (%s, %s, %lld ms)", sp->id, sp->template, sp->tariff,
+              (long long)(brig_now_mono_ms() - x->t0));
+    *out = brig_sandbox_json(d, sb);
+    json_object_set_new(*out, "secrets", brig_vault_names(d->store, sp->id));
+    brig_sandbox_put(d, sb);
+}
+
+/* A create that failed after admission: what it holds goes the way of a deleted
+ * sandbox's (retire): nothing of it may stay.  The teardown destroys what the runtime
+ * started (a claimed warm sandbox and its network included) and returns its capacity
+ * slot and uid range only when that is done, retrying as for any ended sandbox. */
+static void unwind(create *x, brig_error **err)
+{
+    brigd *d = x->d;
+    brig_registry_unreserve(d, &x->res); /* when it failed before it was listed */
+    if (x->sb == NULL)                   /* before host capacity was held: nothing is */
+        return;
+    const char *msg = err && *err ? (*err)->msg : NULL;
+    brig_warn("sandbox %s: create failed: %s", brig_sandbox_id(x->sb), msg ? msg : "?");
+    if (x->listed) /* the create's use ends; the list's reference goes to the teardown */
+        brig_sandbox_put(d, x->sb);
+    retire(d, x->sb, BRIG_SB_FAILED, msg ? msg : "create failed", x->stored, x->listed,
+           brig_now_real_ms());
+}
+
+/* ---- create: the checklist --------------------------------------------------------------- */
+
+int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts *opts, json_t **out,
+                        brig_error **err)
+{
+    create x = {.d = d, .c = c, .o = opts};
+    if (resolve(&x, err) < 0) /* tariff, project, a built template */
+        return -1;
+    int r = -1;
+    if (admit(&x, err) < 0) /* balance, spend, concurrency (reserved), disk reserve */
+        goto out;
+    /* From here on, a failure unwinds the way a deleted sandbox ends. */
+    if (reserve(&x, err) < 0 ||                  /* capacity; a warm one, or id + uid range */
+        seal(&x, err) < 0 ||                     /* its secrets, its redactor */
+        record(&x, err) < 0 ||                   /* its row (creating); listed */
+        start(&x, err) < 0 ||                    /* the runtime driver starts it */
+        brig_attach_project(d, x.sb, err) < 0) { /* network, under its project's policy */
+        unwind(&x, err);
+        goto out;
+    }
+    activate(&x, out); /* running: watched, its row, the answer */
+    r = 0;
+out:
+    brig_template_dispose(&x.t);
+    return r;
+}

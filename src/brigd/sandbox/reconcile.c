@@ -1,0 +1,136 @@
+/*
+ * reconcile.c - start-up (see reconcile.h).
+ */
+#include "reconcile.h"
+
+#include <string.h>
+
+#include "account/billing.h"
+#include "attach.h"
+#include "log.h"
+#include "registry.h"
+#include "teardown.h"
+#include "util.h"
+#include "vault/vault.h"
+#include "watch.h"
+
+typedef struct reconcile_ctx {
+    brigd *d;
+    char **kept; /* ids re-attached */
+    size_t n_kept;
+} reconcile_ctx;
+
+/* A running sandbox of the previous run whose runtime handle attached (h): listed,
+ * watched and holding its capacity again. */
+static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h)
+{
+    brig_sandbox_spec sp = {.created_at = row->created_at,
+                            .price = row->price,
+                            .uid_base = row->uid_base,
+                            .idle_timeout_ms = row->idle_timeout_ms};
+    memcpy(sp.id, row->id, sizeof(sp.id));
+    memcpy(sp.account_id, row->account_id, sizeof(sp.account_id));
+    memcpy(sp.project_id, row->project_id, sizeof(sp.project_id));
+    memcpy(sp.template, row->template, sizeof(sp.template));
+    memcpy(sp.template_key, row->template_key, sizeof(sp.template_key));
+    memcpy(sp.tariff, row->tariff, sizeof(sp.tariff));
+    const brig_tariff *t = brig_config_tariff(&d->cfg, row->tariff);
+    sp.vcpus = t ? t->vcpus : 1;
+    sp.memory_mib = t ? t->memory_mib : 0;
+    sp.disk_mib = t ? t->disk_mib : 0;
+    json_t *env = row->env_json ? json_loads(row->env_json, 0, NULL) : NULL;
+    brig_sandbox *sb = brig_sandbox_new(&sp, row->expires_at, env);
+    brig_sandbox_set_runtime(sb, h);
+    brig_attach_again(d, sb);
+    brig_registry_uid_hold(d, row->uid_base);
+    brig_registry_add(d, sb, NULL);
+    brig_registry_set_state(d, sb, BRIG_SB_CREATING, BRIG_SB_RUNNING);
+    brig_watch_add(d, sb);
+    brig_sandbox_put(d, sb); /* the list's reference stays */
+    brig_admission_hold(&d->admission, (brig_capacity){sp.memory_mib, sp.disk_mib});
+}
+
+static void reconcile_row(const brig_sandbox_row *row, void *arg)
+{
+    reconcile_ctx *c = arg;
+    brigd *d = c->d;
+    brig_error *err = NULL;
+    brig_rt_sandbox *h = NULL;
+    if (brig_sb_state_parse(row->state) == BRIG_SB_RUNNING &&
+        d->rt->ops->attach(d->rt, row->id, &h, &err) == 0) {
+        readopt(d, row, h);
+        c->kept = brig_xrealloc(c->kept, (c->n_kept + 1) * sizeof(char *));
+        c->kept[c->n_kept++] = brig_xstrdup(row->id);
+        brig_info("sandbox %s: re-attached", row->id);
+        return;
+    }
+    const char *why = err ? err->msg : row->state;
+    brig_warn("sandbox %s: not usable after restart (%s); cleaning up", row->id, why);
+    brig_error_clear(&err);
+    if (d->rt->ops->destroy(d->rt, row->id, NULL, &err) < 0) {
+        brig_err("sandbox %s: cleanup: %s", row->id, err->msg);
+        brig_error_clear(&err);
+        brig_registry_uid_hold(d, row->uid_base); /* not clean: keep its ids out of use */
+        return; /* stays "deleting"/"creating" so the next start retries */
+    }
+    /* Charged for its life up to now: it may have run while brigd was down. */
+    if (brig_billing_charge(d, row->id, brig_now_real_ms(), true, NULL, &err) < 0) {
+        brig_err("sandbox %s: final charge: %s", row->id, err->msg);
+        brig_error_clear(&err);
+    }
+    brig_vault_delete_all(d->store, row->id);
+    brig_store_sandbox_set_state(d->store, row->id, brig_sb_state_name(BRIG_SB_DELETED),
+                                 "lost_on_restart", brig_now_real_ms(), NULL);
+}
+
+/* A leftover whose cleanup failed: retried in the background like any teardown, with
+ * its uid range (from its row, when there is one) kept out of use until it succeeds.
+ * It holds no capacity slot in this run. */
+static void teardown_leftover(brigd *d, const char *id)
+{
+    brig_sandbox_spec sp = {0};
+    snprintf(sp.id, sizeof(sp.id), "%s", id);
+    brig_error *err = NULL;
+    brig_sandbox_row row;
+    if (brig_store_sandbox_get(d->store, id, &row, &err) > 0)
+        sp.uid_base = row.uid_base;
+    brig_error_clear(&err);
+    brig_registry_uid_hold(d, sp.uid_base);
+    brig_teardown_leftover(d, brig_sandbox_new(&sp, 0, NULL));
+}
+
+void brig_reconcile(brigd *d)
+{
+    reconcile_ctx c = {.d = d};
+    brig_error *err = NULL;
+    if (brig_store_sandbox_each_live(d->store, reconcile_row, &c, &err) < 0) {
+        brig_err("reconcile: %s", err->msg);
+        brig_error_clear(&err);
+    }
+    /* Whatever the runtime holds that is neither kept nor known goes. */
+    char **ids = NULL;
+    size_t n = 0;
+    if (d->rt->ops->list(d->rt, &ids, &n, &err) < 0) {
+        brig_err("reconcile: %s", err->msg);
+        brig_error_clear(&err);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int kept = 0;
+        for (size_t k = 0; k < c.n_kept; k++)
+            kept |= strcmp(c.kept[k], ids[i]) == 0;
+        if (!kept) {
+            brig_warn("reconcile: removing leftover sandbox %s", ids[i]);
+            if (d->rt->ops->destroy(d->rt, ids[i], NULL, &err) < 0) {
+                brig_err("reconcile: %s: %s", ids[i], err->msg);
+                brig_error_clear(&err);
+                teardown_leftover(d, ids[i]);
+            }
+        }
+        free(ids[i]);
+    }
+    free(ids);
+    brig_attach_cleanup(d, c.kept, c.n_kept);
+    for (size_t k = 0; k < c.n_kept; k++)
+        free(c.kept[k]);
+    free(c.kept);
+}
