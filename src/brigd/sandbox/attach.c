@@ -14,8 +14,6 @@ int brig_attach_network(brigd *d, const char *id, brig_rt_sandbox *rt, const bri
                         brig_net_sandbox **out, brig_error **err)
 {
     *out = NULL;
-    if (d->net == NULL)
-        return 0;
     int fd = d->rt->ops->netns(d->rt, rt, err);
     char *resolv = NULL;
     int r = fd < 0 ? -1 : brig_net_attach(d->net, id, fd, policy, out, &resolv, err);
@@ -55,8 +53,6 @@ static int project_policy(brigd *d, const char *project_id, brig_egress *pol, br
 
 int brig_attach_project(brigd *d, brig_sandbox *sb, brig_error **err)
 {
-    if (d->net == NULL)
-        return 0;
     brig_egress pol;
     if (project_policy(d, brig_sandbox_spec_of(sb)->project_id, &pol, err) < 0)
         return -1;
@@ -74,8 +70,6 @@ int brig_attach_project(brigd *d, brig_sandbox *sb, brig_error **err)
 
 void brig_attach_again(brigd *d, brig_sandbox *sb)
 {
-    if (d->net == NULL)
-        return;
     brig_egress pol;
     brig_error *err = NULL;
     int fd = -1;
@@ -97,8 +91,7 @@ void brig_attach_again(brigd *d, brig_sandbox *sb)
 
 void brig_attach_cleanup(brigd *d, char *const *kept, size_t n_kept)
 {
-    if (d->net)
-        brig_net_cleanup(d->net, kept, n_kept);
+    brig_net_cleanup(d->net, kept, n_kept);
 }
 
 static void apply_one(brigd *d, brig_sandbox *sb, void *arg)
@@ -112,8 +105,6 @@ static void apply_one(brigd *d, brig_sandbox *sb, void *arg)
 
 void brig_sandbox_apply_policy(brigd *d, const char *project_id, const brig_egress *policy)
 {
-    if (d->net == NULL)
-        return;
     /* Each borrowed as use: its network stays while the policy is applied. */
     brig_registry_each_running(d, project_id, BRIG_EACH_USE | BRIG_EACH_NETWORKED, apply_one,
                                (void *)policy);

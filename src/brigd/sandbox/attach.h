@@ -3,9 +3,9 @@
  * policy, its /etc/resolv.conf), giving it its project's policy, finding it again
  * after a restart, and applying a project's new policy to its running sandboxes.
  *
- * The one place that knows brigd may run without networking (d->net NULL: sandboxes
- * keep an isolated namespace with loopback only): every function here does nothing
- * then.  The create (orchestrator.c), the warm pool and reconcile call these; none of
+ * Without networking d->net is the none flavour (net/net.h): every call succeeds and a
+ * sandbox keeps an isolated namespace with loopback only, its network handle NULL; no
+ * code here asks which flavour it has.  The create (orchestrator.c), the warm pool and reconcile call these; none of
  * them calls back up.
  */
 #ifndef BRIG_ATTACH_H
