@@ -1,5 +1,5 @@
 /*
- * sqlite.c - the SQLite backend of the store (see store.h): its ops table, the
+ * sqlite.c - the SQLite backend of the store (see store_ops.h): its ops table, the
  * connection (WAL, created 0600) and the schema with its migrations.  The
  * operations live in sqlite_accounts.c and sqlite_sandboxes.c.
  *

@@ -5,7 +5,7 @@
 #ifndef BRIG_STORE_SQLITE_H
 #define BRIG_STORE_SQLITE_H
 
-#include "store.h"
+#include "store_ops.h"
 
 extern const brig_store_ops brig_store_sqlite_ops;
 

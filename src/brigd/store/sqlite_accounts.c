@@ -1,6 +1,6 @@
 /*
  * sqlite_accounts.c - accounts, projects, keys and the ledger in SQLite (the ops'
- * contracts are in store.h).
+ * contracts are in store_ops.h).
  *
  * Money: balances are computed here in C, checked, and written whole, never as
  * `balance + ?` in SQL: SQLite turns an integer sum that overflows into a float.

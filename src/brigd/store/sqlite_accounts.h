@@ -6,7 +6,7 @@
 #ifndef BRIG_SQLITE_ACCOUNTS_H
 #define BRIG_SQLITE_ACCOUNTS_H
 
-#include "store.h"
+#include "store_ops.h"
 
 int brig_sqlite_account_create(brig_store_conn *c, const brig_account_new *a, brig_error **err);
 int brig_sqlite_account_get(brig_store_conn *c, const char *id, brig_account_row *out,

@@ -1,6 +1,6 @@
 /*
  * sqlite_sandboxes.c - sandboxes and sealed secrets in SQLite (the ops'
- * contracts are in store.h).
+ * contracts are in store_ops.h).
  */
 #include "sqlite_sandboxes.h"
 

@@ -6,7 +6,7 @@
 #ifndef BRIG_SQLITE_SANDBOXES_H
 #define BRIG_SQLITE_SANDBOXES_H
 
-#include "store.h"
+#include "store_ops.h"
 
 int brig_sqlite_secret_put(brig_store_conn *c, const brig_secret_row *s, int64_t at,
                            brig_error **err);

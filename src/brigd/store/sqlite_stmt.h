@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "store.h"
+#include "store_ops.h"
 
 struct brig_store_conn {
     sqlite3 *db;
