@@ -74,6 +74,8 @@ sdk-test: build-check sdk
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) sdk/test
 
 check: build-check format-check
+	scripts/check-structure $(CHECK_BUILD)
+	scripts/check-docs
 	templates/build --cache $(TEMPLATE_CACHE) minimal >/dev/null
 	templates/build --cache $(TEMPLATE_CACHE) base >/dev/null
 	meson test -C $(CHECK_BUILD) --print-errorlogs

@@ -1,5 +1,5 @@
 /*
- * sqlite.h - the SQLite backend of the store: its ops table (store.h has the
+ * sqlite.h - the SQLite backend of the store: its ops table (store_ops.h has the
  * contract of each op).  brig_store_open picks it for a plain file path.
  */
 #ifndef BRIG_STORE_SQLITE_H

@@ -1,6 +1,6 @@
 /*
  * sqlite_accounts.h - the SQLite backend's operations on accounts, projects,
- * keys and the ledger (private to store/; store.h has the contract of each, at
+ * keys and the ledger (private to store/; store_ops.h has the contract of each, at
  * the op of the same name).
  */
 #ifndef BRIG_SQLITE_ACCOUNTS_H

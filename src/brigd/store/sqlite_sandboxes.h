@@ -1,6 +1,6 @@
 /*
  * sqlite_sandboxes.h - the SQLite backend's operations on sandboxes and secrets
- * (private to store/; store.h has the contract of each, at the op of the same
+ * (private to store/; store_ops.h has the contract of each, at the op of the same
  * name).
  */
 #ifndef BRIG_SQLITE_SANDBOXES_H
