@@ -65,18 +65,20 @@ static int seconds_field(json_t *body, const char *name, int64_t max_ms, int64_t
 
 static void h_sandbox_create(brig_req *r)
 {
-    static const char *const fields[] = {"template",     "tariff",      "env",
-                                         "secrets",      "secret_refs", "idle_timeout",
-                                         "max_lifetime", "project",     NULL};
+    static const char *const fields[] = {
+        "template",     "tariff",       "env",     "secrets",   "secret_refs",
+        "idle_timeout", "max_lifetime", "project", "isolation", NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
     json_t *tmpl = json_object_get(body, "template"), *tariff = json_object_get(body, "tariff");
+    json_t *iso = json_object_get(body, "isolation");
     json_t *env = json_object_get(body, "env"), *secrets = json_object_get(body, "secrets");
     json_t *refs = json_object_get(body, "secret_refs"), *prj = json_object_get(body, "project");
     brig_sandbox_opts opts = {.template = json_string_value(tmpl),
                               .tariff = json_string_value(tariff),
                               .project_id = json_string_value(prj),
+                              .isolation = json_string_value(iso),
                               .env = env,
                               .secrets = secrets,
                               .secret_refs = refs};
@@ -85,6 +87,9 @@ static void h_sandbox_create(brig_req *r)
          brig_error_set(&err, BRIG_E_INVALID, 0, "'template' must be a string") < 0) ||
         (tariff && !json_is_string(tariff) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'tariff' must be a string") < 0) ||
+        (iso && !json_is_string(iso) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0,
+                        "'isolation' must be \"container\" or \"gvisor\"") < 0) ||
         (prj && !json_is_string(prj) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'project' must be a project id") < 0) ||
         (env && brig_request_env(env, &err) < 0) ||

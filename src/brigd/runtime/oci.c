@@ -482,8 +482,21 @@ static void oci_free(brig_runtime *rt)
     free(rt);
 }
 
+/* Containers only, for now: gVisor (runsc) is issue 12's. */
+static int oci_available(brig_runtime *rt, brig_isolation iso, brig_error **err)
+{
+    (void)rt;
+    if (iso == BRIG_ISO_CONTAINER)
+        return 0;
+    return brig_error_set(err, BRIG_E_INVALID, 0,
+                          "isolation '%s' is not available on this host: this brigd runs "
+                          "containers only",
+                          brig_isolation_name(iso));
+}
+
 static const brig_runtime_ops oci_ops = {
     .name = "oci",
+    .available = oci_available,
     .create = oci_create,
     .attach = oci_attach,
     .connect = oci_connect,

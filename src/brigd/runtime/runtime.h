@@ -17,6 +17,16 @@
 typedef struct brig_runtime brig_runtime;
 typedef struct brig_rt_sandbox brig_rt_sandbox; /* driver-defined per-sandbox handle */
 
+/* How a sandbox is isolated, a property of each sandbox (docs/security.md): container
+ * (the host kernel, under namespaces and a seccomp allow-list: runc or crun) or gvisor
+ * (gVisor's user-space kernel: runsc).  The names are the API's. */
+typedef enum brig_isolation { BRIG_ISO_CONTAINER, BRIG_ISO_GVISOR, BRIG_ISO_COUNT } brig_isolation;
+
+/* "container", "gvisor"; "?" for no mode. */
+const char *brig_isolation_name(brig_isolation iso);
+/* The mode a name names; -1 for a name that is none. */
+int brig_isolation_parse(const char *name);
+
 typedef struct brig_rt_spec {
     const char *id;     /* sandbox id; also the container id */
     const char *rootfs; /* the template's root filesystem, used read-only */
@@ -26,10 +36,14 @@ typedef struct brig_rt_spec {
     int64_t disk_mib;   /* size of the writable layer */
     unsigned uid_base;  /* first host uid/gid of the sandbox's range */
     unsigned uid_size;  /* ids in the range (root inside = uid_base) */
+    brig_isolation isolation;
 } brig_rt_spec;
 
 typedef struct brig_runtime_ops {
     const char *name;
+    /* 0 when this host can run sandboxes isolated so; else -1 with a BRIG_E_INVALID
+     * *err that names what is missing ("isolation 'gvisor' needs runsc: ..."). */
+    int (*available)(brig_runtime *rt, brig_isolation iso, brig_error **err);
     /* Creates and starts a sandbox; returns once its agent answered the handshake.
      * On failure nothing of the sandbox is left behind. */
     int (*create)(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox **out,

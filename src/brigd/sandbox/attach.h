@@ -5,8 +5,8 @@
  *
  * Without networking d->net is the none flavour (net/net.h): every call succeeds and a
  * sandbox keeps an isolated namespace with loopback only, its network handle NULL; no
- * code here asks which flavour it has.  The create (orchestrator.c), the warm pool and reconcile call these; none of
- * them calls back up.
+ * code here asks which flavour it has.  The create (orchestrator.c), the warm pool and reconcile
+ * call these; none of them calls back up.
  */
 #ifndef BRIG_ATTACH_H
 #define BRIG_ATTACH_H

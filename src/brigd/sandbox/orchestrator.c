@@ -138,6 +138,7 @@ typedef struct create {
     const brig_sandbox_opts *o;
     const brig_tariff *tariff;
     const char *project;
+    brig_isolation iso;
     brig_template t;      /* its template, looked up (disposed when the create ends) */
     brig_reservation res; /* the account's concurrency, until it is listed */
     brig_sandbox *sb;     /* once host capacity is held: the creator's reference */
@@ -173,6 +174,13 @@ static int resolve(create *x, brig_error **err)
         json_decref(p);
         x->project = x->o->project_id;
     }
+    int iso = brig_isolation_parse(x->o->isolation ? x->o->isolation : "container");
+    if (iso < 0)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "'isolation' must be \"container\" or \"gvisor\"");
+    x->iso = (brig_isolation)iso;
+    if (d->rt->ops->available(d->rt, x->iso, err) < 0)
+        return -1;
     if (brig_template_lookup(&d->cfg, tname, &x->t, err) < 0) {
         if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
             (*err)->kind = BRIG_E_INVALID;
@@ -238,7 +246,8 @@ static int reserve(create *x, brig_error **err)
                             .disk_mib = tf->disk_mib,
                             .created_at = brig_now_real_ms(),
                             .price = tf->price_micro_usd,
-                            .vcpus = tf->vcpus};
+                            .vcpus = tf->vcpus,
+                            .isolation = x->iso};
     snprintf(sp.account_id, sizeof(sp.account_id), "%s", x->c->account_id);
     snprintf(sp.project_id, sizeof(sp.project_id), "%s", x->project);
     snprintf(sp.template, sizeof(sp.template), "%s", x->t.name);
@@ -248,7 +257,8 @@ static int reserve(create *x, brig_error **err)
     x->expires_at =
         sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
     brig_pooled warm;
-    bool claimed = brig_pool_claim(d, x->t.name, x->t.build, tf->name, &warm) == 0;
+    bool claimed = x->iso == BRIG_ISO_CONTAINER && /* the pool's are containers */
+                   brig_pool_claim(d, x->t.name, x->t.build, tf->name, &warm) == 0;
     if (claimed) {
         memcpy(sp.id, warm.id, sizeof(sp.id));
         sp.uid_base = warm.uid_base;
@@ -328,6 +338,7 @@ static int start(create *x, brig_error **err)
         .disk_mib = sp->disk_mib,
         .uid_base = (unsigned)sp->uid_base,
         .uid_size = BRIG_UID_RANGE,
+        .isolation = sp->isolation,
     };
     brig_rt_sandbox *h = NULL;
     if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)

@@ -18,6 +18,7 @@ typedef struct brig_sandbox_opts {
     const char *template;    /* NULL: the configured default */
     const char *tariff;      /* NULL: the configured default */
     const char *project_id;  /* NULL: the caller's project */
+    const char *isolation;   /* "container", "gvisor"; NULL: the default */
     json_t *env;             /* object of strings or NULL (borrowed) */
     json_t *secrets;         /* {"NAME": "value"} or NULL (borrowed) */
     json_t *secret_refs;     /* ["NAME"] of project secrets, or NULL (borrowed) */

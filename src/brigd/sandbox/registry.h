@@ -65,6 +65,7 @@ typedef struct brig_sandbox_spec {
     double vcpus;            /* its CPU quota (abuse detection) */
     int64_t uid_base;        /* its user namespace range (0: none held) */
     int64_t idle_timeout_ms; /* 0: none */
+    brig_isolation isolation;
 } brig_sandbox_spec;
 
 /* A copy of a live sandbox, for views (view.c). */

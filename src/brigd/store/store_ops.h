@@ -1,0 +1,223 @@
+/*
+ * store_ops.h - the store's rows and its backend contract: struct brig_store_ops, one
+ * function per operation, with the contract of each (store.h's brig_store_X calls
+ * ops->X).  A backend (sqlite.c) includes this and nothing above it; callers include
+ * store.h.
+ */
+#ifndef BRIG_STORE_OPS_H
+#define BRIG_STORE_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "core/id.h"
+
+/* ---- rows ------------------------------------------------------------------------- */
+
+typedef struct brig_account_row {
+    char name[80];
+    char default_project_id[BRIG_ID_MAX];
+    int64_t created_at;    /* ms since the epoch */
+    int64_t balance;       /* micro-dollars */
+    int64_t daily_limit;   /* micro-dollars; -1: none */
+    int64_t monthly_limit; /* micro-dollars; -1: none */
+    int64_t max_live;      /* live sandboxes at once */
+    char tariffs[1024];    /* a JSON array of tariff names; "": every tariff */
+} brig_account_row;
+
+/* A new account with its default project (named "default") and its first key, an
+ * admin key of that project. */
+typedef struct brig_account_new {
+    const char *id, *name;
+    const char *project_id; /* the default project */
+    int64_t max_live;
+    const char *key_id, *key_hash; /* the admin key (its hash only) */
+    int64_t created_at;
+} brig_account_new;
+
+/* What changes on an account: only the fields whose set_ flag is true. */
+typedef struct brig_account_update {
+    bool set_max_live;
+    int64_t max_live;
+    bool set_tariffs;
+    const char *tariffs; /* a JSON array of names; NULL: every tariff */
+    bool set_daily_limit;
+    int64_t daily_limit; /* -1: none */
+    bool set_monthly_limit;
+    int64_t monthly_limit; /* -1: none */
+} brig_account_update;
+
+typedef struct brig_project_row {
+    char id[BRIG_ID_MAX];
+    char account_id[BRIG_ID_MAX];
+    char name[80];
+    char *egress; /* the egress policy as JSON (owned by the row: free() it) */
+    int64_t created_at;
+} brig_project_row;
+
+/* An API key (account_id and project_id set) or, from key_lookup, the operator's
+ * key (scope "operator", account_id and project_id ""). */
+typedef struct brig_key_row {
+    char id[BRIG_ID_MAX];
+    char account_id[BRIG_ID_MAX];
+    char project_id[BRIG_ID_MAX];
+    char scope[16];
+    char hash[65]; /* hex BLAKE2b of the key (brig_key_hash); never the key */
+} brig_key_row;
+
+/* A sandbox's billing as a charge finds it, inside the charge's transaction. */
+typedef struct brig_charge_state {
+    char account_id[BRIG_ID_MAX];
+    int64_t created_at; /* ms since the epoch */
+    int64_t billed_ms;  /* how much of its life was charged already */
+    int64_t price;      /* micro-dollars per second */
+    int64_t cost;       /* micro-dollars charged so far */
+    int64_t balance;    /* its account's balance */
+} brig_charge_state;
+
+/* What a charge writes.  seconds == 0: nothing at all.  Otherwise a ledger row of
+ * `amount` for `seconds`, and the new balance, cost and billed_ms, as given. */
+typedef struct brig_charge {
+    int64_t seconds, amount;
+    int64_t balance, cost, billed_ms;
+} brig_charge;
+
+/* Decides a charge from the state it was given (pure: it must not call the store). */
+typedef void (*brig_charge_plan_fn)(const brig_charge_state *in, brig_charge *out, void *ctx);
+
+/* A sealed secret (vault.h): the store keeps the bytes it is given. */
+typedef struct brig_secret_row {
+    const char *owner; /* a project or sandbox id */
+    const char *name;
+    const void *nonce;
+    size_t nonce_len;
+    const void *box; /* ciphertext and tag */
+    size_t box_len;
+} brig_secret_row;
+
+typedef struct brig_sandbox_row {
+    char id[BRIG_ID_MAX];
+    char account_id[BRIG_ID_MAX];
+    char template[64];
+    char template_key[17];
+    char state[16];     /* creating | running | deleting | deleted | failed */
+    int64_t created_at; /* ms since the epoch */
+    int64_t uid_base;   /* first host uid of its user namespace range */
+    char tariff[32];
+    char *env_json; /* the sandbox's plain env as JSON, or NULL (owned by the row) */
+    char project_id[BRIG_ID_MAX];
+    int64_t price;           /* micro-dollars per second */
+    int64_t idle_timeout_ms; /* 0: none */
+    int64_t expires_at;      /* 0: never */
+    /* Of an ended sandbox (brig_store_sandbox_get): */
+    char reason[32];    /* why it ended ("" while it lives) */
+    int64_t deleted_at; /* ms since the epoch; 0 while it lives */
+    int64_t cost;       /* micro-dollars charged so far */
+} brig_sandbox_row;
+
+/* ---- the backend interface ------------------------------------------------------- */
+
+typedef struct brig_store_conn brig_store_conn; /* backend-defined connection */
+
+typedef struct brig_store_ops {
+    const char *name;   /* "sqlite" */
+    const char *scheme; /* the URL scheme it serves ("postgres"), "" for a file path */
+    /* Opens (creating it, and bringing its schema up to date) the store at where. */
+    int (*open)(const char *where, brig_store_conn **out, brig_error **err);
+    void (*close)(brig_store_conn *c);
+
+    /* -- accounts */
+    /* Creates the account, its default project and its admin key, all or none. */
+    int (*account_create)(brig_store_conn *c, const brig_account_new *a, brig_error **err);
+    /* 1 and *out, or 0 when there is no such account. */
+    int (*account_get)(brig_store_conn *c, const char *id, brig_account_row *out, brig_error **err);
+    /* Applies the fields that are set, all or none: 1, or 0 when there is no
+     * such account (nothing changed). */
+    int (*account_update)(brig_store_conn *c, const char *id, const brig_account_update *u,
+                          brig_error **err);
+
+    /* -- projects */
+    /* A new project (its egress policy: open). */
+    int (*project_insert)(brig_store_conn *c, const char *id, const char *account_id,
+                          const char *name, int64_t created_at, brig_error **err);
+    /* 1 and *out (its egress is the caller's), or 0 when there is no such project. */
+    int (*project_get)(brig_store_conn *c, const char *id, brig_project_row *out, brig_error **err);
+    /* Calls fn for each project of the account, oldest first (the row is lent for
+     * the call; fn may use the store). */
+    int (*project_each)(brig_store_conn *c, const char *account_id,
+                        void (*fn)(const brig_project_row *, void *), void *ctx, brig_error **err);
+    /* Sets the name and/or the egress policy (JSON text); NULL leaves one as is. */
+    int (*project_update)(brig_store_conn *c, const char *id, const char *name, const char *egress,
+                          brig_error **err);
+
+    /* -- keys */
+    /* Stores an API key (account_id, project_id, scope, hash) created at `at`. */
+    int (*key_insert)(brig_store_conn *c, const brig_key_row *k, int64_t at, brig_error **err);
+    /* The key whose hash this is: an API key not revoked, or an operator key.
+     * 1 and *out, or 0 when there is none. */
+    int (*key_lookup)(brig_store_conn *c, const char *hash, brig_key_row *out, brig_error **err);
+    /* Revokes key_id of project_id at `at`: 1, or 0 when the project has no such
+     * key not revoked yet. */
+    int (*key_revoke)(brig_store_conn *c, const char *project_id, const char *key_id, int64_t at,
+                      brig_error **err);
+    /* How many API keys are not revoked, and how many operator keys there are. */
+    int (*key_counts)(brig_store_conn *c, int64_t *api_keys, int64_t *operator_keys,
+                      brig_error **err);
+    int (*operator_key_insert)(brig_store_conn *c, const char *id, const char *hash, int64_t at,
+                               brig_error **err);
+
+    /* -- the ledger (append-only) and balances */
+    /* Credits amount (> 0) to the account at `at`: appends the credit and raises
+     * the balance together.  0 and *balance = the new balance; 1 when it would
+     * leave [-BRIG_MONEY_MAX, BRIG_MONEY_MAX] (core/money.h), nothing written and
+     * *balance = the balance as it is; -1 with BRIG_E_NOT_FOUND for no account. */
+    int (*ledger_credit)(brig_store_conn *c, const char *account_id, int64_t amount,
+                         const char *note, int64_t at, int64_t *balance, brig_error **err);
+    /* Charges a sandbox at `at`, in one transaction: reads its billing state and
+     * its account's balance, asks plan what to write, and writes the ledger row,
+     * the balance and the sandbox's cost and billed_ms together.  *balance (may be
+     * NULL) = the balance afterwards; BRIG_E_NOT_FOUND for no sandbox. */
+    int (*ledger_charge)(brig_store_conn *c, const char *sandbox_id, int64_t at,
+                         brig_charge_plan_fn plan, void *ctx, int64_t *balance, brig_error **err);
+    /* *out = the sum of the account's charges in [from, to). */
+    int (*ledger_spent)(brig_store_conn *c, const char *account_id, int64_t from, int64_t to,
+                        int64_t *out, brig_error **err);
+
+    /* -- secrets (sealed by the vault; the store never sees a plaintext) */
+    /* Stores s at `at`, replacing the owner's secret of that name. */
+    int (*secret_put)(brig_store_conn *c, const brig_secret_row *s, int64_t at, brig_error **err);
+    /* Calls fn for each secret of owner, by name; the row is lent for the call, and
+     * fn runs while the store is held: it must not call the store.  A non-zero
+     * return from fn stops early. */
+    int (*secret_each)(brig_store_conn *c, const char *owner,
+                       int (*fn)(const brig_secret_row *, void *), void *ctx, brig_error **err);
+    /* How many secrets owner has, and the bytes of their boxes in all. */
+    int (*secret_totals)(brig_store_conn *c, const char *owner, int64_t *count, int64_t *box_bytes,
+                         brig_error **err);
+    /* 1 when owner's secret `name` was deleted, 0 when there was none. */
+    int (*secret_delete)(brig_store_conn *c, const char *owner, const char *name, brig_error **err);
+    /* Deletes every secret of owner. */
+    int (*secret_delete_all)(brig_store_conn *c, const char *owner, brig_error **err);
+
+    /* -- sandboxes (never deleted: they reach a final state, deleted or failed) */
+    int (*sandbox_insert)(brig_store_conn *c, const brig_sandbox_row *row, brig_error **err);
+    /* Sets state (and reason, when not NULL); `deleted` and `failed` also stamp
+     * deleted_at = now. */
+    int (*sandbox_set_state)(brig_store_conn *c, const char *id, const char *state,
+                             const char *reason, int64_t now, brig_error **err);
+    /* One sandbox, whatever its state: 1 and *out (its env_json left NULL), or 0. */
+    int (*sandbox_get)(brig_store_conn *c, const char *id, brig_sandbox_row *out, brig_error **err);
+    int (*sandbox_set_expiry)(brig_store_conn *c, const char *id, int64_t expires_at,
+                              brig_error **err);
+    /* Calls fn for every sandbox not in a final state, oldest first (the row is
+     * lent for the call; fn may use the store). */
+    int (*sandbox_each_live)(brig_store_conn *c, void (*fn)(const brig_sandbox_row *, void *),
+                             void *ctx, brig_error **err);
+    /* *n = how many sandboxes of the account ended for `reason`. */
+    int (*sandbox_count_reason)(brig_store_conn *c, const char *account_id, const char *reason,
+                                int64_t *n, brig_error **err);
+} brig_store_ops;
+
+#endif
