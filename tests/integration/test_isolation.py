@@ -6,13 +6,15 @@ view), and warm pools per template, tariff and isolation.
 Tests of what a gvisor sandbox does call needs_gvisor() (or take `gvisor_api`): they
 skip only where brigd refuses gvisor on this host, and run everywhere else."""
 
+import json
+import os
 import signal
 import sqlite3
-import os
+import subprocess
 
 import pytest
 
-from brigtest import Api, Brigd, gvisor_refusal, leftovers, needs_gvisor, wait_for
+from brigtest import BUILD, Api, Brigd, gvisor_refusal, leftovers, needs_gvisor, wait_for
 
 ALL = ["container", "gvisor"]
 
@@ -336,3 +338,30 @@ def test_bad_pool_isolation_is_refused(tmp_path, value, needle):
     cfg.write_text(f"[brigd]\nwarm_pool = {value}\n")
     status, said = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).refused()
     assert status == 2 and needle in said
+
+
+# ---- the CLI ----------------------------------------------------------------------------
+
+def brig_cli(api, *args):
+    env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY=api.key)
+    return subprocess.run([os.path.join(BUILD, "brig"), *args], env=env, capture_output=True,
+                          timeout=120)
+
+
+def test_cli_isolation(api):
+    r = brig_cli(api, "create", "--template", "minimal", "--isolation", "container", "--json")
+    assert r.returncode == 0, r.stderr
+    sb = json.loads(r.stdout)
+    assert sb["isolation"] == "container"
+    api.delete(sb["id"])
+    r = brig_cli(api, "create", "--template", "minimal", "--isolation", "kvm")
+    assert r.returncode == 1 and b"'isolation' must be" in r.stderr, r.stderr
+    r = brig_cli(api, "run", "--template", "minimal", "--isolation", "container", "--",
+                 "echo", "ran")
+    assert r.returncode == 0 and r.stdout == b"ran\n", r.stderr
+    r = brig_cli(api, "run", "--template", "minimal", "--isolation", "gvisor", "--", "echo", "ran")
+    if gvisor_refusal(api) is not None:
+        assert r.returncode == 1 and b"gvisor" in r.stderr, r.stderr
+    else:
+        assert r.returncode == 0 and r.stdout == b"ran\n", r.stderr
+    assert api.ok("GET", "/v1/sandboxes").json()["sandboxes"] == []
