@@ -173,7 +173,7 @@ def test_project_default_applies(api):
     ({"allowed": "gvisor"}, "non-empty list"),
     ({"default": "kvm"}, "'isolation.default' must be"),
     ({"allowed": ["container"], "default": "gvisor"}, "must be one of the allowed modes"),
-    ({"allow": ["gvisor"]}, "unknown field 'allow'"),
+    ({"allow": ["gvisor"]}, "takes \"allowed\" and \"default\", not 'allow'"),
     ("gvisor", "'isolation' must be null or"),
     (["gvisor"], "'isolation' must be null or"),
 ])

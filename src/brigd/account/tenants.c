@@ -279,11 +279,13 @@ static int policy_from_json(json_t *in, iso_policy *out, brig_error **err)
     json_t *v;
     if (!json_is_object(in))
         return brig_error_set(err, BRIG_E_INVALID, 0, "%s", usage);
-    json_object_foreach(in, key, v) if (strcmp(key, "allowed") != 0 &&
-                                        strcmp(key, "default") !=
-                                            0) return brig_error_set(err, BRIG_E_INVALID, 0,
-                                                                     "%s (unknown field '%.32s')",
-                                                                     usage, key);
+    json_object_foreach(in, key, v)
+    {
+        if (strcmp(key, "allowed") != 0 && strcmp(key, "default") != 0)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'isolation' takes \"allowed\" and \"default\", not '%.32s'",
+                                  key);
+    }
     json_t *allowed = json_object_get(in, "allowed"), *def = json_object_get(in, "default");
     if (allowed && !json_is_null(allowed)) {
         if (!json_is_array(allowed) || json_array_size(allowed) == 0)
