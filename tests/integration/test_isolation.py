@@ -207,7 +207,8 @@ def test_operator_default(tmp_path):
         # A create without a mode gets the operator's: gvisor, run or refused.
         r = a.request("POST", "/v1/sandboxes", {"template": "minimal"})
         if gvisor_refusal(a) is not None:
-            refused_for_gvisor(r)
+            refused_for_gvisor(r)  # saying why a mode nobody asked for
+            assert "the default here is gvisor" in r.json()["error"]["message"]
         else:
             assert r.status == 201 and r.json()["isolation"] == "gvisor", r.body
             a.delete(r.json()["id"])

@@ -177,9 +177,16 @@ static int resolve(create *x, brig_error **err)
     }
     /* The mode asked for, within the project's policy (or its default, or the
      * operator's), and never another than this host can run. */
-    if (brig_project_isolation(d, x->project, x->o->isolation, &x->iso, err) < 0 ||
-        d->rt->ops->available(d->rt, x->iso, err) < 0)
+    if (brig_project_isolation(d, x->project, x->o->isolation, &x->iso, err) < 0)
         return -1;
+    if (d->rt->ops->available(d->rt, x->iso, err) < 0) {
+        if (x->o->isolation == NULL) /* say why a mode nobody asked for */
+            brig_error_prefix(err,
+                              "no 'isolation' asked for, and the default here is %s (the "
+                              "project's, or the operator's isolation_default)",
+                              brig_isolation_name(x->iso));
+        return -1;
+    }
     if (brig_template_lookup(&d->cfg, tname, &x->t, err) < 0) {
         if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
             (*err)->kind = BRIG_E_INVALID;
