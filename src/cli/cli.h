@@ -55,6 +55,7 @@ enum cli_opt_key {
     OPT_PTY,
     OPT_CLOSE,
     OPT_WAIT_TIMEOUT, /* --timeout of wait: how long to wait, not the command's limit */
+    OPT_ISOLATION,
 };
 
 /* Whether a command takes a remote command after its operands. */

@@ -36,6 +36,9 @@ int brig_cmd_create(const cli_args *a)
     const char *tpl = cli_opt_get(a, OPT_TEMPLATE);
     if (tpl != NULL)
         json_object_set_new(body, "template", json_string(tpl));
+    const char *iso = cli_opt_get(a, OPT_ISOLATION); /* brigd checks it */
+    if (iso != NULL)
+        json_object_set_new(body, "isolation", json_string(iso));
     json_t *sbx = NULL;
     int rc = brig_client_call(c, "POST", "/v1/sandboxes", body, CLI_TIMEOUT_MS, &sbx, &err);
     json_decref(body);

@@ -30,6 +30,8 @@
 
 static const cli_opt options[] = {
     {OPT_TEMPLATE, "template", "NAME", "template to start from (brigd's default: base)"},
+    {OPT_ISOLATION, "isolation", "MODE",
+     "container or gvisor (default: the project's, else the operator's)"},
     {OPT_JSON, "json", NULL, "print brigd's JSON answer as it is"},
     {OPT_CWD, "cwd", "DIR", "working directory of the command"},
     {OPT_ENV, "env", "K=V", "set a variable for the command (repeatable; K alone: its value here)"},
@@ -60,12 +62,12 @@ static const cli_opt *option_row(int key)
 /* command rows */
 
 static const int opts_none[] = {0};
-static const int opts_create[] = {OPT_TEMPLATE, OPT_JSON, 0};
+static const int opts_create[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_JSON, 0};
 static const int opts_json[] = {OPT_JSON, 0};
 static const int opts_exec[] = {OPT_CWD,   OPT_ENV,        OPT_TIMEOUT, OPT_SHELL, OPT_USER,
                                 OPT_STDIN, OPT_BACKGROUND, OPT_PTY,     OPT_JSON,  0};
-static const int opts_run[] = {OPT_TEMPLATE, OPT_CWD,  OPT_ENV,   OPT_TIMEOUT,
-                               OPT_SHELL,    OPT_USER, OPT_STDIN, 0};
+static const int opts_run[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_CWD,   OPT_ENV, OPT_TIMEOUT,
+                               OPT_SHELL,    OPT_USER,      OPT_STDIN, 0};
 static const int opts_upload[] = {OPT_MODE, OPT_RECURSIVE, 0};
 static const int opts_download[] = {OPT_RECURSIVE, 0};
 static const int opts_logs[] = {OPT_FOLLOW, 0};
@@ -126,8 +128,8 @@ static int cmd_help(const cli_args *a);
     "contents are extracted into the directory LOCAL (made if missing) by tar.\n"
 
 static const cli_cmd commands[] = {
-    {"create", brig_cmd_create, "[--template NAME] [--json]", "create a sandbox and print its id",
-     NULL, opts_create, 0, 0, CLI_REST_NONE},
+    {"create", brig_cmd_create, "[--template NAME] [--isolation MODE] [--json]",
+     "create a sandbox and print its id", NULL, opts_create, 0, 0, CLI_REST_NONE},
     {"ls", brig_cmd_ls, "[--json]", "list sandboxes", NULL, opts_json, 0, 0, CLI_REST_NONE},
     {"inspect", brig_cmd_inspect, "ID", "print a sandbox as JSON", NULL, opts_none, 1, 1,
      CLI_REST_NONE},
@@ -168,8 +170,8 @@ static const cli_cmd commands[] = {
      3, CLI_REST_NONE},
     {"rm", brig_cmd_rm, "ID [ID...]", "delete sandboxes", NULL, opts_none, 1, -1, CLI_REST_NONE},
     {"run", brig_cmd_run,
-     "[--template NAME] [--cwd DIR] [--env K=V]... [--timeout SECONDS] [--shell] [--user NAME] "
-     "[--stdin] -- CMD [ARG...]",
+     "[--template NAME] [--isolation MODE] [--cwd DIR] [--env K=V]... [--timeout SECONDS] "
+     "[--shell] [--user NAME] [--stdin] -- CMD [ARG...]",
      "create a sandbox, run one command in it, delete it", RUN_DETAILS, opts_run, 0, 0,
      CLI_REST_REQUIRED},
     {"template ls", brig_cmd_template_ls, "[--json]", "list templates", NULL, opts_json, 0, 0,

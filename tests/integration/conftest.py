@@ -42,6 +42,14 @@ def api(daemon):
 
 
 @pytest.fixture
+def gvisor_api(api):
+    """The session daemon's API for a test of gvisor sandboxes: skipped (only) when brigd
+    refuses gvisor on this host (brigtest.needs_gvisor; call that for another daemon)."""
+    brigtest.needs_gvisor(api)
+    return api
+
+
+@pytest.fixture
 def fresh_daemon(tmp_path):
     """A brigd of the test's own (restart tests); the test may stop/restart it."""
     d = brigtest.Brigd(str(tmp_path / "state"))

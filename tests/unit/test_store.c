@@ -139,18 +139,26 @@ static void test_projects(void **state)
     assert_string_equal(p.name, "beta");
     assert_string_equal(p.egress, "{\"mode\":\"open\"}");
     assert_int_equal(p.created_at, 2000);
+    assert_string_equal(p.isolation, ""); /* no policy of its own */
     free(p.egress);
 
-    assert_int_equal(brig_store_project_update(f->st, "prj_b", NULL, "{\"mode\":\"deny\"}", NULL),
-                     0);
+    assert_int_equal(
+        brig_store_project_update(f->st, "prj_b", NULL, "{\"mode\":\"deny\"}", NULL, NULL), 0);
     assert_int_equal(brig_store_project_get(f->st, "prj_b", &p, NULL), 1);
     assert_string_equal(p.name, "beta");
     assert_string_equal(p.egress, "{\"mode\":\"deny\"}");
     free(p.egress);
-    assert_int_equal(brig_store_project_update(f->st, "prj_b", "gamma", NULL, NULL), 0);
+    assert_int_equal(brig_store_project_update(f->st, "prj_b", "gamma", NULL,
+                                               "{\"allowed\":[\"gvisor\"]}", NULL),
+                     0);
     assert_int_equal(brig_store_project_get(f->st, "prj_b", &p, NULL), 1);
     assert_string_equal(p.name, "gamma");
     assert_string_equal(p.egress, "{\"mode\":\"deny\"}");
+    assert_string_equal(p.isolation, "{\"allowed\":[\"gvisor\"]}");
+    free(p.egress);
+    assert_int_equal(brig_store_project_update(f->st, "prj_b", NULL, NULL, NULL, NULL), 0);
+    assert_int_equal(brig_store_project_get(f->st, "prj_b", &p, NULL), 1);
+    assert_string_equal(p.isolation, "{\"allowed\":[\"gvisor\"]}"); /* NULL: as it was */
     free(p.egress);
 
     char names[256] = "";
@@ -219,6 +227,7 @@ static void add_sandbox(fixture *f, const char *id, int64_t created_at, int64_t 
     snprintf(row.template_key, sizeof(row.template_key), "0123456789abcdef");
     snprintf(row.state, sizeof(row.state), "running");
     snprintf(row.tariff, sizeof(row.tariff), "small");
+    snprintf(row.isolation, sizeof(row.isolation), "%s", created_at == 2000 ? "gvisor" : "");
     row.env_json = "{\"A\":\"1\"}";
     assert_int_equal(brig_store_sandbox_insert(f->st, &row, NULL), 0);
 }
@@ -341,6 +350,7 @@ static void collect_live(const brig_sandbox_row *row, void *ctx)
 {
     strcat(ctx, row->id);
     strcat(ctx, row->env_json ? row->env_json : "-");
+    strcat(ctx, row->isolation);
     strcat(ctx, ",");
 }
 
@@ -363,7 +373,11 @@ static void test_sandboxes(void **state)
     assert_int_equal(row.price, 1);
     assert_int_equal(row.idle_timeout_ms, 60000);
     assert_int_equal(row.expires_at, 9000);
+    assert_string_equal(row.isolation, "container"); /* inserted without one */
     assert_null(row.env_json);
+    assert_int_equal(brig_store_sandbox_get(f->st, "sbx_2", &row, NULL), 1);
+    assert_string_equal(row.isolation, "gvisor");
+    assert_int_equal(brig_store_sandbox_get(f->st, "sbx_1", &row, NULL), 1);
     assert_string_equal(row.reason, "");
     assert_int_equal(row.deleted_at, 0);
     assert_int_equal(brig_store_sandbox_get(f->st, "sbx_none", &row, NULL), 0);
@@ -377,7 +391,8 @@ static void test_sandboxes(void **state)
 
     char live[256] = "";
     assert_int_equal(brig_store_sandbox_each_live(f->st, collect_live, live, NULL), 0);
-    assert_string_equal(live, "sbx_1{\"A\":\"1\"},sbx_2{\"A\":\"1\"},"); /* oldest first */
+    assert_string_equal(live,
+                        "sbx_1{\"A\":\"1\"}container,sbx_2{\"A\":\"1\"}gvisor,"); /* oldest first */
 
     assert_int_equal(brig_store_sandbox_set_state(f->st, "sbx_1", "deleted", "cpu_abuse", 7, NULL),
                      0);
@@ -390,7 +405,7 @@ static void test_sandboxes(void **state)
     assert_string_equal(row.reason, "cpu_abuse");
     live[0] = '\0';
     assert_int_equal(brig_store_sandbox_each_live(f->st, collect_live, live, NULL), 0);
-    assert_string_equal(live, "sbx_2{\"A\":\"1\"},");
+    assert_string_equal(live, "sbx_2{\"A\":\"1\"}gvisor,");
     int64_t n = -1;
     assert_int_equal(brig_store_sandbox_count_reason(f->st, "acc_1", "cpu_abuse", &n, NULL), 0);
     assert_int_equal(n, 1);

@@ -110,17 +110,41 @@ export function createServer(options: ServerOptions = {}): McpServer {
         template: z.string().optional().describe("Template name: 'base' (default) or 'minimal'."),
         tariff: z.string().optional().describe("Size: 'small' (default), 'medium' or 'large', as the server defines them."),
         env: z.record(z.string(), z.string()).optional().describe("Environment variables for every command."),
+        isolation: z
+          .enum(["container", "gvisor"])
+          .optional()
+          .describe(
+            "'container' (the host's kernel, namespaces, seccomp) or 'gvisor' (a kernel of its own in user space); " +
+              "default: the project's, else the server's. Never silently changed: an unavailable mode is an error.",
+          ),
       },
-      outputSchema: { sandbox_id: z.string(), template: z.string(), state: z.string() },
+      outputSchema: {
+        sandbox_id: z.string(),
+        template: z.string(),
+        state: z.string(),
+        isolation: z.string().optional(),
+      },
     },
     async (args) =>
       guard(async () => {
-        const sb = await Sandbox.create({ client, template: args.template, tariff: args.tariff, env: args.env });
+        const sb = await Sandbox.create({
+          client,
+          template: args.template,
+          tariff: args.tariff,
+          env: args.env,
+          isolation: args.isolation,
+        });
         created.add(sb.id);
         const tariff = sb.info.tariff ? `, tariff ${sb.info.tariff}` : "";
+        const iso = sb.info.isolation ? `, isolation ${sb.info.isolation}` : "";
         return {
-          content: [{ type: "text", text: `Created sandbox ${sb.id} (template ${sb.template}${tariff}).` }],
-          structuredContent: { sandbox_id: sb.id, template: sb.template, state: sb.info.state },
+          content: [{ type: "text", text: `Created sandbox ${sb.id} (template ${sb.template}${tariff}${iso}).` }],
+          structuredContent: {
+            sandbox_id: sb.id,
+            template: sb.template,
+            state: sb.info.state,
+            ...(sb.info.isolation ? { isolation: sb.info.isolation } : {}),
+          },
         };
       }),
   );

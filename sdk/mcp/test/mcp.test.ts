@@ -75,6 +75,19 @@ describe("brig-mcp over stdio", () => {
     const run = tools.find((t) => t.name === "sandbox_run")!;
     assert.deepEqual(run.inputSchema.required, ["command"]);
     assert.deepEqual(Object.keys(run.inputSchema.properties ?? {}).sort(), ["command", "template", "timeout"]);
+    const create = tools.find((t) => t.name === "sandbox_create")!;
+    assert.deepEqual(Object.keys(create.inputSchema.properties ?? {}).sort(), ["env", "isolation", "tariff", "template"]);
+  });
+
+  test("sandbox_create takes an isolation mode, and refuses an unknown one", async () => {
+    const created = await call("sandbox_create", { template: "minimal", isolation: "container" });
+    assert.ok(!created.isError, text(created));
+    const out = structured<{ sandbox_id: string; isolation: string }>(created);
+    assert.equal(out.isolation, "container");
+    assert.equal(text(created), `Created sandbox ${out.sandbox_id} (template minimal, tariff small, isolation container).`);
+    assert.ok(!(await call("sandbox_delete", { sandbox_id: out.sandbox_id })).isError);
+    const bad = await call("sandbox_create", { template: "minimal", isolation: "kvm" });
+    assert.ok(bad.isError, text(bad));
   });
 
   test("create, upload, exec, download, list, delete", async () => {
@@ -82,7 +95,7 @@ describe("brig-mcp over stdio", () => {
     assert.ok(!created.isError, text(created));
     const id = structured<{ sandbox_id: string }>(created).sandbox_id;
     assert.match(id, /^sbx_/);
-    assert.equal(text(created), `Created sandbox ${id} (template minimal, tariff small).`);
+    assert.equal(text(created), `Created sandbox ${id} (template minimal, tariff small, isolation container).`);
     assert.equal(structured<ExecOut>(await call("sandbox_exec", { sandbox_id: id, command: "echo $FROM_CREATE" })).stdout, "yes\n");
 
     const listed = await call("sandbox_list");

@@ -190,6 +190,22 @@ def test_tariff_and_account_routes(client):
         Sandbox.create("minimal", tariff="no-such-tariff", client=client)
 
 
+def test_isolation(client):
+    with Sandbox.create("minimal", isolation="container", client=client) as s:
+        assert s.info.isolation == "container"
+    with pytest.raises(brig.InvalidRequest) as ei:
+        Sandbox.create("minimal", isolation="kvm", client=client)
+    assert "'isolation' must be" in ei.value.message
+    # A project that requires gvisor: a sandbox key cannot ask for less.
+    p = client.call("POST", "/v1/projects", json={"name": "sdk-gvisor"})
+    client.call("PATCH", f"/v1/projects/{p['id']}", json={"isolation": {"allowed": ["gvisor"]}})
+    key = client.call("POST", f"/v1/projects/{p['id']}/keys", json={"scope": "sandbox"})["key"]
+    with brig.Client(url=client.url, api_key=key) as agent:
+        with pytest.raises(brig.Forbidden) as ei:
+            Sandbox.create("minimal", isolation="container", client=agent)
+        assert "allowed modes are gvisor" in ei.value.message
+
+
 def test_limits_map_to_limit_exceeded_and_payment_required(daemon, client):
     client.call("PATCH", "/v1/account", json={"daily_limit_micro_usd": 0})
     try:

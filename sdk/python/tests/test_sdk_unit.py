@@ -182,12 +182,13 @@ def test_create_sends_only_given_fields():
         assert json.loads(f.requests[0]["body"]) == {}
         with brig.Sandbox.create("minimal", tariff="small", env={"A": "1"},
                                  secrets={"TOKEN": "s3cret"}, secret_refs=["DB"],
-                                 idle_timeout=60, max_lifetime=3600, url=f.url, api_key="k"):
+                                 idle_timeout=60, max_lifetime=3600, isolation="gvisor",
+                                 url=f.url, api_key="k"):
             pass
         sent = json.loads(f.requests[2]["body"])
         assert sent == {"template": "minimal", "tariff": "small", "env": {"A": "1"},
                         "secrets": {"TOKEN": "s3cret"}, "secret_refs": ["DB"],
-                        "idle_timeout": 60, "max_lifetime": 3600}
+                        "idle_timeout": 60, "max_lifetime": 3600, "isolation": "gvisor"}
         assert [r["method"] for r in f.requests] == ["POST", "DELETE", "POST", "DELETE"]
 
 

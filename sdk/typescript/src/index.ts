@@ -37,6 +37,7 @@ export type {
   ExecResult,
   FileEntry,
   FileMode,
+  Isolation,
   ProcessEvent,
   ProcessInfo,
   PtySize,

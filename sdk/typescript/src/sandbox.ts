@@ -63,6 +63,7 @@ export class Sandbox {
     if (options.idleTimeoutMs !== undefined) body.idle_timeout = seconds(options.idleTimeoutMs);
     if (options.maxLifetimeMs !== undefined) body.max_lifetime = seconds(options.maxLifetimeMs);
     if (options.project !== undefined) body.project = options.project;
+    if (options.isolation !== undefined) body.isolation = options.isolation;
     const info = await client.json("POST", "/v1/sandboxes", { json: body, signal: options.signal });
     return new Sandbox(client, sandboxInfo(info));
   }

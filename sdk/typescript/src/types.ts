@@ -17,6 +17,8 @@ export interface SandboxInfo {
   createdAt: string;
   projectId?: string;
   tariff?: string;
+  /** `container` or `gvisor`: the boundary between the sandbox and the host's kernel. */
+  isolation?: Isolation;
   /** Names of the sandbox's environment variables (never their values). */
   env?: string[];
   /** Names of its secrets (never their values). */
@@ -40,6 +42,12 @@ export interface SandboxInfo {
   [key: string]: unknown;
 }
 
+/**
+ * How a sandbox is kept from the host: `container` (the host's kernel under
+ * namespaces and a seccomp allow-list) or `gvisor` (a user-space kernel of its own).
+ */
+export type Isolation = "container" | "gvisor";
+
 export interface CreateOptions {
   /** The template to start from (`base`: Python 3 + Node.js 22; `minimal`: busybox). brigd's default: `base`. */
   template?: string;
@@ -53,6 +61,12 @@ export interface CreateOptions {
   secretRefs?: string[];
   /** The project (`prj_…`) to create it in; an admin key may choose, a sandbox key has its own. */
   project?: string;
+  /**
+   * `container` or `gvisor`; default: the project's default, else the operator's.  A mode
+   * the project does not allow throws ForbiddenError; one the host cannot run,
+   * InvalidRequestError (naming what is missing) — brigd never swaps in another.
+   */
+  isolation?: Isolation;
   /** Delete the sandbox after this long without API use and no command running (brigd's default: 5 min). */
   idleTimeoutMs?: number;
   /** Delete the sandbox this long after creation, whatever it does (brigd's default: 1 h). */

@@ -6,6 +6,7 @@ import {
   BrigClient,
   BrigError,
   ConnectionError,
+  ForbiddenError,
   InvalidRequestError,
   LimitExceededError,
   NotFoundError,
@@ -161,6 +162,24 @@ describe("sandboxes", () => {
     assert.ok(Array.isArray(await sb.networkLog()));
 
     await assert.rejects(Sandbox.create({ template: "minimal", client: client(), tariff: "no-such-tariff" }), InvalidRequestError);
+  });
+
+  test("isolation: sent, shown, refused by a project's policy", async () => {
+    await using sb = await Sandbox.create({ template: "minimal", client: client(), isolation: "container" });
+    assert.equal(sb.info.isolation, "container");
+    await assert.rejects(
+      Sandbox.create({ template: "minimal", client: client(), isolation: "kvm" as "gvisor" }),
+      InvalidRequestError,
+    );
+    const p = (await client().json("POST", "/v1/projects", { json: { name: "ts-gvisor" } })) as { id: string };
+    await client().json("PATCH", `/v1/projects/${p.id}`, { json: { isolation: { allowed: ["gvisor"] } } });
+    const k = (await client().json("POST", `/v1/projects/${p.id}/keys`, { json: { scope: "sandbox" } })) as {
+      key: string;
+    };
+    const agent = new BrigClient({ url: brigd().url, apiKey: k.key });
+    const e = await Sandbox.create({ template: "minimal", client: agent, isolation: "container" }).catch((x: unknown) => x);
+    assert.ok(e instanceof ForbiddenError, String(e));
+    assert.match(e.message, /allowed modes are gvisor/);
   });
 
   test("limits: a daily spend limit is a LimitExceededError (429)", async () => {

@@ -11,6 +11,7 @@
 #include "core/id.h"
 #include "keys.h"
 #include "log.h"
+#include "runtime/runtime.h"
 #include "store/store.h"
 #include "util.h"
 
@@ -241,6 +242,143 @@ int brig_account_set_limits(brigd *d, const char *account_id, const brig_spend_l
     return found < 0 ? -1 : 0;
 }
 
+/* ---- a project's isolation policy ----------------------------------------------- */
+
+/* The modes a project allows (a bit per brig_isolation) and its default (-1: none, the
+ * operator's then).  Stored as its JSON, {"allowed": [...], "default": ...}; "" (no
+ * policy set) allows every mode. */
+typedef struct iso_policy {
+    unsigned allowed;
+    int def;
+} iso_policy;
+
+#define ISO_ALL ((1u << BRIG_ISO_COUNT) - 1)
+
+static json_t *policy_json(const iso_policy *p)
+{
+    json_t *allowed = json_array();
+    for (int i = 0; i < BRIG_ISO_COUNT; i++)
+        if (p->allowed & (1u << i))
+            json_array_append_new(allowed, json_string(brig_isolation_name((brig_isolation)i)));
+    return json_pack("{s:o, s:o}", "allowed", allowed, "default",
+                     p->def < 0 ? json_null()
+                                : json_string(brig_isolation_name((brig_isolation)p->def)));
+}
+
+/* From a PATCH's "isolation": null (no policy), or {"allowed": [modes], "default": mode}
+ * (each optional: every mode; no default of its own). */
+static int policy_from_json(json_t *in, iso_policy *out, brig_error **err)
+{
+    static const char *const usage =
+        "'isolation' must be null or {\"allowed\": [modes], \"default\": mode}, the modes "
+        "\"container\" and \"gvisor\"";
+    *out = (iso_policy){ISO_ALL, -1};
+    if (json_is_null(in))
+        return 0;
+    const char *key;
+    json_t *v;
+    if (!json_is_object(in))
+        return brig_error_set(err, BRIG_E_INVALID, 0, "%s", usage);
+    json_object_foreach(in, key, v)
+    {
+        if (strcmp(key, "allowed") != 0 && strcmp(key, "default") != 0)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'isolation' takes \"allowed\" and \"default\", not '%.32s'",
+                                  key);
+    }
+    json_t *allowed = json_object_get(in, "allowed"), *def = json_object_get(in, "default");
+    if (allowed && !json_is_null(allowed)) {
+        if (!json_is_array(allowed) || json_array_size(allowed) == 0)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'isolation.allowed' must be a non-empty list of modes");
+        out->allowed = 0;
+        size_t i;
+        json_array_foreach(allowed, i, v)
+        {
+            int iso = brig_isolation_parse(json_string_value(v));
+            if (iso < 0)
+                return brig_error_set(err, BRIG_E_INVALID, 0,
+                                      "'isolation.allowed': no isolation mode '%.32s' (the modes: "
+                                      "container, gvisor)",
+                                      json_is_string(v) ? json_string_value(v) : "?");
+            out->allowed |= 1u << iso;
+        }
+    }
+    if (def && !json_is_null(def)) {
+        out->def = brig_isolation_parse(json_string_value(def));
+        if (out->def < 0)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'isolation.default' must be \"container\" or \"gvisor\"");
+        if (!(out->allowed & (1u << out->def)))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'isolation.default' (%s) must be one of the allowed modes",
+                                  brig_isolation_name((brig_isolation)out->def));
+    }
+    return 0;
+}
+
+/* The policy as stored; anything unreadable counts as none. */
+static void policy_load(const char *text, iso_policy *out)
+{
+    json_t *j = text[0] ? json_loads(text, 0, NULL) : NULL;
+    if (j == NULL || policy_from_json(j, out, NULL) < 0)
+        *out = (iso_policy){ISO_ALL, -1};
+    json_decref(j);
+}
+
+/* "container, gvisor" */
+static void modes_text(unsigned mask, char *out, size_t n)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < BRIG_ISO_COUNT; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        int w = snprintf(out + len, n - len, "%s%s", len ? ", " : "",
+                         brig_isolation_name((brig_isolation)i));
+        if (w < 0 || (size_t)w >= n - len)
+            break;
+        len += (size_t)w;
+    }
+}
+
+int brig_project_isolation(brigd *d, const char *project_id, const char *requested,
+                           brig_isolation *out, brig_error **err)
+{
+    int want = requested ? brig_isolation_parse(requested) : -1;
+    if (requested && want < 0)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "'isolation' must be \"container\" or \"gvisor\"");
+    brig_project_row p;
+    int found = brig_store_project_get(d->store, project_id, &p, err);
+    if (found < 0)
+        return -1;
+    iso_policy pol = {ISO_ALL, -1};
+    if (found)
+        policy_load(p.isolation, &pol);
+    free(p.egress);
+    if (want < 0) { /* the project's default, else the operator's, else its first allowed */
+        int op = brig_isolation_parse(d->cfg.isolation_default);
+        want = pol.def;
+        if (want < 0 && op >= 0 && (pol.allowed & (1u << op)))
+            want = op;
+        for (int i = 0; want < 0 && i < BRIG_ISO_COUNT; i++)
+            if (pol.allowed & (1u << i))
+                want = i;
+    }
+    if (!(pol.allowed & (1u << want))) {
+        char list[64];
+        modes_text(pol.allowed, list, sizeof(list));
+        return brig_error_set(err, BRIG_E_FORBIDDEN, 0,
+                              "isolation '%s' is not allowed in project %.40s: its allowed modes "
+                              "are %s (an admin key sets them: PATCH /v1/projects/%.40s)",
+                              brig_isolation_name((brig_isolation)want), project_id, list,
+                              project_id);
+    }
+    *out = (brig_isolation)want;
+    return 0;
+}
+
 /* ---- projects ------------------------------------------------------------------- */
 
 static json_t *project_json(const brig_project_row *p)
@@ -248,8 +386,11 @@ static json_t *project_json(const brig_project_row *p)
     char created[32];
     brig_format_time(p->created_at, created);
     json_t *e = p->egress ? json_loads(p->egress, 0, NULL) : NULL;
-    return json_pack("{s:s, s:s, s:s, s:o, s:s}", "id", p->id, "account_id", p->account_id, "name",
-                     p->name, "egress", e ? e : json_object(), "created_at", created);
+    iso_policy pol;
+    policy_load(p->isolation, &pol);
+    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:o}", "id", p->id, "account_id", p->account_id,
+                     "name", p->name, "egress", e ? e : json_object(), "created_at", created,
+                     "isolation", policy_json(&pol));
 }
 
 int brig_project_create(brigd *d, const char *account_id, const char *name, json_t **out,
@@ -314,7 +455,7 @@ json_t *brig_project_list(brigd *d, const brig_caller *c, brig_error **err)
 }
 
 int brig_project_update(brigd *d, const brig_caller *c, const char *id, const char *name,
-                        json_t *egress, json_t **out, brig_error **err)
+                        json_t *egress, json_t *isolation, json_t **out, brig_error **err)
 {
     json_t *cur = NULL;
     if (brig_project_get(d, c, id, &cur, err) < 0)
@@ -322,11 +463,20 @@ int brig_project_update(brigd *d, const brig_caller *c, const char *id, const ch
     json_decref(cur);
     if (name && !valid_name(name))
         return brig_error_set(err, BRIG_E_INVALID, 0, "'name' must be 1 to 64 characters");
+    iso_policy pol;
+    if (isolation && policy_from_json(isolation, &pol, err) < 0)
+        return -1;
+    json_t *canon = isolation ? policy_json(&pol) : NULL;
     char *e = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
-    int r = brig_store_project_update(d->store, id, name, e, err);
+    char *i = canon ? json_dumps(canon, JSON_COMPACT) : NULL;
+    int r = brig_store_project_update(d->store, id, name, e, i, err);
     free(e);
+    free(i);
+    json_decref(canon);
     if (r < 0)
         return -1;
+    if (isolation)
+        brig_info("project %s: isolation policy set", id);
     return brig_project_get(d, c, id, out, err);
 }
 

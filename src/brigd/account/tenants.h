@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "error.h"
+#include "runtime/runtime.h"
 #include "server.h"
 
 /* Creates an account with its default project, an admin key (*key, shown once,
@@ -69,9 +70,20 @@ int brig_project_create(brigd *d, const char *account_id, const char *name, json
 int brig_project_get(brigd *d, const brig_caller *c, const char *id, json_t **out,
                      brig_error **err);
 json_t *brig_project_list(brigd *d, const brig_caller *c, brig_error **err);
-/* Sets name and/or egress (already validated JSON) of a project; returns the new JSON. */
+/* Sets name, egress (already validated JSON) and/or the isolation policy (as the PATCH
+ * sent it: null, or {"allowed": [modes], "default": mode}; BRIG_E_INVALID when it is
+ * not) of a project; NULL leaves one as is.  Returns the new JSON. */
 int brig_project_update(brigd *d, const brig_caller *c, const char *id, const char *name,
-                        json_t *egress, json_t **out, brig_error **err);
+                        json_t *egress, json_t *isolation, json_t **out, brig_error **err);
+
+/* The isolation of a new sandbox of the project: `requested` (NULL: none asked) if the
+ * project allows it, else the project's default, else the operator's
+ * (isolation_default) if the project allows it, else the first mode it allows.
+ * BRIG_E_INVALID for an unknown name, BRIG_E_FORBIDDEN (naming the allowed modes) for
+ * a mode the project does not allow.  Whether this host can run it is the runtime's
+ * question (available()). */
+int brig_project_isolation(brigd *d, const char *project_id, const char *requested,
+                           brig_isolation *out, brig_error **err);
 /* The egress policy of a project as JSON (new reference), or NULL. */
 json_t *brig_project_egress(brigd *d, const char *project_id);
 

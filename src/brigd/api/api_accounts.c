@@ -196,11 +196,12 @@ void api_project_get(brig_req *r)
 
 void api_project_patch(brig_req *r)
 {
-    static const char *const fields[] = {"name", "egress", NULL};
+    static const char *const fields[] = {"name", "egress", "isolation", NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
     json_t *name = json_object_get(body, "name"), *egress = json_object_get(body, "egress");
+    json_t *isolation = json_object_get(body, "isolation"); /* checked by the update */
     brig_error *err = NULL;
     json_t *out = NULL, *canon = NULL;
     brig_egress pol = {0};
@@ -212,8 +213,8 @@ void api_project_patch(brig_req *r)
         canon = brig_egress_to_json(&pol);
     }
     if (err == NULL &&
-        brig_project_update(r->d, &r->caller, r->params[0], json_string_value(name), canon, &out,
-                            &err) == 0 &&
+        brig_project_update(r->d, &r->caller, r->params[0], json_string_value(name), canon,
+                            isolation, &out, &err) == 0 &&
         have_pol) {
         /* Running sandboxes of the project get the new policy now. */
         brig_sandbox_apply_policy(r->d, r->params[0], &pol);

@@ -11,7 +11,7 @@
  * rows of actions[].
  *
  * What a row cannot say stays explicit, each in a function of its own: the
- * [tariff.NAME] sections (apply_tariff), warm_pool's TEMPLATE:TARIFF:COUNT list
+ * [tariff.NAME] sections (apply_tariff), warm_pool's TEMPLATE:TARIFF:COUNT[:ISOLATION] list
  * (parse_warm_pool) and the checks across settings (check_across).
  *
  * A new setting: a field of brig_config, a row here, a row in docs/operations.md.
@@ -140,6 +140,8 @@ static const setting settings[] = {
     NUM(T_MIB, "tcp_memory_mib", tcp_memory_mib, "32", 1, POW2(20),
         "TCP buffer memory per sandbox (cgroup v1)"),
     STR("default_tariff", default_tariff, "small", "tariff of a create without one"),
+    ENUM("isolation_default", isolation_default, "container", "container|gvisor",
+         "isolation of a create without one (a project's default wins)"),
     NUM(T_INT, "initial_credit_micro_usd", initial_credit_micro_usd, "1000000", 0, BRIG_CREDIT_MAX,
         "a new account's credit"),
     NUM(T_INT, "max_live_per_account", max_live_per_account, "20", 1, POW2(20),
@@ -175,7 +177,8 @@ static const setting settings[] = {
         "seconds such an address stays open at most"),
     NUM(T_INT, "net_connections_max", net_connections_max, "1024", 16, POW2(20),
         "tracked forwarded connections per sandbox"),
-    LIST("warm_pool", warm_pool, "", "TEMPLATE:TARIFF:COUNT[,...]: sandboxes started ahead"),
+    LIST("warm_pool", warm_pool, "",
+         "TEMPLATE:TARIFF:COUNT[:ISOLATION][,...]: sandboxes started ahead"),
     NUM(T_INT, "uid_base", uid_base, "10000000", 65536, POW2(31),
         "first host uid of sandbox uid ranges"),
     NUM(T_INT, "uid_ranges", uid_ranges, "4096", 1, POW2(14),
@@ -353,19 +356,25 @@ static int apply_tariff(brig_config *cfg, const char *tname, const char *key, co
     return brig_error_set(err, BRIG_E_INVALID, 0, "unknown tariff setting '%s'", key);
 }
 
-/* warm_pool = TEMPLATE:TARIFF:COUNT[,…] (after the tariffs are known). */
+/* warm_pool = TEMPLATE:TARIFF:COUNT[:ISOLATION][,…] (after the tariffs are known).  The
+ * isolation is checked by name here (core/ is below the runtime that knows the modes);
+ * whether this host runs it is the pool's business at start. */
 static int parse_warm_pool(brig_config *cfg, brig_error **err)
 {
     _cleanup_free_ char *s = brig_xstrdup(cfg->warm_pool);
     char *save = NULL;
     cfg->n_pool = 0;
     for (char *item = strtok_r(s, ", ", &save); item; item = strtok_r(NULL, ", ", &save)) {
-        char tmpl[64], tariff[32];
-        int n = 0, used = 0;
-        if (sscanf(item, "%63[^:]:%31[^:]:%d%n", tmpl, tariff, &n, &used) != 3 ||
-            item[used] != '\0' || n < 0 || n > 1000)
+        char tmpl[64], tariff[32], iso[16] = "container";
+        int n = 0, used = 0, got;
+        got = sscanf(item, "%63[^:]:%31[^:]:%d%n:%15[^:]%n", tmpl, tariff, &n, &used, iso, &used);
+        if (got < 3 || item[used] != '\0' || n < 0 || n > 1000)
             return brig_error_set(err, BRIG_E_INVALID, 0,
-                                  "warm_pool: '%s' is not TEMPLATE:TARIFF:COUNT", item);
+                                  "warm_pool: '%s' is not TEMPLATE:TARIFF:COUNT[:ISOLATION]", item);
+        if (strcmp(iso, "container") != 0 && strcmp(iso, "gvisor") != 0)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "warm_pool: '%s': the isolation must be container or gvisor",
+                                  item);
         if (brig_config_tariff(cfg, tariff) == NULL)
             return brig_error_set(err, BRIG_E_INVALID, 0, "warm_pool: no tariff '%s'", tariff);
         if (cfg->n_pool == (int)BRIG_ARRAY_LEN(cfg->pool))
@@ -373,6 +382,7 @@ static int parse_warm_pool(brig_config *cfg, brig_error **err)
                                   BRIG_ARRAY_LEN(cfg->pool));
         snprintf(cfg->pool[cfg->n_pool].template, sizeof(cfg->pool[0].template), "%s", tmpl);
         snprintf(cfg->pool[cfg->n_pool].tariff, sizeof(cfg->pool[0].tariff), "%s", tariff);
+        snprintf(cfg->pool[cfg->n_pool].isolation, sizeof(cfg->pool[0].isolation), "%s", iso);
         cfg->pool[cfg->n_pool++].count = n;
     }
     return 0;

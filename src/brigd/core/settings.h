@@ -54,6 +54,7 @@ typedef struct brig_config {
     brig_tariff tariffs[BRIG_MAX_TARIFFS]; /* [tariff.NAME] sections; small/medium/large */
     int n_tariffs;
     char *default_tariff;
+    char *isolation_default; /* "container" | "gvisor": a create's without one (a project's wins) */
     int64_t initial_credit_micro_usd; /* a new account's credit */
     int64_t max_live_per_account;     /* live sandboxes per account */
     int64_t max_sandboxes;            /* live sandboxes on this host */
@@ -76,10 +77,11 @@ typedef struct brig_config {
     int64_t dns_ttl_max;         /* seconds one stays open at most */
     int64_t net_connections_max; /* tracked forwarded connections per sandbox */
     char *network;               /* "on" | "off": sandbox networking */
-    char *warm_pool;             /* "TEMPLATE:TARIFF:COUNT,…"; "" for none */
+    char *warm_pool;             /* "TEMPLATE:TARIFF:COUNT[:ISOLATION],…"; "" for none */
     struct {
         char template[64];
         char tariff[32];
+        char isolation[16]; /* "container" (when not given) or "gvisor" */
         int count;
     } pool[16]; /* warm_pool, parsed */
     int n_pool;

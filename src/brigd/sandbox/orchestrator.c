@@ -148,7 +148,8 @@ typedef struct create {
 } create;
 
 /* What the request names: the tariff (the account may use it), the project (the
- * caller's, or one of its account's for an admin key), a built template. */
+ * caller's, or one of its account's for an admin key), the isolation (the project's
+ * policy allows it, this host runs it), a built template. */
 static int resolve(create *x, brig_error **err)
 {
     brigd *d = x->d;
@@ -174,13 +175,18 @@ static int resolve(create *x, brig_error **err)
         json_decref(p);
         x->project = x->o->project_id;
     }
-    int iso = brig_isolation_parse(x->o->isolation ? x->o->isolation : "container");
-    if (iso < 0)
-        return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "'isolation' must be \"container\" or \"gvisor\"");
-    x->iso = (brig_isolation)iso;
-    if (d->rt->ops->available(d->rt, x->iso, err) < 0)
+    /* The mode asked for, within the project's policy (or its default, or the
+     * operator's), and never another than this host can run. */
+    if (brig_project_isolation(d, x->project, x->o->isolation, &x->iso, err) < 0)
         return -1;
+    if (d->rt->ops->available(d->rt, x->iso, err) < 0) {
+        if (x->o->isolation == NULL) /* say why a mode nobody asked for */
+            brig_error_prefix(err,
+                              "no 'isolation' asked for, and the default here is %s (the "
+                              "project's, or the operator's isolation_default)",
+                              brig_isolation_name(x->iso));
+        return -1;
+    }
     if (brig_template_lookup(&d->cfg, tname, &x->t, err) < 0) {
         if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
             (*err)->kind = BRIG_E_INVALID;
@@ -230,8 +236,8 @@ static int admit(create *x, brig_error **err)
     return 0;
 }
 
-/* Host capacity (which may wait), then the sandbox: a warm one of this template build
- * and tariff if the pool has one, else a new id and a free uid range. */
+/* Host capacity (which may wait), then the sandbox: a warm one of this template build,
+ * tariff and isolation if the pool has one, else a new id and a free uid range. */
 static int reserve(create *x, brig_error **err)
 {
     brigd *d = x->d;
@@ -257,8 +263,7 @@ static int reserve(create *x, brig_error **err)
     x->expires_at =
         sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
     brig_pooled warm;
-    bool claimed = x->iso == BRIG_ISO_CONTAINER && /* the pool's are containers */
-                   brig_pool_claim(d, x->t.name, x->t.build, tf->name, &warm) == 0;
+    bool claimed = brig_pool_claim(d, x->t.name, x->t.build, tf->name, x->iso, &warm) == 0;
     if (claimed) {
         memcpy(sp.id, warm.id, sizeof(sp.id));
         sp.uid_base = warm.uid_base;
@@ -310,6 +315,7 @@ static int record(create *x, brig_error **err)
     row.price = sp->price;
     row.idle_timeout_ms = sp->idle_timeout_ms;
     row.expires_at = x->expires_at;
+    snprintf(row.isolation, sizeof(row.isolation), "%s", brig_isolation_name(sp->isolation));
     const json_t *env = brig_sandbox_env(x->sb);
     row.env_json = env ? json_dumps(env, JSON_COMPACT) : NULL;
     int r = brig_store_sandbox_insert(x->d->store, &row, err);

@@ -36,9 +36,10 @@ typedef struct entry {
 typedef struct spec {
     char template[64];
     char tariff[32];
+    brig_isolation isolation;
     int target;
     int ready;
-    int64_t hits, misses; /* creates of this template and tariff served by the pool, or not */
+    int64_t hits, misses; /* creates of this template, tariff and isolation served, or not */
     entry *entries;
     int64_t retry_at; /* mono ms: no start before this after a failure */
 } spec;
@@ -58,6 +59,8 @@ static void load_specs(brigd *d, brig_pool *p)
         spec *sp = &p->specs[p->n_specs++];
         snprintf(sp->template, sizeof(sp->template), "%s", d->cfg.pool[i].template);
         snprintf(sp->tariff, sizeof(sp->tariff), "%s", d->cfg.pool[i].tariff);
+        int iso = brig_isolation_parse(d->cfg.pool[i].isolation);
+        sp->isolation = iso < 0 ? BRIG_ISO_CONTAINER : (brig_isolation)iso; /* settings.c checked */
         sp->target = d->cfg.pool[i].count;
     }
 }
@@ -113,6 +116,7 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
         .disk_mib = tariff->disk_mib,
         .uid_base = (unsigned)e->p.uid_base,
         .uid_size = BRIG_UID_RANGE,
+        .isolation = sp->isolation,
     };
     int r = d->rt->ops->create(d->rt, &rs, &e->p.rt, err);
     brig_template_dispose(&t);
@@ -181,7 +185,8 @@ static int64_t fill(void *arg)
     }
     pthread_mutex_lock(&p->lock);
     if (e == NULL) {
-        brig_warn("pool %s/%s: %s", copy.template, copy.tariff, err->msg);
+        brig_warn("pool %s/%s/%s: %s", copy.template, copy.tariff,
+                  brig_isolation_name(copy.isolation), err->msg);
         brig_error_clear(&err);
         need->retry_at = brig_now_mono_ms() + RETRY_MS;
     } else {
@@ -234,7 +239,7 @@ void brig_pool_stop(brigd *d)
 }
 
 int brig_pool_claim(brigd *d, const char *template, const char *template_build, const char *tariff,
-                    brig_pooled *out)
+                    brig_isolation iso, brig_pooled *out)
 {
     brig_pool *p = d->pool;
     if (p == NULL)
@@ -244,7 +249,8 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_build, 
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < p->n_specs && hit == NULL; i++) {
         spec *sp = &p->specs[i];
-        if (strcmp(sp->template, template) != 0 || strcmp(sp->tariff, tariff) != 0)
+        if (strcmp(sp->template, template) != 0 || strcmp(sp->tariff, tariff) != 0 ||
+            sp->isolation != iso)
             continue;
 
         /* Entries of an older build of the template are of no use any more. */
@@ -290,8 +296,13 @@ json_t *brig_pool_stats(brigd *d)
         return o;
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < p->n_specs; i++) {
-        char k[100];
-        snprintf(k, sizeof(k), "%s/%s", p->specs[i].template, p->specs[i].tariff);
+        char k[120];
+        const spec *sp = &p->specs[i];
+        if (sp->isolation == BRIG_ISO_CONTAINER) /* the key it always had */
+            snprintf(k, sizeof(k), "%s/%s", sp->template, sp->tariff);
+        else
+            snprintf(k, sizeof(k), "%s/%s/%s", sp->template, sp->tariff,
+                     brig_isolation_name(sp->isolation));
         json_object_set_new(o, k,
                             json_pack("{s:i, s:i, s:I, s:I}", "ready", p->specs[i].ready, "target",
                                       p->specs[i].target, "hits", (json_int_t)p->specs[i].hits,

@@ -1,7 +1,7 @@
 /*
- * pool.h - the warm pool: sandboxes started ahead of demand, per template and
- * tariff, so that a create only has to claim one (and connect its network and
- * write its store row) instead of starting a container.
+ * pool.h - the warm pool: sandboxes started ahead of demand, per template,
+ * tariff and isolation, so that a create only has to claim one (and connect its
+ * network and write its store row) instead of starting a sandbox.
  *
  * A pooled sandbox belongs to nobody: it has an id, a uid range, a running
  * agent and, with networking on, its link under the egress policy "none" (it
@@ -13,7 +13,8 @@
  * survive brigd: shutdown destroys them, and a crash leaves them to the next start's reconcile,
  * which removes whatever the store does not know.
  *
- * Configured as `warm_pool = TEMPLATE:TARIFF:COUNT[,…]` (empty: no pool).
+ * Configured as `warm_pool = TEMPLATE:TARIFF:COUNT[:ISOLATION][,…]` (empty: no pool;
+ * the isolation is container when not given).
  */
 #ifndef BRIG_POOL_H
 #define BRIG_POOL_H
@@ -41,11 +42,12 @@ int brig_pool_start(brigd *d, brig_error **err);
 void brig_pool_stop(brigd *d);
 
 /* Takes a ready sandbox of this template build (brig_template.build: a forced
- * rebuild under the same key is another build) and tariff; 0 on a hit. */
+ * rebuild under the same key is another build), tariff and isolation; 0 on a hit. */
 int brig_pool_claim(brigd *d, const char *template, const char *template_build, const char *tariff,
-                    brig_pooled *out);
+                    brig_isolation iso, brig_pooled *out);
 
-/* {"TEMPLATE/TARIFF": {"ready": n, "target": n, "hits": n, "misses": n}, …} */
+/* {"TEMPLATE/TARIFF": {"ready": n, "target": n, "hits": n, "misses": n}, …}; a gvisor
+ * entry's key is "TEMPLATE/TARIFF/gvisor". */
 json_t *brig_pool_stats(brigd *d);
 
 #endif

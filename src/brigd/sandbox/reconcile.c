@@ -38,6 +38,8 @@ static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h)
     sp.vcpus = t ? t->vcpus : 1;
     sp.memory_mib = t ? t->memory_mib : 0;
     sp.disk_mib = t ? t->disk_mib : 0;
+    int iso = brig_isolation_parse(row->isolation); /* rows before schema 6: containers */
+    sp.isolation = iso < 0 ? BRIG_ISO_CONTAINER : (brig_isolation)iso;
     json_t *env = row->env_json ? json_loads(row->env_json, 0, NULL) : NULL;
     brig_sandbox *sb = brig_sandbox_new(&sp, row->expires_at, env);
     brig_sandbox_set_runtime(sb, h);

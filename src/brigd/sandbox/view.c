@@ -74,12 +74,15 @@ static json_t *ended_json(brigd *d, const brig_caller *c, const brig_sandbox_row
     char created[32], money[32];
     brig_format_time(row->created_at, created);
     brig_money_format(row->cost, money);
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:s}", "id", row->id,
-                     "project_id", row->project_id, "template", row->template, "tariff",
-                     row->tariff, "state", row->state, "created_at", created, "deleted_at",
-                     time_or_null(row->deleted_at), "reason",
-                     row->reason[0] ? json_string(row->reason) : json_null(), "cost_micro_usd",
-                     (json_int_t)row->cost, "cost", money);
+    json_t *j =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:s}", "id", row->id, "project_id",
+                  row->project_id, "template", row->template, "tariff", row->tariff, "state",
+                  row->state, "created_at", created, "deleted_at", time_or_null(row->deleted_at),
+                  "reason", row->reason[0] ? json_string(row->reason) : json_null(),
+                  "cost_micro_usd", (json_int_t)row->cost, "cost", money);
+    json_object_set_new(j, "isolation",
+                        json_string(row->isolation[0] ? row->isolation : "container"));
+    return j;
 }
 
 int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **out,

@@ -81,6 +81,10 @@ static const char *const migrations[] = {
      "  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL);"),
     /* 5: the tariffs an account may use (a JSON array of names; NULL: all) */
     ("ALTER TABLE accounts ADD COLUMN tariffs TEXT;"),
+    /* 6: isolation: a project's policy (JSON; NULL: every mode, no default of its own) and
+     * each sandbox's mode */
+    ("ALTER TABLE projects ADD COLUMN isolation TEXT;"
+     "ALTER TABLE sandboxes ADD COLUMN isolation TEXT NOT NULL DEFAULT 'container';"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)

@@ -105,7 +105,7 @@ fail:
 
 /* ---- projects -------------------------------------------------------------------- */
 
-#define PROJECT_COLS "SELECT id, account_id, name, egress, created_at FROM projects"
+#define PROJECT_COLS "SELECT id, account_id, name, egress, created_at, isolation FROM projects"
 
 static void read_project(sqlite3_stmt *s, brig_project_row *p)
 {
@@ -115,6 +115,7 @@ static void read_project(sqlite3_stmt *s, brig_project_row *p)
     const unsigned char *e = sqlite3_column_text(s, 3);
     p->egress = e ? brig_xstrdup((const char *)e) : NULL;
     p->created_at = brig_sqlite_int(s, 4, 0);
+    brig_sqlite_text(s, 5, p->isolation, sizeof(p->isolation));
 }
 
 int brig_sqlite_project_insert(brig_store_conn *c, const char *id, const char *account_id,
@@ -168,12 +169,13 @@ int brig_sqlite_project_each(brig_store_conn *c, const char *account_id,
 }
 
 int brig_sqlite_project_update(brig_store_conn *c, const char *id, const char *name,
-                               const char *egress, brig_error **err)
+                               const char *egress, const char *isolation, brig_error **err)
 {
     return brig_sqlite_exec(c, err, NULL, "update project",
                             "UPDATE projects SET name = coalesce(?, name),"
-                            " egress = coalesce(?, egress) WHERE id = ?",
-                            "sss", name, egress, id);
+                            " egress = coalesce(?, egress), isolation = coalesce(?, isolation)"
+                            " WHERE id = ?",
+                            "ssss", name, egress, isolation, id);
 }
 
 /* ---- keys ------------------------------------------------------------------------ */

@@ -22,7 +22,7 @@ int brig_sqlite_project_each(brig_store_conn *c, const char *account_id,
                              void (*fn)(const brig_project_row *, void *), void *ctx,
                              brig_error **err);
 int brig_sqlite_project_update(brig_store_conn *c, const char *id, const char *name,
-                               const char *egress, brig_error **err);
+                               const char *egress, const char *isolation, brig_error **err);
 
 int brig_sqlite_key_insert(brig_store_conn *c, const brig_key_row *k, int64_t at, brig_error **err);
 int brig_sqlite_key_lookup(brig_store_conn *c, const char *hash, brig_key_row *out,

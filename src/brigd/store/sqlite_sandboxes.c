@@ -86,14 +86,15 @@ int brig_sqlite_secret_delete_all(brig_store_conn *c, const char *owner, brig_er
 
 int brig_sqlite_sandbox_insert(brig_store_conn *c, const brig_sandbox_row *row, brig_error **err)
 {
-    return brig_sqlite_exec(c, err, NULL, "insert sandbox",
-                            "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
-                            " created_at, uid_base, tariff, env, project_id, price_micro_usd,"
-                            " idle_timeout_ms, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                            "sssssiisssiii", row->id, row->account_id, row->template,
-                            row->template_key, row->state, row->created_at, row->uid_base,
-                            row->tariff, row->env_json, row->project_id, row->price,
-                            row->idle_timeout_ms, row->expires_at);
+    return brig_sqlite_exec(
+        c, err, NULL, "insert sandbox",
+        "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
+        " created_at, uid_base, tariff, env, project_id, price_micro_usd,"
+        " idle_timeout_ms, expires_at, isolation)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "sssssiisssiiis", row->id, row->account_id, row->template, row->template_key, row->state,
+        row->created_at, row->uid_base, row->tariff, row->env_json, row->project_id, row->price,
+        row->idle_timeout_ms, row->expires_at, row->isolation[0] ? row->isolation : "container");
 }
 
 int brig_sqlite_sandbox_set_state(brig_store_conn *c, const char *id, const char *state,
@@ -109,7 +110,7 @@ int brig_sqlite_sandbox_set_state(brig_store_conn *c, const char *id, const char
 /* The columns both readers share, first in their SELECT. */
 #define SANDBOX_COLS                                                                               \
     "SELECT id, account_id, template, template_key, state, created_at, uid_base, tariff,"          \
-    " project_id, price_micro_usd, idle_timeout_ms, expires_at"
+    " project_id, price_micro_usd, idle_timeout_ms, expires_at, isolation"
 
 static void read_sandbox(sqlite3_stmt *s, brig_sandbox_row *row)
 {
@@ -125,6 +126,7 @@ static void read_sandbox(sqlite3_stmt *s, brig_sandbox_row *row)
     row->price = sqlite3_column_int64(s, 9);
     row->idle_timeout_ms = sqlite3_column_int64(s, 10);
     row->expires_at = sqlite3_column_int64(s, 11);
+    brig_sqlite_text(s, 12, row->isolation, sizeof(row->isolation));
 }
 
 int brig_sqlite_sandbox_get(brig_store_conn *c, const char *id, brig_sandbox_row *out,
@@ -138,9 +140,9 @@ int brig_sqlite_sandbox_get(brig_store_conn *c, const char *id, brig_sandbox_row
     int r = brig_sqlite_step(c, s, "read sandbox", err);
     if (r == 1) {
         read_sandbox(s, out);
-        brig_sqlite_text(s, 12, out->reason, sizeof(out->reason));
-        out->deleted_at = sqlite3_column_int64(s, 13);
-        out->cost = sqlite3_column_int64(s, 14);
+        brig_sqlite_text(s, 13, out->reason, sizeof(out->reason));
+        out->deleted_at = sqlite3_column_int64(s, 14);
+        out->cost = sqlite3_column_int64(s, 15);
     }
     sqlite3_finalize(s);
     brig_sqlite_unlock(c);
@@ -173,7 +175,7 @@ int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sand
         brig_sandbox_row *row = &rows[n++];
         memset(row, 0, sizeof(*row));
         read_sandbox(s, row);
-        const unsigned char *env = sqlite3_column_text(s, 12);
+        const unsigned char *env = sqlite3_column_text(s, 13);
         row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
     }
     sqlite3_finalize(s);

@@ -94,9 +94,9 @@ int brig_store_project_each(brig_store *st, const char *account_id,
 }
 
 int brig_store_project_update(brig_store *st, const char *id, const char *name, const char *egress,
-                              brig_error **err)
+                              const char *isolation, brig_error **err)
 {
-    return st->ops->project_update(st->conn, id, name, egress, err);
+    return st->ops->project_update(st->conn, id, name, egress, isolation, err);
 }
 
 int brig_store_key_insert(brig_store *st, const brig_key_row *k, int64_t at, brig_error **err)

@@ -41,7 +41,7 @@ int brig_store_project_each(brig_store *st, const char *account_id,
                             void (*fn)(const brig_project_row *, void *), void *ctx,
                             brig_error **err);
 int brig_store_project_update(brig_store *st, const char *id, const char *name, const char *egress,
-                              brig_error **err);
+                              const char *isolation, brig_error **err);
 
 int brig_store_key_insert(brig_store *st, const brig_key_row *k, int64_t at, brig_error **err);
 int brig_store_key_lookup(brig_store *st, const char *hash, brig_key_row *out, brig_error **err);

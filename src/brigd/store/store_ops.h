@@ -55,6 +55,7 @@ typedef struct brig_project_row {
     char name[80];
     char *egress; /* the egress policy as JSON (owned by the row: free() it) */
     int64_t created_at;
+    char isolation[256]; /* its isolation policy as JSON; "": none (every mode, no default) */
 } brig_project_row;
 
 /* An API key (account_id and project_id set) or, from key_lookup, the operator's
@@ -111,6 +112,7 @@ typedef struct brig_sandbox_row {
     int64_t price;           /* micro-dollars per second */
     int64_t idle_timeout_ms; /* 0: none */
     int64_t expires_at;      /* 0: never */
+    char isolation[16];      /* container | gvisor */
     /* Of an ended sandbox (brig_store_sandbox_get): */
     char reason[32];    /* why it ended ("" while it lives) */
     int64_t deleted_at; /* ms since the epoch; 0 while it lives */
@@ -148,9 +150,10 @@ typedef struct brig_store_ops {
      * the call; fn may use the store). */
     int (*project_each)(brig_store_conn *c, const char *account_id,
                         void (*fn)(const brig_project_row *, void *), void *ctx, brig_error **err);
-    /* Sets the name and/or the egress policy (JSON text); NULL leaves one as is. */
+    /* Sets the name, the egress policy and/or the isolation policy (JSON texts); NULL
+     * leaves one as is. */
     int (*project_update)(brig_store_conn *c, const char *id, const char *name, const char *egress,
-                          brig_error **err);
+                          const char *isolation, brig_error **err);
 
     /* -- keys */
     /* Stores an API key (account_id, project_id, scope, hash) created at `at`. */

@@ -99,6 +99,7 @@ def create_body(
     idle_timeout: Optional[float] = None,
     max_lifetime: Optional[float] = None,
     project: Optional[str] = None,
+    isolation: Optional[str] = None,
 ) -> dict[str, Any]:
     """``POST /v1/sandboxes``: only the fields the caller set."""
     body: dict[str, Any] = {}
@@ -120,6 +121,8 @@ def create_body(
         body["max_lifetime"] = max_lifetime
     if project is not None:
         body["project"] = project
+    if isolation is not None:
+        body["isolation"] = isolation
     return body
 
 

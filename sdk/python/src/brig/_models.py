@@ -135,6 +135,7 @@ class SandboxInfo:
     created_at: Optional[_dt.datetime] = None
     tariff: Optional[str] = None
     env: Optional[list[str]] = None
+    isolation: Optional[str] = None
     reason: Optional[str] = None
     deleted_at: Optional[_dt.datetime] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -156,6 +157,7 @@ class SandboxInfo:
             created_at=parse_time(j.get("created_at")),
             tariff=j.get("tariff"),
             env=list(env) if isinstance(env, list) else None,
+            isolation=j.get("isolation"),
             reason=j.get("reason"),
             deleted_at=parse_time(j.get("deleted_at")),
             raw=dict(j),

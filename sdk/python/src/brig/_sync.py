@@ -136,7 +136,7 @@ class Sandbox:
                secrets: Optional[Mapping[str, str]] = None,
                secret_refs: Optional[Sequence[str]] = None,
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
-               project: Optional[str] = None,
+               project: Optional[str] = None, isolation: Optional[str] = None,
                url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> "Sandbox":
         """Creates a sandbox (``POST /v1/sandboxes``) and returns once its
@@ -154,6 +154,11 @@ class Sandbox:
             max_lifetime: seconds after which it is deleted whatever happens
                 (brigd's default: 3600; see :meth:`set_timeout`).
             project: the project it belongs to (admin keys; default the key's).
+            isolation: ``"container"`` (the host kernel, namespaces and a
+                seccomp allow-list) or ``"gvisor"`` (a user-space kernel of its
+                own). Default: the project's default, else the operator's; a
+                mode the project does not allow raises :class:`Forbidden`, one
+                the host cannot run :class:`InvalidRequest` (never another mode).
             url, api_key: override ``$BRIG_URL`` / ``$BRIG_API_KEY``.
             client: a :class:`Client` to use (then url/api_key are ignored).
 
@@ -162,7 +167,7 @@ class Sandbox:
         """
         cl, owns = _client(client, url, api_key)
         body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
-                             max_lifetime, project)
+                             max_lifetime, project, isolation)
         try:
             j = cl.transport.request("POST", "/v1/sandboxes", json=body).json()
         except BaseException:

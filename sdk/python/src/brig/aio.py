@@ -197,7 +197,7 @@ class Sandbox:
                secrets: Optional[Mapping[str, str]] = None,
                secret_refs: Optional[Sequence[str]] = None,
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
-               project: Optional[str] = None,
+               project: Optional[str] = None, isolation: Optional[str] = None,
                url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> _Creating:
         """Creates a sandbox (arguments as :meth:`brig.Sandbox.create`).
@@ -208,7 +208,7 @@ class Sandbox:
         async def make() -> "Sandbox":
             cl, owns = _client(client, url, api_key)
             body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
-                                 max_lifetime, project)
+                                 max_lifetime, project, isolation)
             post = asyncio.ensure_future(cl.transport.request("POST", "/v1/sandboxes", json=body))
             try:
                 # shielded: if this task is cancelled (asyncio.wait_for …) while
