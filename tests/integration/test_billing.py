@@ -173,10 +173,14 @@ def test_an_exec_cut_off_by_the_lifetime_says_why(api):
 
 
 def test_cpu_hog_is_stopped_and_flagged(tmp_path):
-    d = daemon_with(tmp_path, "[brigd]\ncpu_abuse_window = 2\n")
+    # A quota of a tenth of a CPU: the hog uses all of it even when the host's cores are
+    # busy with other work (a whole CPU's quota it would not get on a loaded 2-core host).
+    d = daemon_with(tmp_path, "[brigd]\ncpu_abuse_window = 2\n"
+                              "[tariff.tenth]\nvcpus = 0.1\nmemory_mib = 256\ndisk_mib = 256\n"
+                              "price_micro_usd_per_second = 1\n")
     try:
         a = d.api()
-        hog = a.create("minimal")["id"]
+        hog = a.create("minimal", tariff="tenth")["id"]
         calm = a.create("minimal")["id"]
         a.ok("POST", f"/v1/sandboxes/{hog}/exec",
              {"cmd": "while :; do :; done", "background": True}, expect=(202,))
