@@ -127,11 +127,11 @@ def test_concurrency_limit(tmp_path):
 
 
 def test_idle_timeout_spares_busy_sandboxes(api):
+    t0 = time.monotonic()  # before the idle one's last use (its create): the bound's start
     idle = api.create("minimal", idle_timeout=1)["id"]
     busy = api.create("minimal", idle_timeout=1)["id"]
     pid = api.ok("POST", f"/v1/sandboxes/{busy}/exec",
                  {"cmd": "sleep 600", "background": True}, expect=(202,)).json()["pid"]
-    t0 = time.monotonic()
     wait_for(lambda: state_of(api, idle)["state"] == "deleted", timeout=15,
              what="the idle sandbox to be deleted")
     assert state_of(api, idle)["reason"] == "idle_timeout"
