@@ -179,7 +179,7 @@ def test_scopes(api, daemon):
         assert kapi.request("GET", f"/v1/sandboxes/{a_sb.id}/timeline").status == 404
         assert bapi.request("GET", f"/v1/sandboxes/{a_sb.id}/timeline").status == 404
         assert api.request("GET", f"/v1/sandboxes/{b_sb.id}/timeline").status == 404
-        assert op.request("GET", f"/v1/sandboxes/{b_sb.id}/timeline").status == 200
+        assert op.request("GET", f"/v1/sandboxes/{b_sb.id}/timeline").status == 403
         assert kapi.request("GET", "/v1/audit").status == 403
         assert kapi.request("GET", "/v1/audit/verify").status == 403
         b_lines = bapi.ok("GET", "/v1/audit").body.decode()

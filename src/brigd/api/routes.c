@@ -210,7 +210,7 @@ const brig_route brig_api_routes[] = {
     {"DELETE", "/v1/sandboxes/{id}", h_sandbox_delete, 0, NULL, NULL},
     {"POST", "/v1/sandboxes/{id}/timeout", h_sandbox_timeout, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/network-log", h_network_log, 0, NULL, NULL},
-    {"GET", "/v1/sandboxes/{id}/timeline", api_timeline, ROUTE_OPERATOR_TOO, NULL, NULL},
+    {"GET", "/v1/sandboxes/{id}/timeline", api_timeline, 0, NULL, NULL},
     {"GET", "/v1/audit", api_audit_export, ROUTE_ADMIN | ROUTE_OPERATOR_TOO, NULL, NULL},
     {"GET", "/v1/audit/verify", api_audit_verify, ROUTE_ADMIN | ROUTE_OPERATOR_TOO, NULL, NULL},
     {"POST", "/v1/sandboxes/{id}/exec", api_exec, ROUTE_AGENT, NULL, NULL},
