@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "api/routes.h"
+#include "audit/audit.h"
 #include "account/bootstrap.h"
 #include "runtime/cgroup.h"
 #include "core/settings.h"
@@ -33,6 +34,7 @@
 #include "sandbox/pool.h"
 #include "sandbox/reconcile.h"
 #include "sandbox/teardown.h"
+#include "sandbox/timeline.h"
 #include "sandbox/watch.h"
 #include "net/net.h"
 #include "vault/vault.h"
@@ -309,6 +311,9 @@ static int run(brigd *d, int sigfd, brig_error **err)
     brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg),
                         disk_budget_mib(&d->cfg));
     d->exec_output = brig_quota_new(d->cfg.output_budget, d->cfg.output_budget_per_account);
+    if (brig_audit_start(d->store, &d->audit, err) < 0)
+        return -1;
+    brig_timeline_init(d); /* before reconcile re-attaches networks: their DNS is recorded */
     if (brig_teardown_start(d, err) < 0 || brig_watch_start(d, brig_sandbox_agent_lost, err) < 0)
         return -1;
     brig_reconcile(d);
@@ -382,15 +387,18 @@ int main(int argc, char **argv)
         brig_err("%s", err->msg);
         brig_error_clear(&err);
     }
-    brig_builds_stop(&d); /* builds end as failed: their followers' streams end */
+    brig_builds_stop(&d);               /* builds end as failed: their followers' streams end */
+    brig_audit_stop_followers(d.audit); /* so do the timelines' */
     brig_http_stop(&d);
     brig_builds_free(&d);
     brig_watch_stop(&d);
     brig_janitor_stop(&d);
-    brig_pool_stop(&d);     /* warm sandboxes belong to nobody: they go */
-    brig_teardown_stop(&d); /* what was deleted is cleaned up before we exit */
-    brig_registry_free(&d); /* the live ones are forgotten: the next start re-attaches them */
+    brig_pool_stop(&d);       /* warm sandboxes belong to nobody: they go */
+    brig_teardown_stop(&d);   /* what was deleted is cleaned up before we exit */
+    brig_audit_stop(d.audit); /* the last events stored; before its resolver's registry goes */
+    brig_registry_free(&d);   /* the live ones are forgotten: the next start re-attaches them */
     brig_net_free(d.net);
+    brig_audit_free(d.audit);
     brig_runtime_free(d.rt);
     brig_vault_close(d.vault);
     if (d.store)

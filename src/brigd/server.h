@@ -43,6 +43,8 @@ typedef struct brigd {
     brig_teardown *teardown;
     brig_watch *watch;          /* the watch on sandboxes' inits (sandbox/watch.c); NULL: none */
     struct brig_probes *probes; /* the janitor's idle probes in flight (sandbox/janitor.c) */
+    struct brig_audit *audit;   /* the audit timeline's writer (audit/audit.c) */
+    int64_t audit_pruned_at;    /* when the janitor last pruned it (ms since the epoch) */
 } brigd;
 
 #endif

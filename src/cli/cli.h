@@ -56,6 +56,7 @@ enum cli_opt_key {
     OPT_CLOSE,
     OPT_WAIT_TIMEOUT, /* --timeout of wait: how long to wait, not the command's limit */
     OPT_ISOLATION,
+    OPT_SINCE,
 };
 
 /* Whether a command takes a remote command after its operands. */
@@ -200,6 +201,9 @@ int brig_cmd_upload(const cli_args *a);
 int brig_cmd_download(const cli_args *a);
 int brig_cmd_ps(const cli_args *a);
 int brig_cmd_logs(const cli_args *a);
+int brig_cmd_timeline(const cli_args *a);
+int brig_cmd_audit_export(const cli_args *a);
+int brig_cmd_audit_verify(const cli_args *a);
 int brig_cmd_wait(const cli_args *a);
 int brig_cmd_kill(const cli_args *a);
 int brig_cmd_stdin(const cli_args *a);

@@ -48,6 +48,7 @@ static const cli_opt options[] = {
     {OPT_RECURSIVE, "recursive", NULL, "a whole directory tree"},
     {OPT_PARENTS, "parents", NULL, "create missing parents; no error if the directory exists"},
     {OPT_WAIT_TIMEOUT, "timeout", "SECONDS", "stop waiting after this long (exit 124)"},
+    {OPT_SINCE, "since", "TIME", "from this time on (ISO 8601, or ms since the epoch)"},
     {OPT_HELP, "help", NULL, "show this help"},
 };
 
@@ -71,6 +72,8 @@ static const int opts_run[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_CWD,   OPT_ENV, 
 static const int opts_upload[] = {OPT_MODE, OPT_RECURSIVE, 0};
 static const int opts_download[] = {OPT_RECURSIVE, 0};
 static const int opts_logs[] = {OPT_FOLLOW, 0};
+static const int opts_timeline[] = {OPT_FOLLOW, OPT_JSON, 0};
+static const int opts_export[] = {OPT_SINCE, 0};
 static const int opts_kill[] = {OPT_SIGNAL, 0};
 static const int opts_wait[] = {OPT_WAIT_TIMEOUT, OPT_JSON, 0};
 static const int opts_stdin[] = {OPT_CLOSE, 0};
@@ -108,6 +111,9 @@ static int cmd_help(const cli_args *a);
     "Runs CMD (default: bash -l, or sh -l where the template has no bash) on a\n"                  \
     "pseudo-terminal of this terminal's size, with this terminal in raw mode until\n"              \
     "it exits; brig then exits with its exit code.  Needs a terminal on stdin.\n"
+#define TIMELINE_DETAILS                                                                           \
+    "Prints TIME KIND ACTOR DATA per event, oldest first (--json: each event as brigd\n"           \
+    "sends it).  With --follow it keeps printing new events and ends with the sandbox.\n"
 #define RM_FILE_DETAILS "A directory needs --recursive unless it is empty.\n"
 #define TEMPLATE_BUILD_DETAILS                                                                     \
     "brigd builds in the background; brig prints the build's output on stderr as it\n"             \
@@ -178,6 +184,15 @@ static const cli_cmd commands[] = {
      CLI_REST_NONE},
     {"template build", brig_cmd_template_build, "[--json] NAME",
      "build a template (may take minutes)", TEMPLATE_BUILD_DETAILS, opts_json, 1, 1, CLI_REST_NONE},
+    {"timeline", brig_cmd_timeline, "[--follow] [--json] ID",
+     "print a sandbox's audit timeline (kept after it ended)", TIMELINE_DETAILS, opts_timeline, 1,
+     1, CLI_REST_NONE},
+    {"audit export", brig_cmd_audit_export, "[--since TIME]",
+     "print the account's audit events as JSON Lines (the operator key: everyone's)", NULL,
+     opts_export, 0, 0, CLI_REST_NONE},
+    {"audit verify", brig_cmd_audit_verify, "[--json]",
+     "recompute the audit hash chains; exits 1 naming the first broken record", NULL, opts_json, 0,
+     0, CLI_REST_NONE},
     {"health", brig_cmd_health, "", "check that brigd answers (no key needed)", NULL, opts_none, 0,
      0, CLI_REST_NONE},
     {"version", cmd_version, "", "print brig's version", NULL, opts_none, 0, 0, CLI_REST_NONE},

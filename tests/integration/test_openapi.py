@@ -19,7 +19,7 @@ DOC_PATH = os.path.join(REPO, "docs", "openapi.json")
 NPM_DIR = os.path.join(REPO, "tests", "openapi")
 CHECK = os.path.join(NPM_DIR, "check.mjs")
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
-SCOPES = ("public", "any", "admin", "operator")
+SCOPES = ("public", "any", "admin", "operator", "admin+operator")
 FAKE = {
     "sandbox_id": "sbx_" + "a" * 26,
     "pid": "1",
@@ -215,7 +215,7 @@ def test_scopes_are_what_brigd_enforces(daemon, keys):
     403 (brigd refuses both before the handler runs, so nothing happens)."""
     api = daemon.api()
     refused = {"operator": ("admin", "sandbox"), "admin": ("sandbox", "operator"),
-               "any": ("operator",), "public": ()}
+               "any": ("operator",), "admin+operator": ("sandbox",), "public": ()}
     for method, path, op in operations():
         url = fill(path, keys["project"])
         scope = op["x-brig-scope"]
@@ -332,6 +332,11 @@ def test_answers_match_the_schemas(api, daemon, node):
         c.call("GET", base, expect=200)
         c.call("POST", f"{base}/timeout", {"timeout": 600}, expect=200)
         c.call("GET", f"{base}/network-log", expect=200)
+        c.call("GET", f"{base}/timeline?limit=2", expect=200)
+        c.call("GET", f"{base}/timeline?limit=0", expect=400)
+        c.call("GET", "/v1/audit?limit=3", expect=200)
+        c.call("GET", "/v1/audit?since=never", expect=400)
+        c.call("GET", "/v1/audit/verify", expect=200)
 
         # Commands: buffered (text and bytes), refused, streamed.
         c.call("POST", f"{base}/exec", {"cmd": "echo hi; echo oops >&2; exit 3"}, expect=200)

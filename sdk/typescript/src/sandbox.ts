@@ -118,6 +118,21 @@ export class Sandbox {
     return (await this.client.json<{ entries: Record<string, unknown>[] }>("GET", `${this.#path}/network-log`)).entries;
   }
 
+  /** The sandbox's audit timeline, oldest first, every page (see docs/audit.md); also after it ended. */
+  async timeline(): Promise<Record<string, unknown>[]> {
+    const events: Record<string, unknown>[] = [];
+    let after = 0;
+    for (;;) {
+      const page = await this.client.json<{ events: Record<string, unknown>[]; next_after: number | null }>(
+        "GET",
+        `${this.#path}/timeline?limit=1000&after=${after}`,
+      );
+      events.push(...page.events);
+      if (page.next_after === null) return events;
+      after = page.next_after;
+    }
+  }
+
   // ---- commands ---------------------------------------------------------------
 
   /**

@@ -218,6 +218,8 @@ void api_project_patch(brig_req *r)
         have_pol) {
         /* Running sandboxes of the project get the new policy now. */
         brig_sandbox_apply_policy(r->d, r->params[0], &pol);
+        brig_timeline_project(r->d, &r->caller, r->params[0], "project.policy",
+                              json_pack("{s:O}", "egress", canon));
         brig_info("project %s: egress policy set to %s", r->params[0],
                   json_string_value(json_object_get(canon, "mode")));
     }

@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "exec_event.h"
 #include "handlers.h"
 #include "log.h"
 #include "account/quota.h"
@@ -112,10 +113,12 @@ static void start_stream(brig_req *r, brig_stream *s)
         return;
     }
     brig_agent_reply t = brig_agentproto_reply_type(msg);
-    if (t == BRIG_REPLY_STARTED)
+    if (t == BRIG_REPLY_STARTED) {
+        if (s->audit)
+            json_object_set(s->audit, "pid", json_object_get(msg, "pid"));
         brig_ndjson_line(
             &s->line, json_pack("{s:s, s:O}", "type", "start", "pid", json_object_get(msg, "pid")));
-    else if (t == BRIG_REPLY_OUTPUT)
+    } else if (t == BRIG_REPLY_OUTPUT)
         brig_ndjson_line(&s->line, json_deep_copy(msg));
     json_decref(msg);
     /* From here on only poll() waits, so no receive timeout on the agent. */
@@ -124,9 +127,9 @@ static void start_stream(brig_req *r, brig_stream *s)
     brig_http_response(r, 200, brig_stream_response(s));
 }
 
-/* Takes red. */
+/* Takes red and ev (the timeline's event, recorded at the command's exit). */
 static void exec_streamed(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int fd,
-                          brig_redactor *red)
+                          brig_redactor *red, json_t *ev)
 {
     brig_stream *s = brig_xcalloc(1, sizeof(*s));
     brig_stream_redact(s, red);
@@ -134,11 +137,15 @@ static void exec_streamed(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int
     s->sb = sb;
     s->fd = fd;
     s->client_fd = -1;
+    s->audit = ev;
+    s->caller = r->caller;
     s->req = *req; /* takes the stdin buffer */
     memset(req, 0, sizeof(*req));
     brig_error *err = NULL;
     if (brig_agentc_exec_start(&s->call, fd, &s->req, &err) < 0) {
         s->has_call = s->call.has_thread;
+        api_exec_event_end(r->d, sb, &r->caller, s->audit, NULL, NULL, 0, err->msg);
+        s->audit = NULL;
         brig_stream_free(s);
         brig_http_error(r, err);
         return;
@@ -147,12 +154,14 @@ static void exec_streamed(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int
     start_stream(r, s);
 }
 
-static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int fd)
+static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int fd, json_t *ev)
 {
     brig_exec_result res;
     brig_error *err = NULL;
     int rc = brig_agentc_exec(fd, req, 0, NULL, &res, &err);
     close(fd);
+    api_exec_event_end(r->d, sb, &r->caller, ev, rc < 0 ? NULL : &res, NULL, 0,
+                       rc < 0 ? err->msg : NULL);
     if (rc < 0) {
         brig_sandbox_put(r->d, sb);
         brig_http_error(r, err);
@@ -173,6 +182,22 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
     if (fd2 >= 0)
         close(fd2);
     brig_sandbox_put(r->d, sb);
+}
+
+/* A buffered exec's event: how it ended, its output's bytes and redactions. */
+static void exec_recorded(brig_req *r, brig_sandbox *sb, json_t *ev, const brig_exec_result *res,
+                          const brig_redactor *red, const brig_error *err)
+{
+    int64_t bytes[2] = {0, 0}, redactions = 0;
+    if (res) {
+        bytes[0] = (int64_t)res->out.len;
+        bytes[1] = (int64_t)res->err.len;
+        redactions =
+            (int64_t)(brig_redact_count(red, (const uint8_t *)res->out.data, res->out.len) +
+                      brig_redact_count(red, (const uint8_t *)res->err.data, res->err.len));
+    }
+    api_exec_event_end(r->d, sb, &r->caller, ev, res, res ? bytes : NULL, redactions,
+                       err ? err->msg : NULL);
 }
 
 void api_exec(brig_req *r)
@@ -203,21 +228,23 @@ void api_exec(brig_req *r)
         brig_http_error(r, err);
         goto out;
     }
+    json_t *ev = api_exec_event(&req, secrets); /* names only, before env holds values */
     env = brig_sandbox_command_env(sb, secrets, req.env);
     brig_vault_wipe(secrets);
     if (env)
         req.env = env;
     if (req.background) {
-        exec_background(r, &req, sb, fd);
+        exec_background(r, &req, sb, fd, ev);
         goto out;
     }
     if (wants_ndjson(r)) {
-        exec_streamed(r, &req, sb, fd, red);
+        exec_streamed(r, &req, sb, fd, red, ev);
         red = NULL; /* the stream owns it */
         goto out;
     }
     output_hold *hold = hold_take(r);
     if (hold == NULL) {
+        json_decref(ev);
         close(fd);
         brig_sandbox_put(r->d, sb);
         goto out;
@@ -226,6 +253,7 @@ void api_exec(brig_req *r)
     brig_exec_result res;
     int rc = brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &budget, &res, &err);
     close(fd);
+    exec_recorded(r, sb, ev, rc < 0 ? NULL : &res, red, err);
     brig_sandbox_put(r->d, sb);
     if (rc < 0) {
         hold_release(hold);
@@ -339,6 +367,9 @@ void api_proc_stdin_close(brig_req *r)
     if (pid < 0 || api_call_open(r, &c, API_CALL_MS) < 0)
         return;
     int rc = brig_agentc_proc_stdin_close(c.fd, pid, &c.err);
+    if (rc == 0)
+        brig_timeline_record(r->d, c.sb, &r->caller, "process.stdin_close",
+                             json_pack("{s:i}", "pid", pid));
     api_call_answer(r, &c, rc, 204, NULL);
 }
 
@@ -393,6 +424,10 @@ void api_proc_signal(brig_req *r)
     if (api_call_open(r, &c, API_CALL_MS) < 0)
         return;
     int rc = brig_agentc_proc_signal(c.fd, pid, sig, &c.err);
+    if (rc == 0)
+        brig_timeline_record(r->d, c.sb, &r->caller, "process.signal",
+                             json_pack("{s:i, s:i, s:s}", "pid", pid, "signal", sig, "name",
+                                       sigabbrev_np(sig) ? sigabbrev_np(sig) : "?"));
     api_call_answer(r, &c, rc, 204, NULL);
 }
 

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include "handlers.h"
@@ -145,8 +146,21 @@ typedef struct upload {
     int fd;
     enum upload_kind kind;
     int64_t bytes, limit;
-    brig_error *err; /* the first failure; the rest of the body is discarded */
+    brig_error *err;              /* the first failure; the rest of the body is discarded */
+    crypto_hash_sha256_state sha; /* of the bytes written, for the timeline */
+    char *path;                   /* the file or directory (NULL: stdin) */
+    int pid;                      /* stdin: the process */
 } upload;
+
+/* Hex SHA-256 of a finished hash, as JSON. */
+static json_t *sha_json(crypto_hash_sha256_state *sha)
+{
+    uint8_t bin[crypto_hash_sha256_BYTES];
+    char hex[2 * crypto_hash_sha256_BYTES + 1];
+    crypto_hash_sha256_final(sha, bin);
+    sodium_bin2hex(hex, sizeof(hex), bin, sizeof(bin));
+    return json_string(hex);
+}
 
 static void upload_free(brig_req *r)
 {
@@ -157,6 +171,7 @@ static void upload_free(brig_req *r)
         close(u->fd); /* before the end of the data: the agent drops the partial file */
     brig_sandbox_put(u->d, u->sb);
     brig_error_clear(&u->err);
+    free(u->path);
     free(u);
     r->stream = NULL;
 }
@@ -182,6 +197,9 @@ static void upload_open(brig_req *r, enum upload_kind kind, const char *path, in
     u->fd = fd;
     u->kind = kind;
     u->limit = limit;
+    u->path = path ? brig_xstrdup(path) : NULL;
+    u->pid = pid;
+    crypto_hash_sha256_init(&u->sha);
     r->stream = u;
     r->stream_free = upload_free;
     if (kind == UP_FILE)
@@ -205,7 +223,21 @@ void api_upload_body(brig_req *r, const char *data, size_t n)
         u->fd = -1;
         return;
     }
+    crypto_hash_sha256_update(&u->sha, (const uint8_t *)data, n);
     brig_agentc_write_chunk(u->fd, data, n, &u->err);
+}
+
+/* The timeline's event of an upload that succeeded. */
+static void upload_recorded(brig_req *r, upload *u, int64_t n)
+{
+    json_t *ev;
+    if (u->kind == UP_STDIN)
+        ev = json_pack("{s:i, s:I}", "pid", u->pid, "bytes", (json_int_t)n);
+    else
+        ev = json_pack("{s:s, s:I, s:o}", "path", u->path, "size", (json_int_t)u->bytes, "sha256",
+                       sha_json(&u->sha));
+    static const char *const kinds[] = {"file.write", "tar.write", "process.stdin"};
+    brig_timeline_record(r->d, u->sb, &r->caller, kinds[u->kind], ev);
 }
 
 void api_upload_end(brig_req *r)
@@ -217,6 +249,7 @@ void api_upload_end(brig_req *r)
         err = u->err;
         u->err = NULL;
     } else if (brig_agentc_write_end(u->fd, &n, &err) == 0) {
+        upload_recorded(r, u, n);
         if (u->kind == UP_STDIN)
             brig_http_json(r, 200, json_pack("{s:I}", "bytes", (json_int_t)n));
         else
@@ -279,6 +312,11 @@ typedef struct download {
     brig_buf out; /* redacted bytes ready to send: out.data[off .. len) */
     size_t off;
     int64_t size, got; /* files: the announced size; bytes received */
+    /* the timeline's "file.read" / "tar.read": what was sent, hashed */
+    brig_caller caller;
+    char *path;
+    crypto_hash_sha256_state sha;
+    int64_t sent;
 } download;
 
 static void download_free(void *cls)
@@ -291,7 +329,25 @@ static void download_free(void *cls)
     brig_redact_dispose(&dl->rs);
     brig_redactor_free(dl->red);
     brig_buf_dispose(&dl->out);
+    free(dl->path);
     free(dl);
+}
+
+/* All of it is read and redacted (dl->out holds the last of it): the timeline's event. */
+static void download_recorded(download *dl)
+{
+    json_t *ev = json_pack("{s:s, s:I, s:o}", "path", dl->path, "size", (json_int_t)dl->sent,
+                           "sha256", sha_json(&dl->sha));
+    if (dl->red)
+        json_object_set_new(ev, "redacted", json_true());
+    brig_timeline_record(dl->d, dl->sb, &dl->caller, dl->tar ? "tar.read" : "file.read", ev);
+}
+
+/* Appends what was redacted to dl->out, hashed as sent. */
+static void download_hash(download *dl, size_t from)
+{
+    crypto_hash_sha256_update(&dl->sha, (const uint8_t *)dl->out.data + from, dl->out.len - from);
+    dl->sent += (int64_t)(dl->out.len - from);
 }
 
 /* Reads the next piece from the agent into dl->out (redacted; masks keep the
@@ -306,7 +362,9 @@ static int download_more(download *dl)
             brig_warn("download from %s: the file grew while being read", brig_sandbox_id(dl->sb));
             return -1;
         }
+        size_t from = dl->out.len;
         brig_redact_feed(&dl->rs, dl->frame.payload, dl->frame.hdr.len, &dl->out);
+        download_hash(dl, from);
         return 1;
     }
     if (r == 0 && dl->tar) {
@@ -321,8 +379,11 @@ static int download_more(download *dl)
         brig_error_clear(&err);
         return -1;
     }
+    size_t from = dl->out.len;
     brig_redact_flush(&dl->rs, &dl->out);
+    download_hash(dl, from);
     dl->ended = true;
+    download_recorded(dl);
     return 1;
 }
 
@@ -345,7 +406,7 @@ static ssize_t download_reader(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
-static download *download_open(brig_req *r)
+static download *download_open(brig_req *r, const char *path)
 {
     brig_sandbox *sb = NULL;
     brig_redactor *red = NULL;
@@ -358,6 +419,9 @@ static download *download_open(brig_req *r)
     dl->fd = fd;
     dl->red = red;
     brig_redact_init_mask(&dl->rs, red);
+    dl->caller = r->caller;
+    dl->path = brig_xstrdup(path);
+    crypto_hash_sha256_init(&dl->sha);
     return dl;
 }
 
@@ -413,7 +477,7 @@ void api_files_get(brig_req *r)
         stat_path(r, path);
         return;
     }
-    download *dl = download_open(r);
+    download *dl = download_open(r, path);
     int mode = 0;
     if (dl == NULL)
         return;
@@ -439,7 +503,7 @@ void api_tar_get(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    download *dl = download_open(r);
+    download *dl = download_open(r, path);
     if (dl == NULL)
         return;
     dl->tar = true;
@@ -464,7 +528,11 @@ void api_files_delete(brig_req *r)
     api_call c;
     if (api_call_open(r, &c, 300000 /* a big tree */) < 0)
         return;
-    int rc = brig_agentc_remove(c.fd, path, query_flag(r, "recursive"), &c.err);
+    bool recursive = query_flag(r, "recursive");
+    int rc = brig_agentc_remove(c.fd, path, recursive, &c.err);
+    if (rc == 0)
+        brig_timeline_record(r->d, c.sb, &r->caller, "file.delete",
+                             json_pack("{s:s, s:b}", "path", path, "recursive", recursive));
     api_call_answer(r, &c, rc, 204, NULL);
 }
 
@@ -484,6 +552,9 @@ void api_files_move(brig_req *r)
     api_call c;
     if (api_call_open(r, &c, 60000) == 0) {
         int rc = brig_agentc_move(c.fd, from, to, &c.err);
+        if (rc == 0)
+            brig_timeline_record(r->d, c.sb, &r->caller, "file.move",
+                                 json_pack("{s:s, s:s}", "from", from, "to", to));
         api_call_answer(r, &c, rc, 204, NULL);
     }
     json_decref(body);
@@ -511,6 +582,9 @@ void api_files_mkdir(brig_req *r)
     api_call c;
     if (api_call_open(r, &c, API_CALL_MS) == 0) {
         int rc = brig_agentc_mkdir(c.fd, path, mode, json_is_true(parents), &c.err);
+        if (rc == 0)
+            brig_timeline_record(r->d, c.sb, &r->caller, "file.mkdir",
+                                 json_pack("{s:s}", "path", path));
         api_call_answer(r, &c, rc, 201, rc < 0 ? NULL : json_object());
     }
     json_decref(body);

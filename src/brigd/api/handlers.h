@@ -1,6 +1,6 @@
 /*
- * handlers.h - the REST handlers of api_exec.c, api_files.c and api_accounts.c, which the
- * route table (routes.c) names; what they all use is in handler.h.  Not a public interface.
+ * handlers.h - the REST handlers of api_exec.c, api_files.c, api_accounts.c and api_audit.c, which
+ * the route table (routes.c) names; what they all use is in handler.h.  Not a public interface.
  */
 #ifndef BRIG_HANDLERS_H
 #define BRIG_HANDLERS_H
@@ -48,6 +48,10 @@ void api_key_delete(brig_req *r);
 void api_secret_list(brig_req *r);
 void api_secret_put(brig_req *r);
 void api_secret_delete(brig_req *r);
+
+void api_timeline(brig_req *r);
+void api_audit_export(brig_req *r);
+void api_audit_verify(brig_req *r);
 
 /* Shared by uploads (files, tar, process stdin): a body streamed to the agent. */
 void api_upload_body(brig_req *r, const char *data, size_t n);

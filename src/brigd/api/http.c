@@ -395,12 +395,12 @@ static void begin(brig_req *r, const brig_route *routes, const char *url)
             brig_http_fail(r, BRIG_E_FORBIDDEN, "this operation needs the operator key");
             return;
         }
-        if (!(r->route->flags & ROUTE_OPERATOR) && op) {
+        if (!(r->route->flags & (ROUTE_OPERATOR | ROUTE_OPERATOR_TOO)) && op) {
             brig_http_fail(r, BRIG_E_FORBIDDEN,
                            "the operator key manages accounts; use an account's key for this");
             return;
         }
-        if ((r->route->flags & ROUTE_ADMIN) && !brig_caller_is(&r->caller, "admin")) {
+        if ((r->route->flags & ROUTE_ADMIN) && !op && !brig_caller_is(&r->caller, "admin")) {
             brig_http_fail(r, BRIG_E_FORBIDDEN, "this operation needs an admin-scoped API key");
             return;
         }

@@ -39,12 +39,13 @@
 typedef struct brig_req brig_req;
 
 enum {
-    ROUTE_PUBLIC = 1 << 0,      /* no API key needed */
-    ROUTE_STREAM_BODY = 1 << 1, /* body handed to on_body in chunks, not buffered */
-    ROUTE_ADMIN = 1 << 2,       /* admin-scoped keys only (an account's administrator) */
-    ROUTE_OPERATOR = 1 << 3,    /* the operator key only (accounts, credits) */
-    ROUTE_AGENT = 1 << 4,       /* talks to the agent of sandbox params[0]: a failure may be its
-                                   end (its errors pass brig_http_start's explain) */
+    ROUTE_PUBLIC = 1 << 0,       /* no API key needed */
+    ROUTE_STREAM_BODY = 1 << 1,  /* body handed to on_body in chunks, not buffered */
+    ROUTE_ADMIN = 1 << 2,        /* admin-scoped keys only (an account's administrator) */
+    ROUTE_OPERATOR = 1 << 3,     /* the operator key only (accounts, credits) */
+    ROUTE_AGENT = 1 << 4,        /* talks to the agent of sandbox params[0]: a failure may be its
+                                    end (its errors pass brig_http_start's explain) */
+    ROUTE_OPERATOR_TOO = 1 << 5, /* the operator key may call it as well (the audit timeline) */
 };
 
 typedef struct brig_route {

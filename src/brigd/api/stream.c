@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec_event.h"
 #include "log.h"
 
 size_t brig_utf8_cut(const uint8_t *p, size_t n)
@@ -84,15 +85,40 @@ void brig_ndjson_eof(brig_ndjson *nj, int chan, brig_buf *out)
     }
 }
 
+/* The timeline's exec event of a streamed command, at its exit. */
+static void exit_recorded(brig_stream *s, json_t *msg)
+{
+    if (s->audit == NULL)
+        return;
+    brig_exec_result res = {
+        .pid = (int)json_integer_value(json_object_get(msg, "pid")),
+        .exit_code = (int)json_integer_value(json_object_get(msg, "exit_code")),
+        .signal = (int)json_integer_value(json_object_get(msg, "signal")),
+        .timed_out = json_is_true(json_object_get(msg, "timed_out")),
+        .duration_ms = json_integer_value(json_object_get(msg, "duration_ms")),
+    };
+    if (res.pid == 0) /* the exit message may not say: the start did */
+        res.pid = (int)json_integer_value(json_object_get(s->audit, "pid"));
+    int64_t bytes[2] = {s->out_bytes[1], s->out_bytes[2]};
+    api_exec_event_end(s->d, s->sb, &s->caller, s->audit, &res, bytes,
+                       (int64_t)(s->rs[1].matches + s->rs[2].matches), NULL);
+    s->audit = NULL;
+}
+
 /* Turns one agent CONTROL message into an event; sets s->done on a final one. */
 static void translate(brig_stream *s, json_t *msg)
 {
     brig_agent_reply t = brig_agentproto_reply_type(msg);
     if (t == BRIG_REPLY_STARTED) {
-        brig_ndjson_line(
-            &s->line, json_pack("{s:s, s:O}", "type", "start", "pid", json_object_get(msg, "pid")));
+        {
+            if (s->audit)
+                json_object_set(s->audit, "pid", json_object_get(msg, "pid"));
+            brig_ndjson_line(&s->line, json_pack("{s:s, s:O}", "type", "start", "pid",
+                                                 json_object_get(msg, "pid")));
+        }
     } else if (t == BRIG_REPLY_EXIT) {
         json_t *sig = json_object_get(msg, "signal");
+        exit_recorded(s, msg);
         brig_ndjson_line(&s->line, json_pack("{s:s, s:O, s:O, s:b, s:O}", "type", "exit",
                                              "exit_code", json_object_get(msg, "exit_code"),
                                              "signal", sig ? sig : json_null(), "timed_out",
@@ -159,6 +185,8 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
             /* Secrets out first: the redactor holds back what may still match. */
             brig_buf clean = {0};
             if (ev == BRIG_EV_DATA)
+                s->out_bytes[ch] += s->f.hdr.len;
+            if (ev == BRIG_EV_DATA)
                 brig_redact_feed(&s->rs[ch], s->f.payload, s->f.hdr.len, &clean);
             else
                 brig_redact_flush(&s->rs[ch], &clean);
@@ -193,6 +221,12 @@ void brig_stream_free(brig_stream *s)
 {
     if (s == NULL)
         return;
+    if (s->audit) { /* it did not reach its exit here */
+        int64_t bytes[2] = {s->out_bytes[1], s->out_bytes[2]};
+        api_exec_event_end(s->d, s->sb, &s->caller, s->audit, NULL, bytes,
+                           (int64_t)(s->rs[1].matches + s->rs[2].matches),
+                           "the stream ended before the command did");
+    }
     if (s->has_call)
         brig_agentc_exec_finish(&s->call);
     if (s->fd >= 0)

@@ -52,6 +52,10 @@ typedef struct brig_stream {
     brig_buf line;            /* what is ready to send */
     size_t off;               /* bytes of line already sent */
     bool done;                /* the final event is in line */
+    /* exec streams: the timeline's exec event, recorded at its exit (or its end) */
+    json_t *audit;
+    brig_caller caller;
+    int64_t out_bytes[3]; /* per channel, as the command wrote them */
 } brig_stream;
 
 /* A buffered exec's answer, encoded while it is sent: the JSON object meta (the

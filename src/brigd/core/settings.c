@@ -168,6 +168,8 @@ static const setting settings[] = {
         "time between incremental charges"),
     NUM(T_SECONDS, "retention", retention_ms, "604800", 0, 365 * DAY,
         "how long an ended sandbox stays queryable"),
+    NUM(T_SECONDS, "audit_retention", audit_retention_ms, "2592000", 0, 3650 * DAY,
+        "how long audit timeline events are kept; 0: for ever"),
     STR("net_pool", net_pool, "10.201.0.0/16", "addresses of sandbox links"),
     STR("dns_upstream", dns_upstream, NULL, "IP[:PORT] the DNS proxy forwards to"),
     ENUM("network", network, "on", "on|off", "off: sandboxes get loopback only"),

@@ -166,6 +166,17 @@ void brig_net_cleanup(brig_net *n, char *const *live_ids, size_t n_live)
     ops_of(n)->cleanup(n, live_ids, n_live);
 }
 
+void brig_net_set_log_hook(brig_net *n, brig_net_log_hook fn, void *ctx)
+{
+    if (!brig_net_enabled(n))
+        return;
+    brig_net_host *h = brig_net_host_of(n);
+    pthread_mutex_lock(&h->lock);
+    h->log_hook = fn;
+    h->log_hook_ctx = ctx;
+    pthread_mutex_unlock(&h->lock);
+}
+
 json_t *brig_net_log(brig_net *n, brig_net_sandbox *s)
 {
     return s ? ops_of(n)->log(n, s) : json_array();

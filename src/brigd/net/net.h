@@ -107,4 +107,12 @@ void brig_net_cleanup(brig_net *n, char *const *live_ids, size_t n_live);
  * (a new JSON array). */
 json_t *brig_net_log(brig_net *n, brig_net_sandbox *s);
 
+/* Called with each record as it enters a sandbox's network log (the audit timeline
+ * takes them: net/ never calls up).  It runs on the proxy thread with the module's
+ * lock held: it must be quick and must not call net/; rec is lent. */
+typedef void (*brig_net_log_hook)(void *ctx, const char *sandbox_id, const json_t *rec);
+/* Sets the hook, before any sandbox is attached (NULL: none); the none flavour has no
+ * log and ignores it. */
+void brig_net_set_log_hook(brig_net *n, brig_net_log_hook fn, void *ctx);
+
 #endif

@@ -277,7 +277,9 @@ struct brig_net_sandbox {
     brig_net_grant *grants;
     size_t n_grants, cap_grants;
 
-    /* network log: ring of JSON records (netlog.c) */
+    /* network log: ring of JSON records (netlog.c), each also handed to the hook */
+    brig_net_log_hook log_hook;
+    void *log_hook_ctx;
     json_t **log;
     size_t log_start, log_len;
 
@@ -297,6 +299,9 @@ struct brig_net_host {
     struct sockaddr_storage upstream;
     socklen_t upstream_len;
     char upstream_str[96];
+
+    brig_net_log_hook log_hook; /* each new network log record goes to it too */
+    void *log_hook_ctx;
 
     size_t grants_max; /* DNS grants per sandbox (dns_grants_max) */
     int ttl_max;       /* seconds a grant lasts at most (dns_ttl_max) */

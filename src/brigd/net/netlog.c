@@ -25,6 +25,8 @@ json_t *brig_net_time_now(void)
 
 void brig_net_log_add(brig_net_sandbox *s, json_t *rec)
 {
+    if (s->log_hook)
+        s->log_hook(s->log_hook_ctx, s->id, rec);
     if (s->log == NULL)
         s->log = brig_xcalloc(BRIG_NET_LOG_MAX, sizeof(json_t *));
     if (s->log_len == BRIG_NET_LOG_MAX) {

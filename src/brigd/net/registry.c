@@ -47,6 +47,8 @@ brig_net_sandbox *brig_net_sandbox_new(brig_net_host *n, const char *id, const b
     s->udp_fd = s->tcp_fd = -1;
     brig_egress_copy(&s->policy, policy);
     s->gen = brig_net_gen_next(n);
+    s->log_hook = n->log_hook;
+    s->log_hook_ctx = n->log_hook_ctx;
     return s;
 }
 

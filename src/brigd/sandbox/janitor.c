@@ -19,6 +19,7 @@
 
 #include "account/billing.h"
 #include "agentc/agentc.h"
+#include "audit/audit.h"
 #include "core/worker.h"
 #include "log.h"
 #include "orchestrator.h"
@@ -27,9 +28,10 @@
 
 #define TICK_MS            500
 #define CPU_ABUSE_SHARE    0.95
-#define PROBE_TIMEOUT_MS   5000 /* a process list that takes longer proves nothing */
-#define MAX_PROBES         32   /* probes in flight, in all */
-#define MAX_PROBES_ACCOUNT 4    /* ... and per account */
+#define PROBE_TIMEOUT_MS   5000  /* a process list that takes longer proves nothing */
+#define MAX_PROBES         32    /* probes in flight, in all */
+#define MAX_PROBES_ACCOUNT 4     /* ... and per account */
+#define AUDIT_PRUNE_MS     60000 /* between two prunes of the audit timeline, at most */
 
 typedef struct verdict {
     char id[BRIG_ID_MAX];
@@ -238,8 +240,28 @@ static void judge(brigd *d, brig_sandbox *sb, void *arg)
     }
 }
 
+/* The audit timeline's events past audit_retention go, at most once a minute (or once
+ * per retention, when that is shorter); the chains stay verifiable (checkpoints). */
+static void prune_audit(brigd *d, int64_t now)
+{
+    int64_t keep = d->cfg.audit_retention_ms;
+    if (d->audit == NULL || keep == 0 ||
+        now - d->audit_pruned_at < (keep < AUDIT_PRUNE_MS ? keep : AUDIT_PRUNE_MS))
+        return;
+    d->audit_pruned_at = now;
+    int64_t pruned = 0;
+    brig_error *err = NULL;
+    if (brig_audit_prune(d->audit, now - keep, &pruned, &err) < 0) {
+        brig_err("audit: prune: %s", err->msg);
+        brig_error_clear(&err);
+    } else if (pruned > 0) {
+        brig_info("audit: %lld events past audit_retention pruned", (long long)pruned);
+    }
+}
+
 void brig_janitor_tick(brigd *d, int64_t now)
 {
+    prune_audit(d, now);
     /* Every running sandbox borrowed, decided outside the lock; stopped afterwards. */
     verdicts vs = {.now = now};
     brig_registry_each_running(d, NULL, 0, judge, &vs);

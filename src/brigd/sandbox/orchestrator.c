@@ -28,12 +28,14 @@
 #include "account/billing.h"
 #include "account/tenants.h"
 #include "attach.h"
+#include "core/format.h"
 #include "log.h"
 #include "pool.h"
 #include "registry.h"
 #include "secrets.h"
 #include "teardown.h"
 #include "template.h"
+#include "timeline.h"
 #include "util.h"
 #include "vault/vault.h"
 #include "view.h"
@@ -47,9 +49,13 @@
  * stored) says how, it leaves the list (when listed), and the teardown takes the list's
  * reference (or, never listed, the creator's). */
 static void retire(brigd *d, brig_sandbox *sb, brig_sb_state final, const char *reason, bool stored,
-                   bool listed, int64_t now)
+                   bool listed, int64_t now, const brig_caller *c)
 {
     const char *id = brig_sandbox_id(sb);
+    if (stored) /* before its secrets go: its redactor may still have to be built */
+        brig_timeline_record(
+            d, sb, c, "sandbox.ended",
+            json_pack("{s:s, s:s}", "state", brig_sb_state_name(final), "reason", reason));
     brig_vault_delete_all(d->store, id);
     if (stored)
         brig_store_sandbox_set_state(d->store, id, brig_sb_state_name(final), reason, now, NULL);
@@ -64,7 +70,8 @@ static void retire(brigd *d, brig_sandbox *sb, brig_sb_state final, const char *
  * waits for that, not the caller), the final charge, the secrets gone, the row
  * deleted.  The rest is the teardown's: a create or a delete should not wait ~20 ms
  * for runc, the kernel and the file system. */
-static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms)
+static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms,
+                   const brig_caller *c)
 {
     brig_registry_set_reason(d, sb, reason);
     d->rt->ops->kill(d->rt, brig_sandbox_runtime(sb), wait_ms);
@@ -75,7 +82,7 @@ static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms)
         brig_error_clear(&err);
     }
     brig_info("sandbox %s: ended (%s)", brig_sandbox_id(sb), reason);
-    retire(d, sb, BRIG_SB_DELETED, reason, true, true, now);
+    retire(d, sb, BRIG_SB_DELETED, reason, true, true, now, c);
 }
 
 int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const char *reason,
@@ -84,7 +91,7 @@ int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const ch
     brig_sandbox *sb = brig_registry_take(d, c, id);
     if (sb == NULL)
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
-    finish(d, sb, reason, DELETE_KILL_WAIT_MS);
+    finish(d, sb, reason, DELETE_KILL_WAIT_MS, c);
     return 0;
 }
 
@@ -96,7 +103,7 @@ int brig_sandbox_stop(brigd *d, const char *id, const char *reason)
     if (sb == NULL)
         return -1;
     brig_warn("sandbox %s: stopping (%s)", id, reason);
-    finish(d, sb, reason, 0);
+    finish(d, sb, reason, 0, NULL);
     return 0;
 }
 
@@ -126,6 +133,15 @@ int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int
     if (!brig_registry_set_expiry(d, c, id, until)) /* it ended meanwhile */
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
     brig_store_sandbox_set_expiry(d->store, id, until, NULL);
+    brig_sandbox *sb = brig_registry_ref_id(d, id);
+    if (sb) {
+        char at[32];
+        brig_format_time(until, at);
+        brig_timeline_record(
+            d, sb, c, "sandbox.timeout",
+            json_pack("{s:I, s:s}", "timeout_ms", (json_int_t)ms, "expires_at", at));
+        brig_sandbox_unref(d, sb);
+    }
     return brig_sandbox_info(d, c, id, out, err);
 }
 
@@ -145,6 +161,7 @@ typedef struct create {
     int64_t expires_at;   /* ms since the epoch */
     bool stored, listed;  /* its row is written; it is in the registry */
     int64_t t0;           /* mono ms: when it got its capacity */
+    bool claimed;         /* a warm sandbox of the pool */
 } create;
 
 /* What the request names: the tariff (the account may use it), the project (the
@@ -264,6 +281,7 @@ static int reserve(create *x, brig_error **err)
         sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
     brig_pooled warm;
     bool claimed = brig_pool_claim(d, x->t.name, x->t.build, tf->name, x->iso, &warm) == 0;
+    x->claimed = claimed;
     if (claimed) {
         memcpy(sp.id, warm.id, sizeof(sp.id));
         sp.uid_base = warm.uid_base;
@@ -353,6 +371,24 @@ static int start(create *x, brig_error **err)
     return 0;
 }
 
+/* The timeline's first event: what it was created as, and under which policy. */
+static json_t *created_event(create *x, json_t *answer)
+{
+    const brig_sandbox_spec *sp = brig_sandbox_spec_of(x->sb);
+    brig_project_row prj = {0};
+    json_t *egress = NULL;
+    if (brig_store_project_get(x->d->store, sp->project_id, &prj, NULL) == 1 && prj.egress)
+        egress = json_loads(prj.egress, 0, NULL);
+    free(prj.egress);
+    char expires[32];
+    brig_format_time(x->expires_at, expires);
+    return json_pack("{s:s, s:s, s:s, s:o, s:O, s:I, s:s, s:b}", "template", sp->template, "tariff",
+                     sp->tariff, "isolation", brig_isolation_name(sp->isolation), "egress",
+                     egress ? egress : json_null(), "secrets", json_object_get(answer, "secrets"),
+                     "idle_timeout_ms", (json_int_t)sp->idle_timeout_ms, "expires_at", expires,
+                     "warm", x->claimed);
+}
+
 /* Running: its agent watched, its row, the answer; the create's use of it ends. */
 static void activate(create *x, json_t **out)
 {
@@ -367,6 +403,7 @@ static void activate(create *x, json_t **out)
               (long long)(brig_now_mono_ms() - x->t0));
     *out = brig_sandbox_json(d, sb);
     json_object_set_new(*out, "secrets", brig_vault_names(d->store, sp->id));
+    brig_timeline_record(d, sb, x->c, "sandbox.created", created_event(x, *out));
     brig_sandbox_put(d, sb);
 }
 
@@ -385,7 +422,7 @@ static void unwind(create *x, brig_error **err)
     if (x->listed) /* the create's use ends; the list's reference goes to the teardown */
         brig_sandbox_put(d, x->sb);
     retire(d, x->sb, BRIG_SB_FAILED, msg ? msg : "create failed", x->stored, x->listed,
-           brig_now_real_ms());
+           brig_now_real_ms(), x->c);
 }
 
 /* ---- create: the checklist --------------------------------------------------------------- */

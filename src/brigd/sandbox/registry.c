@@ -276,6 +276,16 @@ void brig_sandbox_put(brigd *d, brig_sandbox *sb)
         sandbox_free(d, sb);
 }
 
+brig_sandbox *brig_registry_ref_id(brigd *d, const char *id)
+{
+    LOCK(d);
+    brig_sandbox *sb = find_locked(d, NULL, id);
+    if (sb)
+        sb->refs++;
+    UNLOCK(d);
+    return sb;
+}
+
 void brig_sandbox_ref(brigd *d, brig_sandbox *sb)
 {
     LOCK(d);

@@ -131,6 +131,9 @@ void brig_registry_remove(brigd *d, brig_sandbox *sb, brig_sb_state final);
 int brig_sandbox_get(brigd *d, const brig_caller *c, const char *id, brig_sandbox **out,
                      brig_error **err);
 void brig_sandbox_put(brigd *d, brig_sandbox *sb);
+/* A plain reference to the listed sandbox id, whatever its state (no use: the idle
+ * timeout does not see it), or NULL; brig_sandbox_unref gives it back. */
+brig_sandbox *brig_registry_ref_id(brigd *d, const char *id);
 /* Takes / drops a plain reference (no use): for brigd's own walks. */
 void brig_sandbox_ref(brigd *d, brig_sandbox *sb);
 void brig_sandbox_unref(brigd *d, brig_sandbox *sb);

@@ -10,6 +10,7 @@
  *   teardown      the host side of ended sandboxes, retried until done
  *   watch         an agent that dies ends its sandbox (agent_lost)
  *   attach        a sandbox's network
+ *   timeline      its audit timeline: recording its events, reading them back
  *   secrets       its secrets, their redactor, the environment of its commands
  *   registry      the one owner of live sandboxes: borrowing, state, uid ranges
  *   template      the root filesystems sandboxes start from
@@ -21,6 +22,7 @@
 #include "orchestrator.h"
 #include "registry.h"
 #include "secrets.h"
+#include "timeline.h"
 #include "view.h"
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * sqlite.c - the SQLite backend of the store (see store_ops.h): its ops table, the
  * connection (WAL, created 0600) and the schema with its migrations.  The
- * operations live in sqlite_accounts.c and sqlite_sandboxes.c.
+ * operations live in sqlite_accounts.c, sqlite_sandboxes.c and sqlite_audit.c.
  *
  * Invariants: the schema version lives in PRAGMA user_version and migrations
  * only ever move it forward, each in its own transaction; a migration once
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sqlite_accounts.h"
+#include "sqlite_audit.h"
 #include "sqlite_sandboxes.h"
 #include "sqlite_stmt.h"
 #include "util.h"
@@ -85,6 +86,19 @@ static const char *const migrations[] = {
      * each sandbox's mode */
     ("ALTER TABLE projects ADD COLUMN isolation TEXT;"
      "ALTER TABLE sandboxes ADD COLUMN isolation TEXT NOT NULL DEFAULT 'container';"),
+    /* 7: the audit timeline: one hash chain per account (audit/audit.h), kept after
+     * its sandboxes ended, pruned by the janitor behind a checkpoint */
+    ("CREATE TABLE audit ("
+     "  seq INTEGER PRIMARY KEY AUTOINCREMENT, account_id TEXT NOT NULL, n INTEGER NOT NULL,"
+     "  at INTEGER NOT NULL, kind TEXT NOT NULL, sandbox_id TEXT, project_id TEXT,"
+     "  actor TEXT NOT NULL, data TEXT NOT NULL, prev TEXT NOT NULL, hash TEXT NOT NULL,"
+     "  UNIQUE (account_id, n));"
+     "CREATE INDEX audit_sandbox ON audit(sandbox_id, seq) WHERE sandbox_id IS NOT NULL;"
+     "CREATE INDEX audit_project ON audit(project_id, seq) WHERE sandbox_id IS NULL;"
+     "CREATE INDEX audit_at ON audit(at);"
+     "CREATE TABLE audit_chains ("
+     "  account_id TEXT PRIMARY KEY, head_n INTEGER NOT NULL, head_hash TEXT NOT NULL,"
+     "  base_n INTEGER NOT NULL DEFAULT 1, base_prev TEXT NOT NULL);"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -196,4 +210,9 @@ const brig_store_ops brig_store_sqlite_ops = {
     .sandbox_set_expiry = brig_sqlite_sandbox_set_expiry,
     .sandbox_each_live = brig_sqlite_sandbox_each_live,
     .sandbox_count_reason = brig_sqlite_sandbox_count_reason,
+    .audit_chain = brig_sqlite_audit_chain,
+    .audit_append = brig_sqlite_audit_append,
+    .audit_each = brig_sqlite_audit_each,
+    .audit_chains = brig_sqlite_audit_chains,
+    .audit_prune = brig_sqlite_audit_prune,
 };

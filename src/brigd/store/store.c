@@ -206,3 +206,31 @@ int brig_store_sandbox_count_reason(brig_store *st, const char *account_id, cons
 {
     return st->ops->sandbox_count_reason(st->conn, account_id, reason, n, err);
 }
+
+int brig_store_audit_chain(brig_store *st, const char *account_id, brig_audit_chain *out,
+                           brig_error **err)
+{
+    return st->ops->audit_chain(st->conn, account_id, out, err);
+}
+
+int brig_store_audit_append(brig_store *st, brig_audit_row *rows, size_t n, brig_error **err)
+{
+    return st->ops->audit_append(st->conn, rows, n, err);
+}
+
+int brig_store_audit_each(brig_store *st, const brig_audit_query *q,
+                          int (*fn)(const brig_audit_row *, void *), void *ctx, brig_error **err)
+{
+    return st->ops->audit_each(st->conn, q, fn, ctx, err);
+}
+
+int brig_store_audit_chains(brig_store *st, void (*fn)(const brig_audit_chain *, void *), void *ctx,
+                            brig_error **err)
+{
+    return st->ops->audit_chains(st->conn, fn, ctx, err);
+}
+
+int brig_store_audit_prune(brig_store *st, int64_t before, int64_t *pruned, brig_error **err)
+{
+    return st->ops->audit_prune(st->conn, before, pruned, err);
+}

@@ -1,8 +1,8 @@
 /*
  * store.h - brigd's persistent state: accounts, projects, API and operator keys,
- * the ledger and balances, secrets and sandboxes.  The store's whole public face:
- * callers name what they want done (brig_store_account_get, _ledger_charge, ...);
- * no SQL and no transaction ever leaves store/.
+ * the ledger and balances, secrets, sandboxes and the audit timeline.  The store's whole public
+ * face: callers name what they want done (brig_store_account_get, _ledger_charge, ...); no SQL and
+ * no transaction ever leaves store/.
  *
  * A backend is an ops table (struct brig_store_ops, store_ops.h), chosen once by
  * brig_store_open: SQLite (store/sqlite.c, WAL) is the one today; another (say
@@ -78,5 +78,14 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
                                  void *ctx, brig_error **err);
 int brig_store_sandbox_count_reason(brig_store *st, const char *account_id, const char *reason,
                                     int64_t *n, brig_error **err);
+
+int brig_store_audit_chain(brig_store *st, const char *account_id, brig_audit_chain *out,
+                           brig_error **err);
+int brig_store_audit_append(brig_store *st, brig_audit_row *rows, size_t n, brig_error **err);
+int brig_store_audit_each(brig_store *st, const brig_audit_query *q,
+                          int (*fn)(const brig_audit_row *, void *), void *ctx, brig_error **err);
+int brig_store_audit_chains(brig_store *st, void (*fn)(const brig_audit_chain *, void *), void *ctx,
+                            brig_error **err);
+int brig_store_audit_prune(brig_store *st, int64_t before, int64_t *pruned, brig_error **err);
 
 #endif

@@ -119,6 +119,42 @@ typedef struct brig_sandbox_row {
     int64_t cost;       /* micro-dollars charged so far */
 } brig_sandbox_row;
 
+/* One record of the audit timeline (audit/audit.h says what they mean).  Records form
+ * one hash chain per account: n counts the account's records from 1, prev is the hash
+ * of record n - 1 (64 zeros for the first), hash the record's own. */
+typedef struct brig_audit_row {
+    int64_t seq; /* brigd-wide order (set by the store on append) */
+    char account_id[BRIG_ID_MAX];
+    int64_t n;
+    int64_t at; /* ms since the epoch */
+    char kind[32];
+    char sandbox_id[BRIG_ID_MAX]; /* "" for none (a project's event) */
+    char project_id[BRIG_ID_MAX]; /* "" for none */
+    char actor[BRIG_ID_MAX];      /* the key id that asked, or "brigd" */
+    char *data;                   /* the event's fields as JSON text (owned by the row) */
+    char prev[65], hash[65];      /* hex SHA-256 */
+} brig_audit_row;
+
+/* An account's chain: its last record (head_n 0 and head_hash 64 zeros when none yet)
+ * and the checkpoint where the kept records begin (base_n, base_prev: record base_n's
+ * prev; 1 and 64 zeros until the janitor pruned). */
+typedef struct brig_audit_chain {
+    char account_id[BRIG_ID_MAX];
+    int64_t head_n, base_n;
+    char head_hash[65], base_prev[65];
+} brig_audit_chain;
+
+/* Which records a read wants: after seq `after`, oldest first, at most `limit`.
+ * account_id NULL: every account's.  sandbox_id set: that sandbox's, and its
+ * project's own events (sandbox_id "") from `from` to `to` (0: still live). */
+typedef struct brig_audit_query {
+    const char *account_id;
+    const char *sandbox_id, *project_id;
+    int64_t from, to;
+    int64_t after, since; /* seq; ms since the epoch (0: any) */
+    int64_t limit;
+} brig_audit_query;
+
 /* ---- the backend interface ------------------------------------------------------- */
 
 typedef struct brig_store_conn brig_store_conn; /* backend-defined connection */
@@ -221,6 +257,24 @@ typedef struct brig_store_ops {
     /* *n = how many sandboxes of the account ended for `reason`. */
     int (*sandbox_count_reason)(brig_store_conn *c, const char *account_id, const char *reason,
                                 int64_t *n, brig_error **err);
+    /* -- the audit timeline (append-only but for the janitor's prune) */
+    /* The account's chain: 1 and *out, or 0 when it has no record yet. */
+    int (*audit_chain)(brig_store_conn *c, const char *account_id, brig_audit_chain *out,
+                       brig_error **err);
+    /* Appends the n rows in one transaction (their seq are set), each account's head
+     * moved to its last row. */
+    int (*audit_append)(brig_store_conn *c, brig_audit_row *rows, size_t n, brig_error **err);
+    /* Calls fn for each record q selects (the row is lent for the call; fn runs while
+     * the store is held: it must not call the store); a non-zero return stops early. */
+    int (*audit_each)(brig_store_conn *c, const brig_audit_query *q,
+                      int (*fn)(const brig_audit_row *, void *), void *ctx, brig_error **err);
+    /* Calls fn for every account's chain (lent; fn must not call the store). */
+    int (*audit_chains)(brig_store_conn *c, void (*fn)(const brig_audit_chain *, void *), void *ctx,
+                        brig_error **err);
+    /* Deletes every account's records up to its last one older than `before`, in one
+     * transaction per account, and moves its checkpoint to the first record kept (its
+     * n and prev; past the head when none is kept).  *pruned = records deleted. */
+    int (*audit_prune)(brig_store_conn *c, int64_t before, int64_t *pruned, brig_error **err);
 } brig_store_ops;
 
 #endif

@@ -405,6 +405,7 @@ static void release_to(brig_redact_stream *s, size_t keep, brig_buf *out)
 static void replace(brig_redact_stream *s, const pattern *pt, brig_buf *out)
 {
     const char *name = s->r->names[pt->name];
+    s->matches++;
     if (!s->mask) {
         brig_buf_append(out, "[REDACTED:", 10);
         brig_buf_append(out, name, strlen(name));
@@ -473,6 +474,22 @@ void brig_redact_dispose(brig_redact_stream *s)
     if (s->held.data)
         sodium_memzero(s->held.data, s->held.cap);
     brig_buf_dispose(&s->held);
+}
+
+size_t brig_redact_count(const brig_redactor *r, const uint8_t *p, size_t n)
+{
+    size_t k = 0;
+    int st = 0;
+    for (size_t i = 0; r && i < n; i++) {
+        if (is_gap(r, p[i]))
+            continue;
+        st = step(r, st, fold(r, p[i]));
+        if (r->states[st].out >= 0) {
+            k++;
+            st = 0;
+        }
+    }
+    return k;
 }
 
 void brig_redact_buf(const brig_redactor *r, brig_buf *b)

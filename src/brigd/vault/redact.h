@@ -54,7 +54,8 @@ typedef struct brig_redact_stream {
     bool mask;     /* same-length masks instead of "[REDACTED:NAME]" */
     brig_buf held; /* held.data[head .. len): bytes that may still be the start of a match */
     size_t head;
-    size_t solid; /* bytes of the held part that are not line breaks */
+    size_t solid;   /* bytes of the held part that are not line breaks */
+    size_t matches; /* replacements made so far (the audit timeline counts them) */
 } brig_redact_stream;
 
 void brig_redact_init(brig_redact_stream *s, const brig_redactor *r);
@@ -67,6 +68,10 @@ void brig_redact_flush(brig_redact_stream *s, brig_buf *out);
 void brig_redact_dispose(brig_redact_stream *s);
 /* Bytes held back right now (*p: where they start). */
 size_t brig_redact_held(const brig_redact_stream *s, const uint8_t **p);
+
+/* How many matches r finds in p[0..n), without making the redacted copy (the audit
+ * timeline's count of a buffered result's redactions). */
+size_t brig_redact_count(const brig_redactor *r, const uint8_t *p, size_t n);
 
 /* Convenience: redacts a whole buffer in place (a buffered result). */
 void brig_redact_buf(const brig_redactor *r, brig_buf *b);

@@ -244,6 +244,18 @@ class Sandbox:
         j = self._t.request("GET", self._p("/network-log")).json()
         return list(j.get("entries", []))
 
+    def timeline(self) -> builtins.list[dict[str, Any]]:
+        """The sandbox's audit timeline, oldest first, every page (see docs/audit.md);
+        also after it ended."""
+        events: builtins.list[dict[str, Any]] = []
+        after = 0
+        while True:
+            j = self._t.request("GET", self._p(f"/timeline?limit=1000&after={after}")).json()
+            events += j.get("events", [])
+            if j.get("next_after") is None:
+                return events
+            after = j["next_after"]
+
     def close(self) -> None:
         """Closes the connections of a client this handle made (does not
         delete the sandbox)."""

@@ -287,6 +287,18 @@ class Sandbox:
         j = (await self._t.request("GET", self._p("/network-log"))).json()
         return list(j.get("entries", []))
 
+    async def timeline(self) -> builtins.list[dict[str, Any]]:
+        """The sandbox's audit timeline, oldest first, every page (see docs/audit.md)."""
+        events: builtins.list[dict[str, Any]] = []
+        after = 0
+        while True:
+            resp = await self._t.request("GET", self._p(f"/timeline?limit=1000&after={after}"))
+            j = resp.json()
+            events += j.get("events", [])
+            if j.get("next_after") is None:
+                return events
+            after = j["next_after"]
+
     async def aclose(self) -> None:
         """Closes the connections of a client this handle made (does not delete)."""
         if self._owns_client:
