@@ -341,10 +341,12 @@ class Bench:
         # Limits that are product features (credit, per-account concurrency) would
         # cap a benchmark account long before the host does: lift them here.  So
         # would the disk budget (every sandbox may fill its disk): the density
-        # phase's idle sandboxes write nothing to theirs.
+        # phase's idle sandboxes write nothing to theirs.  max_sandboxes stays within
+        # what the kernel's ptys allow at the default pty_max (brigd checks), above
+        # what the uid ranges allow anyway.
         with open(self.conf, "w") as f:
             f.write("[brigd]\ninitial_credit_micro_usd = 1000000000000\n"
-                    "max_live_per_account = 100000\nmax_sandboxes = 100000\n"
+                    "max_live_per_account = 100000\nmax_sandboxes = 16000\n"
                     "disk_overcommit = 0\n"
                     f"uid_ranges = 16384\nnet_pool = {BENCH_NET_POOL}\n"
                     + (f"warm_pool = {warm_pool}\n" if warm_pool else ""))
