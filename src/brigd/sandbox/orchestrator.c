@@ -144,6 +144,7 @@ typedef struct create {
     brig_sandbox *sb;     /* once host capacity is held: the creator's reference */
     int64_t expires_at;   /* ms since the epoch */
     bool stored, listed;  /* its row is written; it is in the registry */
+    char *resolv;         /* gvisor: its /etc/resolv.conf, attached before start */
     int64_t t0;           /* mono ms: when it got its capacity */
 } create;
 
@@ -322,6 +323,18 @@ static int record(create *x, brig_error **err)
     return 0;
 }
 
+/* The driver's net_first: a gVisor sandbox's network stack takes the interfaces it finds
+ * when it starts, so its namespace is connected first (reaching nothing, as a warm
+ * sandbox's); attach then gives it its project's policy, as to a claimed warm one. */
+static int net_first(void *arg, int netns_fd, brig_error **err)
+{
+    create *x = arg;
+    brig_net_sandbox *net = NULL;
+    int r = brig_attach_early(x->d, brig_sandbox_id(x->sb), netns_fd, &net, &x->resolv, err);
+    brig_sandbox_set_net(x->sb, net);
+    return r;
+}
+
 /* The runtime driver starts it (a claimed warm sandbox runs already). */
 static int start(create *x, brig_error **err)
 {
@@ -339,12 +352,14 @@ static int start(create *x, brig_error **err)
         .uid_base = (unsigned)sp->uid_base,
         .uid_size = BRIG_UID_RANGE,
         .isolation = sp->isolation,
+        .net_first = net_first,
+        .net_arg = x,
     };
     brig_rt_sandbox *h = NULL;
     if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)
         return -1;
     brig_sandbox_set_runtime(x->sb, h);
-    return 0;
+    return brig_attach_resolv(d, h, x->resolv, err);
 }
 
 /* Running: its agent watched, its row, the answer; the create's use of it ends. */
@@ -406,5 +421,6 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     r = 0;
 out:
     brig_template_dispose(&x.t);
+    free(x.resolv);
     return r;
 }
