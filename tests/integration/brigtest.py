@@ -269,7 +269,8 @@ def runsc_containers(state_dir):
     root = os.path.join(state_dir, "runsc")
     if not os.path.isdir(root) or not os.access(RUNSC, os.X_OK):
         return []
-    out = subprocess.run([RUNSC, "--root", root, "list", "-q"], capture_output=True, text=True)
+    out = subprocess.run([RUNSC, "--root", root, "list", "--quiet"], capture_output=True,
+                         text=True, check=True)
     return [l for l in out.stdout.split() if l]
 
 

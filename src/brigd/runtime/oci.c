@@ -512,7 +512,7 @@ static int oci_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err)
             continue;
         brig_buf out = {0};
         int st = 0;
-        const char *list[] = {"list", "-q", NULL};
+        const char *list[] = {"list", iso == BRIG_ISO_GVISOR ? "--quiet" : "-q", NULL};
         if (run_runtime(o, (brig_isolation)iso, list, &out, &st, NULL) == 0 && st == 0 &&
             out.data) {
             char *save = NULL;

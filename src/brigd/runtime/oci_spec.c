@@ -10,7 +10,8 @@
 #include "seccomp.h"
 #include "util.h"
 
-#define AGENT_IN_SANDBOX "/.brig/brig-agent"
+#define AGENT_IN_SANDBOX     "/.brig/brig-agent"
+#define GVISOR_TASKS_PER_PID 3 /* host tasks per program process under runsc (systrap) */
 
 static json_t *str_array(const char *const *v)
 {
@@ -153,6 +154,12 @@ json_t *brig_oci_spec_gvisor(const brig_rt_spec *spec, const brig_cgroup_ops *cg
     json_array_append_new(json_object_get(cfg, "mounts"),
                           mount_entry(BRIG_GVISOR_RUN_DIR, "bind", "run", o_run));
     json_t *linux_ = json_object_get(cfg, "linux");
+    /* The host cgroup holds runsc's processes: gVisor's kernel and, on systrap, a stub
+     * process or thread of the host per program thread (about 2.5 host tasks per
+     * program): the programs get as many processes as a container's.  A sandbox that
+     * reaches it is ended, not throttled (docs/security.md). */
+    json_object_set_new(json_object_get(json_object_get(linux_, "resources"), "pids"), "limit",
+                        json_integer((json_int_t)spec->pids_limit * GVISOR_TASKS_PER_PID + 64));
     json_object_del(linux_, "seccomp");
     json_object_del(linux_, "uidMappings");
     json_object_del(linux_, "gidMappings");
