@@ -25,9 +25,13 @@ _plain_request = brigtest.Api.request
 def gvisor_creates(monkeypatch):
     """Every create of this module's tests asks for isolation gvisor unless it names one."""
     def request(self, method, path, body=None, *a, **kw):
-        if method == "POST" and path == "/v1/sandboxes" and isinstance(body, dict):
+        create = method == "POST" and path == "/v1/sandboxes" and isinstance(body, dict)
+        if create:
             body = {"isolation": "gvisor", **body}
-        return _plain_request(self, method, path, body, *a, **kw)
+        r = _plain_request(self, method, path, body, *a, **kw)
+        if create and r.status == 201:  # proof that each imported test ran under gVisor
+            assert r.json()["isolation"] == body["isolation"], r.json()
+        return r
     monkeypatch.setattr(brigtest.Api, "request", request)
 
 
