@@ -82,10 +82,18 @@ def test_syscalls_reach_gvisors_kernel_not_the_hosts(api):
                 assert f"/brig/{sb.id}" not in f.read()
 
 
-def test_container_mode_still_the_default(api):
-    with Sandbox(api, isolation="container") as sb:
-        assert api.ok("GET", f"/v1/sandboxes/{sb.id}").json()["isolation"] == "container"
-        assert sb.exec("uname -r")["stdout"].strip() == os.uname().release
+def test_container_mode_stays_the_default_and_runs_alongside(api):
+    gv = api.create("minimal")["id"]
+    r = _plain_request(api, "POST", "/v1/sandboxes", {"template": "minimal"})  # no isolation
+    assert r.status == 201, r.body
+    ct = r.json()
+    try:
+        assert ct["isolation"] == "container"
+        assert api.exec(ct["id"], "uname -r")["stdout"].strip() == os.uname().release
+        assert api.exec(gv, "uname -r")["stdout"].strip() != os.uname().release
+    finally:
+        api.delete(ct["id"])
+        api.delete(gv)
 
 
 def test_memory_limit(api):
