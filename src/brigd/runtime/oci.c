@@ -395,8 +395,12 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     int userns = -1, lfd = -1;
     if (brig_oci_bundle_dir(o, spec, &sb->dirfd, err) < 0)
         goto fail_sb; /* nothing made: never clean up a directory we did not create */
-    /* The TCP buffer bound (cgroup.c), before anything of the sandbox runs. */
-    if (o->cgroup->check(err) < 0 || o->cgroup->prepare(spec->id, o->tcp_memory_mib << 20, err) < 0)
+    /* The TCP buffer bound (cgroup.c), before anything of the sandbox runs.  Not under
+     * gVisor: its TCP buffers are its own kernel's memory (netstack), and runsc sets no
+     * limit on a cgroup that exists before it (the memory limit would be lost). */
+    if (o->cgroup->check(err) < 0 ||
+        (sb->iso != BRIG_ISO_GVISOR &&
+         o->cgroup->prepare(spec->id, o->tcp_memory_mib << 20, err) < 0))
         goto fail_destroy;
     if (brig_oci_bundle_root(o, spec, sb->dirfd, &userns, err) < 0)
         goto fail_destroy;
