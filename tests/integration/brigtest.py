@@ -364,6 +364,14 @@ def host_link(sid):
     return f"brg{h & 0xFFFFFFFFFFFF:012x}"
 
 
+def net_links():
+    """Link names of this network namespace (/sys/class/net shows the namespace sysfs was
+    mounted in, the host's when a test runs in a namespace of its own)."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    return {l.split(":")[1].strip().split("@")[0] for l in out.splitlines() if ":" in l}
+
+
 def leftovers_now(state_dir):
     ids = known_sandbox_ids(state_dir)
     left = [f"runc container {c}" for c in runc_containers(state_dir)]
@@ -380,7 +388,7 @@ def leftovers_now(state_dir):
                 left.append(f"cgroup {ctrl}/brig/{i}")
     # Its network namespace lives as long as a process or a mount holds it (both
     # checked above); its host-side link is the one piece outside it.
-    links = set(os.listdir("/sys/class/net"))
+    links = net_links()
     left += [f"host link {host_link(i)} of {i}" for i in ids if host_link(i) in links]
     return left
 
