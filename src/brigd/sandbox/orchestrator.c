@@ -9,7 +9,8 @@
  *             or a warm sandbox's (the pool's);
  *   seal      its secrets, under its id; its redactor;
  *   record    its store row (creating); listed (the list counts it from now on);
- *   start     the runtime driver starts it (a warm one runs already);
+ *   start     the runtime driver starts it (a warm one runs already; a gVisor one gets its
+ *             network before it starts, under "none": net_first);
  *   attach    its network under its project's policy;
  *   activate  running: watched, its row, the answer.
  * From reserve on, a failure unwinds through retire(), as a delete does: secrets wiped,
