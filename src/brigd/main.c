@@ -284,6 +284,7 @@ static int run(brigd *d, int sigfd, brig_error **err)
     brig_runtime_config rc = {.state_dir = d->cfg.state_dir,
                               .agent_path = d->cfg.agent_path,
                               .oci_runtime = d->cfg.oci_runtime,
+                              .runsc = d->cfg.runsc,
                               .cgroup = d->cgroup,
                               .pty_max = d->cfg.pty_max,
                               .tcp_memory_mib = d->cfg.tcp_memory_mib};

@@ -261,6 +261,37 @@ def runc_containers(state_dir):
     return [l for l in out.stdout.split() if l]
 
 
+RUNSC = "/usr/lib/brig/bin/runsc"  # where scripts/setup installs gVisor's runsc
+
+
+def runsc_containers(state_dir):
+    """Sandboxes runsc (isolation gvisor) still holds state for."""
+    root = os.path.join(state_dir, "runsc")
+    if not os.path.isdir(root) or not os.access(RUNSC, os.X_OK):
+        return []
+    out = subprocess.run([RUNSC, "--root", root, "list", "--quiet"], capture_output=True,
+                         text=True, check=True)
+    return [l for l in out.stdout.split() if l]
+
+
+def runsc_processes(state_dir):
+    """runsc's own processes (sandbox, gofer) of this brigd's sandboxes, found by the
+    --root they run with: a gofer lives outside the sandbox's cgroup."""
+    root = os.path.join(os.path.realpath(state_dir), "runsc")
+    pids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(a in (f"--root={root}".encode(), root.encode()) for a in argv) and not reaped_by_init(p):
+            pids.append(int(p))
+    return pids
+
+
 def mounts_under(path):
     path = os.path.realpath(path)
     found = []
@@ -333,9 +364,19 @@ def host_link(sid):
     return f"brg{h & 0xFFFFFFFFFFFF:012x}"
 
 
+def net_links():
+    """Link names of this network namespace (/sys/class/net shows the namespace sysfs was
+    mounted in, the host's when a test runs in a namespace of its own)."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    return {l.split(":")[1].strip().split("@")[0] for l in out.splitlines() if ":" in l}
+
+
 def leftovers_now(state_dir):
     ids = known_sandbox_ids(state_dir)
     left = [f"runc container {c}" for c in runc_containers(state_dir)]
+    left += [f"runsc sandbox {c}" for c in runsc_containers(state_dir)]
+    left += [f"runsc process {p}" for p in runsc_processes(state_dir)]
     left += [f"mount {m}" for m in mounts_under(os.path.join(state_dir, "sandboxes"))]
     sdir = os.path.join(state_dir, "sandboxes")
     if os.path.isdir(sdir):
@@ -347,7 +388,7 @@ def leftovers_now(state_dir):
                 left.append(f"cgroup {ctrl}/brig/{i}")
     # Its network namespace lives as long as a process or a mount holds it (both
     # checked above); its host-side link is the one piece outside it.
-    links = set(os.listdir("/sys/class/net"))
+    links = net_links()
     left += [f"host link {host_link(i)} of {i}" for i in ids if host_link(i) in links]
     return left
 

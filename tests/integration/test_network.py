@@ -797,32 +797,37 @@ def test_e2e_denied_destinations_and_inbound(napi, netd, inet):
 
 @pytest.mark.base
 def test_e2e_warm_pool_claim_gets_the_projects_policy(netd, inet):
+    warm_pool_claim_gets_the_projects_policy(netd, inet, "container")
+
+
+def warm_pool_claim_gets_the_projects_policy(netd, inet, isolation):
     """Pooled sandboxes are connected ahead of time under "none"; a claim swaps
     in the project's policy.  (One brigd per network namespace manages
     networking: the module's brigd steps aside for one with a pool.)"""
     stopped_clean(netd)
     cfg = os.path.join(inet["tmp"], "pool.conf")
+    key = "base/small" if isolation == "container" else f"base/small/{isolation}"
     with open(cfg, "w") as f:
-        f.write("[brigd]\nwarm_pool = base:small:1\n")
+        f.write(f"[brigd]\nwarm_pool = base:small:1:{isolation}\n")
     d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd-pool"), ["--config", cfg])
     try:
         start_in_hostns(d)
         a = d.net_api
 
         def pool():
-            return a.request("GET", "/healthz", key=None).json()["warm_pool"]["base/small"]
+            return a.request("GET", "/healthz", key=None).json()["warm_pool"][key]
 
         brigtest.wait_for(lambda: pool()["ready"] == 1, timeout=60, what="the pool to fill")
         assert len(sandbox_links()) == 1  # the pooled sandbox is linked already
         closed = a.ok("POST", "/v1/projects", {"name": "pool-none"}).json()["id"]
         a.ok("PATCH", f"/v1/projects/{closed}", {"egress": {"mode": "none"}})
-        shut = a.create(template="base", project=closed)["id"]
+        shut = a.create(template="base", project=closed, isolation=isolation)["id"]
         assert pool()["hits"] == 1
         gateway(a, shut)
         assert fetch(a, shut, "http://allowed.test/")[0] != 0
         assert fetch(a, shut, f"http://{ALLOWED}/")[0] != 0
         brigtest.wait_for(lambda: pool()["ready"] == 1, timeout=60, what="the pool to refill")
-        opened = a.create(template="base")["id"]  # the default project: open
+        opened = a.create(template="base", isolation=isolation)["id"]  # default project: open
         assert (pool()["hits"], pool()["misses"]) == (2, 0)
         assert fetch(a, opened, "http://allowed.test/") == (0, f"hello from {ALLOWED}\n")
         assert fetch(a, shut, f"http://{ALLOWED}/")[0] != 0  # each its own policy

@@ -30,7 +30,8 @@ typedef struct brig_config {
     char *template_cache; /* built root filesystems */
     char *templates_dir;  /* template specs + builder */
     char *agent_path;     /* the brig-agent binary */
-    char *oci_runtime;    /* "auto" | "runc" | "crun" | "runsc" | a path */
+    char *oci_runtime;    /* "auto" | "runc" | "crun" | a path */
+    char *runsc;          /* "auto" | a path */
     char *default_template;
     int64_t exec_timeout_default_ms;
     int64_t exec_timeout_max_ms;           /* per-call ceiling */

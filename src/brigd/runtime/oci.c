@@ -99,15 +99,32 @@ static char *resolve_runtime(const char *want, brig_error **err)
     return p;
 }
 
-/* Runs `<runtime> --root <root> args...`; output (runtime's messages) into out. */
-static int run_runtime(oci *o, const char *const *args, brig_buf *out, int *status,
-                       brig_error **err)
+/* runsc's flags, the same for each of its commands: the systrap platform (no KVM
+ * needed), gVisor's own network stack on the interfaces it finds in the sandbox's
+ * namespace, and host unix sockets created inside the sandbox for the agent's (its
+ * only bind-mounted directory, run/). */
+static const char *const runsc_flags[] = {"--platform=systrap", "--network=sandbox",
+                                          "--host-uds=create", NULL};
+
+/* "<runtime> --root <root>" (and runsc's flags) into argv; returns the count. */
+static size_t runtime_argv(const oci *o, brig_isolation iso, const char **argv)
 {
-    const char *argv[16];
     size_t n = 0;
-    argv[n++] = o->runtime;
+    bool gvisor = iso == BRIG_ISO_GVISOR;
+    argv[n++] = gvisor ? o->runsc : o->runtime;
     argv[n++] = "--root";
-    argv[n++] = o->root;
+    argv[n++] = gvisor ? o->runsc_root : o->root;
+    for (size_t i = 0; gvisor && runsc_flags[i]; i++)
+        argv[n++] = runsc_flags[i];
+    return n;
+}
+
+/* Runs `<runtime> --root <root> args...`; output (runtime's messages) into out. */
+static int run_runtime(oci *o, brig_isolation iso, const char *const *args, brig_buf *out,
+                       int *status, brig_error **err)
+{
+    const char *argv[24];
+    size_t n = runtime_argv(o, iso, argv);
     for (size_t i = 0; args[i] && n < BRIG_ARRAY_LEN(argv) - 1; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
@@ -223,15 +240,19 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
         if (wait_pidfd(sb->pidfd, KILL_TIMEOUT_MS) < 0)
             brig_warn("%s: init did not exit after SIGKILL", id);
     }
-    /* runc delete: kills leftovers (--force), removes cgroups and runc's state. */
+    /* runc delete: kills leftovers (--force), removes cgroups and runc's state (runsc's
+     * delete: its sandbox and gofer processes, its state). */
+    brig_isolation iso =
+        sb ? sb->iso : (brig_gvisor_has(o, id) ? BRIG_ISO_GVISOR : BRIG_ISO_CONTAINER);
     brig_buf out = {0};
     int st = 0;
     const char *del[] = {"delete", "--force", id, NULL};
-    if (run_runtime(o, del, &out, &st, err) < 0) {
+    if (run_runtime(o, iso, del, &out, &st, err) < 0) {
         failed = 1;
     } else if (st != 0 && (out.data == NULL || strstr(out.data, "does not exist") == NULL)) {
         _cleanup_free_ char *m = runtime_message(out.data ? out.data : "");
-        brig_error_set(err, BRIG_E_INTERNAL, 0, "%s delete %s: %s", o->runtime, id, m);
+        brig_error_set(err, BRIG_E_INTERNAL, 0, "%s delete %s: %s",
+                       iso == BRIG_ISO_GVISOR ? o->runsc : o->runtime, id, m);
         failed = 1;
     }
     brig_buf_dispose(&out);
@@ -257,21 +278,31 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
  * with the runtime's own message when it does. */
 static int runtime_run(const oci *o, const brig_rt_spec *spec, int lfd, brig_error **err)
 {
+    bool gvisor = spec->isolation == BRIG_ISO_GVISOR;
     _cleanup_free_ char *dir = brig_oci_path(o, spec->id, NULL);
     _cleanup_free_ char *log_path = brig_oci_path(o, spec->id, "agent.log");
     _cleanup_free_ char *pid_path = brig_oci_path(o, spec->id, "init.pid");
     int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (logfd < 0)
         return brig_error_sys(err, "open %s", log_path);
-    const char *argv[] = {o->runtime, "--root", o->root,      "run",    "--detach",
-                          "--bundle", dir,      "--pid-file", pid_path, "--preserve-fds",
-                          "1",        spec->id, NULL};
+    const char *argv[24];
+    size_t n = runtime_argv(o, spec->isolation, argv);
+    const char *run[] = {"run", "--detach", "--bundle", dir, "--pid-file", pid_path};
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(run); i++)
+        argv[n++] = run[i];
+    if (!gvisor) { /* the agent's socket as fd 3; runsc's agent makes its own */
+        argv[n++] = "--preserve-fds";
+        argv[n++] = "1";
+    }
+    argv[n++] = spec->id;
+    argv[n] = NULL;
     brig_spawn s = {.argv = argv,
                     .stdin_fd = -1,
                     .stdout_fd = logfd,
                     .stderr_fd = logfd,
-                    .extra_fds = &lfd,
-                    .n_extra = 1};
+                    .extra_fds = gvisor ? NULL : &lfd,
+                    .n_extra = gvisor ? 0 : 1,
+                    .mask = gvisor ? brig_gvisor_mask : NULL};
     pid_t pid;
     int rc = brig_proc_spawn(&s, &pid, err);
     int st = rc < 0 ? 0 : brig_proc_wait(pid);
@@ -280,14 +311,14 @@ static int runtime_run(const oci *o, const brig_rt_spec *spec, int lfd, brig_err
         return rc;
     char buf[4096];
     int lf = open(log_path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = lf >= 0 ? pread(lf, buf, sizeof(buf) - 1, 0) : -1;
+    ssize_t got = lf >= 0 ? pread(lf, buf, sizeof(buf) - 1, 0) : -1;
     if (lf >= 0)
         close(lf);
-    buf[n > 0 ? n : 0] = '\0';
+    buf[got > 0 ? got : 0] = '\0';
     _cleanup_free_ char *m = runtime_message(buf);
     char how[64];
     brig_proc_describe(st, how, sizeof(how));
-    return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s run %s: %s (%s)", o->runtime, spec->id,
+    return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s run %s: %s (%s)", argv[0], spec->id,
                           *m ? m : "no message", how);
 }
 
@@ -309,9 +340,39 @@ static int init_hold(const oci *o, brig_rt_sandbox *sb, brig_error **err)
     return 0;
 }
 
+/* Under gVisor the agent makes its socket itself (runsc hands a sandbox no listening
+ * socket of ours): until it appears, and is listening, a connect fails; we try again
+ * while the sandbox lives, up to READY_TIMEOUT_MS. */
+static int socket_wait(const brig_rt_sandbox *sb, brig_error **err)
+{
+    struct sockaddr_un sa;
+    brig_oci_sock_path(sb, &sa);
+    int64_t deadline = brig_now_mono_ms() + READY_TIMEOUT_MS;
+    for (int delay_us = 200;; delay_us = delay_us < 5000 ? delay_us * 2 : delay_us) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return brig_error_sys(err, "socket");
+        int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        int e = errno;
+        close(fd);
+        if (r == 0)
+            return 0;
+        struct pollfd p = {sb->pidfd, POLLIN, 0};
+        if ((e != ENOENT && e != ECONNREFUSED) || poll(&p, 1, 0) != 0 ||
+            brig_now_mono_ms() > deadline)
+            return brig_error_set(err, BRIG_E_UNAVAILABLE, e, "the agent of %s never listened",
+                                  sb->id);
+        usleep((useconds_t)delay_us);
+    }
+}
+
 /* Ready when the agent answers the handshake. */
 static int agent_ready(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
+    if (sb->iso == BRIG_ISO_GVISOR && socket_wait(sb, err) < 0) {
+        brig_error_prefix(err, "sandbox did not become ready");
+        return -1;
+    }
     int afd = oci_connect(rt, sb, err);
     if (afd < 0) {
         brig_error_prefix(err, "sandbox did not become ready");
@@ -330,23 +391,38 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     brig_rt_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
     snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
     sb->dirfd = sb->pidfd = -1;
+    sb->iso = spec->isolation;
     int userns = -1, lfd = -1;
     if (brig_oci_bundle_dir(o, spec, &sb->dirfd, err) < 0)
         goto fail_sb; /* nothing made: never clean up a directory we did not create */
-    /* The TCP buffer bound (cgroup.c), before anything of the sandbox runs. */
-    if (o->cgroup->check(err) < 0 || o->cgroup->prepare(spec->id, o->tcp_memory_mib << 20, err) < 0)
+    /* The TCP buffer bound (cgroup.c), before anything of the sandbox runs.  Not under
+     * gVisor: its TCP buffers are its own kernel's memory (netstack), and runsc sets no
+     * limit on a cgroup that exists before it (the memory limit would be lost). */
+    if (o->cgroup->check(err) < 0 ||
+        (sb->iso != BRIG_ISO_GVISOR &&
+         o->cgroup->prepare(spec->id, o->tcp_memory_mib << 20, err) < 0))
         goto fail_destroy;
     if (brig_oci_bundle_root(o, spec, sb->dirfd, &userns, err) < 0)
         goto fail_destroy;
-    lfd = brig_oci_bundle_listen(sb, err);
-    if (lfd < 0 || brig_oci_bundle_config(o, spec, userns, err) < 0)
-        goto fail_destroy;
+    if (sb->iso == BRIG_ISO_GVISOR) {
+        /* Its network first (runtime.h, net_first); userns holds the namespace's fd. */
+        if (brig_gvisor_netns_new(&userns, err) < 0 ||
+            brig_oci_bundle_config(o, spec, userns, err) < 0 ||
+            (spec->net_first && spec->net_first(spec->net_arg, userns, err) < 0))
+            goto fail_destroy;
+    } else {
+        lfd = brig_oci_bundle_listen(sb, err);
+        if (lfd < 0 || brig_oci_bundle_config(o, spec, userns, err) < 0)
+            goto fail_destroy;
+    }
     int rc = runtime_run(o, spec, lfd, err);
-    close(lfd);
+    if (lfd >= 0)
+        close(lfd);
     lfd = -1;
     if (rc < 0 || init_hold(o, sb, err) < 0 || agent_ready(rt, sb, err) < 0)
         goto fail_destroy;
-    close(userns); /* the container and the id-mapped mount hold it now */
+    if (userns >= 0)
+        close(userns); /* the sandbox (and a container's id-mapped mount) holds it now */
     *out = sb;
     return 0;
 
@@ -371,6 +447,7 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
     brig_rt_sandbox *sb = brig_xcalloc(1, sizeof(*sb));
     snprintf(sb->id, sizeof(sb->id), "%s", id);
     sb->pidfd = -1;
+    sb->iso = brig_gvisor_has(o, id) ? BRIG_ISO_GVISOR : BRIG_ISO_CONTAINER;
     _cleanup_free_ char *dir = brig_oci_path(o, id, NULL);
     sb->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (sb->dirfd < 0) {
@@ -380,7 +457,7 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
     brig_buf outb = {0};
     int st = 0;
     const char *state[] = {"state", id, NULL};
-    if (run_runtime(o, state, &outb, &st, err) < 0) {
+    if (run_runtime(o, sb->iso, state, &outb, &st, err) < 0) {
         brig_buf_dispose(&outb);
         goto fail;
     }
@@ -434,16 +511,21 @@ static int oci_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err)
         if (e->d_name[0] != '.')
             add_unique(ids, n, e->d_name);
     closedir(d);
-    brig_buf out = {0};
-    int st = 0;
-    const char *list[] = {"list", "-q", NULL};
-    if (run_runtime(o, list, &out, &st, NULL) == 0 && st == 0 && out.data) {
-        char *save = NULL;
-        for (char *l = strtok_r(out.data, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-            if (*l)
-                add_unique(ids, n, l);
+    for (int iso = 0; iso < BRIG_ISO_COUNT; iso++) {
+        if (iso == BRIG_ISO_GVISOR && o->runsc == NULL)
+            continue;
+        brig_buf out = {0};
+        int st = 0;
+        const char *list[] = {"list", iso == BRIG_ISO_GVISOR ? "--quiet" : "-q", NULL};
+        if (run_runtime(o, (brig_isolation)iso, list, &out, &st, NULL) == 0 && st == 0 &&
+            out.data) {
+            char *save = NULL;
+            for (char *l = strtok_r(out.data, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+                if (*l)
+                    add_unique(ids, n, l);
+        }
+        brig_buf_dispose(&out);
     }
-    brig_buf_dispose(&out);
     return 0;
 }
 
@@ -478,19 +560,23 @@ static void oci_free(brig_runtime *rt)
     free(o->sb_dir);
     free(o->agent_layer);
     free(o->disk_dir);
+    free(o->runsc);
+    free(o->runsc_root);
+    free(o->runsc_missing);
     free(o);
     free(rt);
 }
 
-/* Containers only, for now: gVisor (runsc) is issue 12's. */
+/* Containers always (the driver does not start without its runtime); gVisor where
+ * runsc was found and runs (gvisor.c). */
 static int oci_available(brig_runtime *rt, brig_isolation iso, brig_error **err)
 {
-    (void)rt;
-    if (iso == BRIG_ISO_CONTAINER)
+    oci *o = rt->priv;
+    if (iso == BRIG_ISO_CONTAINER || (iso == BRIG_ISO_GVISOR && o->runsc))
         return 0;
-    return brig_error_set(err, BRIG_E_INVALID, 0,
-                          "isolation '%s' is not available on this host: this brigd runs "
-                          "containers only",
+    if (iso == BRIG_ISO_GVISOR)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "%s", o->runsc_missing);
+    return brig_error_set(err, BRIG_E_INVALID, 0, "isolation '%s' is not available on this host",
                           brig_isolation_name(iso));
 }
 
@@ -525,7 +611,8 @@ int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, bri
     o->disk_dir = brig_asprintf("%s/disk", cfg->state_dir);
     if (brig_oci_mkdir_p(o->root, 0700, err) < 0 || brig_oci_mkdir_p(o->sb_dir, 0711, err) < 0)
         goto fail;
-    if (brig_oci_agent_layer(cfg->state_dir, cfg->agent_path, &o->agent_layer, err) < 0)
+    if (brig_oci_agent_layer(cfg->state_dir, cfg->agent_path, &o->agent_layer, err) < 0 ||
+        brig_gvisor_init(o, cfg->runsc, cfg->state_dir, err) < 0)
         goto fail;
     brig_runtime *rt = brig_xcalloc(1, sizeof(*rt));
     rt->ops = &oci_ops;
@@ -539,6 +626,9 @@ fail:
     free(o->sb_dir);
     free(o->agent_layer);
     free(o->disk_dir);
+    free(o->runsc);
+    free(o->runsc_root);
+    free(o->runsc_missing);
     free(o);
     return -1;
 }

@@ -36,7 +36,8 @@ void brig_oci_sock_path(const brig_rt_sandbox *sb, struct sockaddr_un *sa)
 {
     memset(sa, 0, sizeof(*sa));
     sa->sun_family = AF_UNIX;
-    snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/agent.sock", sb->dirfd);
+    snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s", sb->dirfd,
+             sb->iso == BRIG_ISO_GVISOR ? "run/agent.sock" : "agent.sock");
 }
 
 int brig_oci_mkdir_p(const char *path, mode_t mode, brig_error **err)
@@ -177,19 +178,27 @@ int brig_oci_bundle_root(const oci *o, const brig_rt_spec *spec, int dirfd, int 
     _cleanup_free_ char *lower = brig_oci_path(o, spec->id, "lower");
     _cleanup_free_ char *disk = brig_oci_path(o, spec->id, "disk");
     _cleanup_free_ char *disk_img = brig_oci_path(o, spec->id, "disk.img");
+    bool gvisor = spec->isolation == BRIG_ISO_GVISOR;
     if (mkdirat(dirfd, "rootfs", 0755) < 0 || mkdirat(dirfd, "lower", 0755) < 0 ||
-        mkdirat(dirfd, "disk", 0755) < 0)
+        mkdirat(dirfd, "disk", 0755) < 0 || (gvisor && mkdirat(dirfd, "run", 0700) < 0))
         return brig_error_sys(err, "create sandbox directories in %s", dir);
     /* 1. The writable layer: its own bounded file system.  The overlay's root
-     *    directory takes its owner and mode from upper/: root of the sandbox, 0755. */
+     *    directory takes its owner and mode from upper/: root of the sandbox, 0755
+     *    (under gVisor, whose kernel keeps the ids, host root's). */
     _cleanup_free_ char *golden = NULL;
     if (brig_disk_golden(o->disk_dir, spec->disk_mib, &golden, err) < 0 ||
-        brig_disk_attach(golden, disk_img, disk, spec->uid_base, err) < 0)
+        brig_disk_attach(golden, disk_img, disk, gvisor ? 0 : spec->uid_base, err) < 0)
         return -1;
-    /* 2. The template, read-only, its owners mapped into the sandbox's id range. */
-    if (brig_idmap_userns(spec->uid_base, spec->uid_size, userns, err) < 0 ||
-        brig_idmap_mount(spec->rootfs, lower, *userns, err) < 0)
+    /* 2. The template, read-only, its owners mapped into the sandbox's id range; under
+     *    gVisor the template itself (its kernel maps no host ids: runsc's gofer, not the
+     *    sandbox, opens the files). */
+    if (gvisor) {
+        free(lower);
+        lower = brig_xstrdup(spec->rootfs);
+    } else if (brig_idmap_userns(spec->uid_base, spec->uid_size, userns, err) < 0 ||
+               brig_idmap_mount(spec->rootfs, lower, *userns, err) < 0) {
         return -1;
+    }
     /* 3. The root: agent layer + template + writable layer.  volatile: no syncs
      *    for a layer that is thrown away with the sandbox. */
     _cleanup_free_ char *opts =
@@ -214,11 +223,13 @@ int brig_oci_bundle_listen(const brig_rt_sandbox *sb, brig_error **err)
     return lfd;
 }
 
-int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int userns, brig_error **err)
+int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int ns, brig_error **err)
 {
     _cleanup_free_ char *cfg_path = brig_oci_path(o, spec->id, "config.json");
-    _cleanup_free_ char *userns_path = brig_asprintf("/proc/%d/fd/%d", (int)getpid(), userns);
-    json_t *cfg = brig_oci_spec_new(spec, o->cgroup, o->pty_max, userns_path);
+    _cleanup_free_ char *ns_path = brig_asprintf("/proc/%d/fd/%d", (int)getpid(), ns);
+    json_t *cfg = spec->isolation == BRIG_ISO_GVISOR
+                      ? brig_oci_spec_gvisor(spec, o->cgroup, o->pty_max, ns_path)
+                      : brig_oci_spec_new(spec, o->cgroup, o->pty_max, ns_path);
     _cleanup_free_ char *json = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     int cfd = open(cfg_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

@@ -6,6 +6,7 @@
 #ifndef BRIG_OCI_INTERNAL_H
 #define BRIG_OCI_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/un.h>
@@ -16,8 +17,11 @@
 
 typedef struct oci {
     const brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
-    char *runtime;                 /* runtime binary (absolute path) */
+    char *runtime;                 /* runtime binary (absolute path): containers */
     char *root;                    /* runtime state dir (--root), ours alone */
+    char *runsc;                   /* gVisor's runsc (absolute path), or NULL */
+    char *runsc_root;              /* runsc's state dir (--root), ours alone */
+    char *runsc_missing;           /* why isolation gvisor cannot run here, or NULL */
     char *sb_dir;                  /* <state>/sandboxes */
     char *agent_layer;             /* <state>/agent/<hash> */
     char *disk_dir;                /* <state>/disk: golden images of the writable layer */
@@ -30,7 +34,23 @@ struct brig_rt_sandbox {
     int dirfd; /* O_PATH fd of the sandbox directory */
     int pidfd; /* container init; -1 when unknown */
     pid_t pid; /* its host pid (valid while pidfd says it lives) */
+    brig_isolation iso;
 };
+
+/* ---- gvisor.c: what isolation gvisor adds --------------------------------------- */
+
+/* Finds runsc (want: "auto" or a path) and checks that it runs; sets o->runsc and
+ * o->runsc_root, or o->runsc_missing with what is missing.  -1 only for an error of
+ * our own (the state directory). */
+int brig_gvisor_init(oci *o, const char *want, const char *state_dir, brig_error **err);
+/* A new network namespace (an fd of it, O_CLOEXEC). */
+int brig_gvisor_netns_new(int *fd, brig_error **err);
+/* What runsc must not see (spawn.h's mask): /proc/sys/net.  runsc (2024-07) takes a
+ * namespace in which /proc/sys/net/core/rmem_default exists for the host's root
+ * namespace and refuses it; since Linux 6.x every network namespace has that file. */
+extern const char *const brig_gvisor_mask[];
+/* Is id a sandbox runsc holds state for? */
+bool brig_gvisor_has(const oci *o, const char *id);
 
 /* ---- oci_bundle.c ------------------------------------------------------------ */
 
@@ -62,8 +82,9 @@ int brig_oci_bundle_root(const oci *o, const brig_rt_spec *spec, int dirfd, int 
                          brig_error **err);
 /* The agent's listening socket, agent.sock (the fd; caller closes). */
 int brig_oci_bundle_listen(const brig_rt_sandbox *sb, brig_error **err);
-/* config.json (oci_spec.c), joining the user namespace userns. */
-int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int userns, brig_error **err);
+/* config.json (oci_spec.c), joining the namespace ns: the user namespace of a
+ * container, the network namespace of a gVisor sandbox. */
+int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int ns, brig_error **err);
 /* Unmounts the root, the template and the writable layer; what is not
  * mounted is no error.  -1 when one stays mounted (the directory must stay). */
 int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err);

@@ -5,11 +5,13 @@
 #include "oci_spec.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "seccomp.h"
 #include "util.h"
 
-#define AGENT_IN_SANDBOX "/.brig/brig-agent"
+#define AGENT_IN_SANDBOX     "/.brig/brig-agent"
+#define GVISOR_TASKS_PER_PID 3 /* host tasks per program process under runsc (systrap) */
 
 static json_t *str_array(const char *const *v)
 {
@@ -140,4 +142,35 @@ json_t *brig_oci_spec_new(const brig_rt_spec *spec, const brig_cgroup_ops *cgrou
     return json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o}", "ociVersion", "1.0.2", "process",
                      spec_process(), "root", "path", "rootfs", "readonly", 0, "hostname", "sandbox",
                      "mounts", spec_mounts(pty_max), "linux", spec_linux(spec, cgroup, userns));
+}
+
+json_t *brig_oci_spec_gvisor(const brig_rt_spec *spec, const brig_cgroup_ops *cgroup,
+                             int64_t pty_max, const char *netns)
+{
+    static const char *const args[] = {AGENT_IN_SANDBOX, "--listen", BRIG_GVISOR_AGENT_SOCK, NULL};
+    static const char *const o_run[] = {"rbind", "rw", "nosuid", "nodev", "noexec", NULL};
+    json_t *cfg = brig_oci_spec_new(spec, cgroup, pty_max, NULL);
+    json_object_set_new(json_object_get(cfg, "process"), "args", str_array(args));
+    json_array_append_new(json_object_get(cfg, "mounts"),
+                          mount_entry(BRIG_GVISOR_RUN_DIR, "bind", "run", o_run));
+    json_t *linux_ = json_object_get(cfg, "linux");
+    /* The host cgroup holds runsc's processes: gVisor's kernel and, on systrap, a stub
+     * process or thread of the host per program thread (about 2.5 host tasks per
+     * program): the programs get as many processes as a container's.  A sandbox that
+     * reaches it is ended, not throttled (docs/security.md). */
+    json_object_set_new(json_object_get(json_object_get(linux_, "resources"), "pids"), "limit",
+                        json_integer((json_int_t)spec->pids_limit * GVISOR_TASKS_PER_PID + 64));
+    json_object_del(linux_, "seccomp");
+    json_object_del(linux_, "uidMappings");
+    json_object_del(linux_, "gidMappings");
+    json_t *ns = json_object_get(linux_, "namespaces");
+    json_array_remove(ns, 0); /* "user": spec_linux puts it first */
+    size_t i;
+    json_t *n;
+    json_array_foreach(ns, i, n)
+    {
+        if (strcmp(json_string_value(json_object_get(n, "type")), "network") == 0)
+            json_object_set_new(n, "path", json_string(netns));
+    }
+    return cfg;
 }

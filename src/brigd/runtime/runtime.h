@@ -37,6 +37,13 @@ typedef struct brig_rt_spec {
     unsigned uid_base;  /* first host uid/gid of the sandbox's range */
     unsigned uid_size;  /* ids in the range (root inside = uid_base) */
     brig_isolation isolation;
+    /* Called by create, when set, once the sandbox's network namespace (netns_fd; not
+     * kept by the callee) exists and before anything of the sandbox runs, for an
+     * isolation whose network stack takes the interfaces it finds when it starts
+     * (gvisor); not called where interfaces can join a running sandbox (container).
+     * A failure fails the create. */
+    int (*net_first)(void *arg, int netns_fd, brig_error **err);
+    void *net_arg;
 } brig_rt_spec;
 
 typedef struct brig_runtime_ops {
@@ -87,7 +94,8 @@ struct brig_runtime {
 typedef struct brig_runtime_config {
     const char *state_dir;                /* brigd's state dir; drivers keep their files below it */
     const char *agent_path;               /* the brig-agent binary to run as PID 1 */
-    const char *oci_runtime;              /* auto | runc | crun | runsc | PATH */
+    const char *oci_runtime;              /* auto | runc | crun | PATH: isolation "container" */
+    const char *runsc;                    /* auto | PATH: gVisor's runsc, isolation "gvisor" */
     const struct brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
     int64_t pty_max;                      /* ptys per sandbox */
     int64_t tcp_memory_mib;               /* TCP buffer memory per sandbox, where the cgroup flavour

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -120,6 +121,70 @@ void brig_proc_shutdown(void)
     stop_fd = sig_fd = -1;
 }
 
+/* The child of spawn_masked, after fork: async-signal-safe calls only.  fds: stdio
+ * (-1: /dev/null) and the extra fds, all at >= 64. */
+static void masked_child(const brig_spawn *s, const int *fds, size_t nfds)
+{
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+        _exit(127);
+    for (size_t i = 0; s->mask[i]; i++)
+        if (mount("tmpfs", s->mask[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,mode=0555") < 0)
+            _exit(127);
+    for (int i = 0; i < (int)nfds; i++) {
+        int fd = fds[i] >= 0 ? fds[i] : open("/dev/null", i == 0 ? O_RDONLY : O_WRONLY);
+        if (fd < 0 || dup2(fd, i) < 0)
+            _exit(127);
+    }
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int sig = 1; sig < NSIG; sig++)
+        sigaction(sig, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(s->argv[0], (char *const *)s->argv, environ);
+    _exit(127);
+}
+
+/* A spawn with s->mask: fork, a mount namespace, exec (posix_spawn cannot). */
+static int spawn_masked(const brig_spawn *s, const int *dups, size_t ndups, pid_t *pid,
+                        brig_error **err)
+{
+    int fds[3 + 16];
+    int stdio[3] = {s->stdin_fd, s->stdout_fd, s->stderr_fd};
+    size_t nfds = 0;
+    for (int i = 0; i < 3; i++) {
+        fds[nfds] = stdio[i] >= 0 ? fcntl(stdio[i], F_DUPFD_CLOEXEC, 64) : -1;
+        if (stdio[i] >= 0 && fds[nfds] < 0) {
+            for (size_t j = 0; j < nfds; j++)
+                if (fds[j] >= 0)
+                    close(fds[j]);
+            return brig_error_sys(err, "dup fd for child");
+        }
+        nfds++;
+    }
+    for (size_t i = 0; i < ndups; i++)
+        fds[nfds++] = dups[i];
+    pthread_mutex_lock(&lock);
+    pid_t p = fork();
+    if (p == 0)
+        masked_child(s, fds, nfds);
+    if (p > 0) {
+        waiter *w = brig_xcalloc(1, sizeof(*w));
+        w->pid = p;
+        w->next = waiters;
+        waiters = w;
+    }
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (p < 0)
+        return brig_error_sys(err, "fork");
+    *pid = p;
+    return 0;
+}
+
 int brig_proc_spawn(const brig_spawn *s, pid_t *pid, brig_error **err)
 {
     posix_spawn_file_actions_t fa;
@@ -142,6 +207,10 @@ int brig_proc_spawn(const brig_spawn *s, pid_t *pid, brig_error **err)
             goto out;
         }
         ndups++;
+    }
+    if (s->mask) {
+        r = spawn_masked(s, dups, ndups, pid, err);
+        goto out;
     }
     int stdio[3] = {s->stdin_fd, s->stdout_fd, s->stderr_fd};
     for (int i = 0; i < 3; i++) {

@@ -30,6 +30,9 @@ typedef struct brig_spawn {
     const int *extra_fds;    /* become fds 3, 4, ... in the child */
     size_t n_extra;
     int own_group; /* its own process group (pgid = its pid): killpg() reaches its children */
+    /* NULL, or paths the child does not see: it runs in a mount namespace of its own (a
+     * slave of ours) with an empty read-only tmpfs over each. */
+    const char *const *mask;
 } brig_spawn;
 
 /* Starts a child with default signal dispositions and an empty signal mask.

@@ -10,6 +10,21 @@
 #include "agentc/agentc.h"
 #include "log.h"
 
+int brig_attach_resolv(brigd *d, brig_rt_sandbox *rt, const char *resolv, brig_error **err)
+{
+    if (resolv == NULL)
+        return 0;
+    int afd = d->rt->ops->connect(d->rt, rt, err);
+    int r = afd < 0 ? -1 : brig_agentc_write_begin(afd, "/etc/resolv.conf", 0644, err);
+    if (r == 0)
+        r = brig_agentc_write_chunk(afd, resolv, strlen(resolv), err);
+    if (r == 0)
+        r = brig_agentc_write_end(afd, NULL, err);
+    if (afd >= 0)
+        close(afd);
+    return r;
+}
+
 int brig_attach_network(brigd *d, const char *id, brig_rt_sandbox *rt, const brig_egress *policy,
                         brig_net_sandbox **out, brig_error **err)
 {
@@ -19,22 +34,21 @@ int brig_attach_network(brigd *d, const char *id, brig_rt_sandbox *rt, const bri
     int r = fd < 0 ? -1 : brig_net_attach(d->net, id, fd, policy, out, &resolv, err);
     if (fd >= 0)
         close(fd);
-    if (r == 0 && resolv) {
-        int afd = d->rt->ops->connect(d->rt, rt, err);
-        r = afd < 0 ? -1 : brig_agentc_write_begin(afd, "/etc/resolv.conf", 0644, err);
-        if (r == 0)
-            r = brig_agentc_write_chunk(afd, resolv, strlen(resolv), err);
-        if (r == 0)
-            r = brig_agentc_write_end(afd, NULL, err);
-        if (afd >= 0)
-            close(afd);
-    }
+    if (r == 0)
+        r = brig_attach_resolv(d, rt, resolv, err);
     free(resolv);
     if (r < 0 && *out) {
         brig_net_detach(d->net, *out);
         *out = NULL;
     }
     return r;
+}
+
+int brig_attach_early(brigd *d, const char *id, int netns_fd, brig_net_sandbox **out, char **resolv,
+                      brig_error **err)
+{
+    static const brig_egress none = {.mode = BRIG_EGRESS_NONE};
+    return brig_net_attach(d->net, id, netns_fd, &none, out, resolv, err);
 }
 
 /* The project's egress policy, into *pol (brig_egress_dispose it). */

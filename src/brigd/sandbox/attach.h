@@ -23,6 +23,15 @@
 int brig_attach_network(brigd *d, const char *id, brig_rt_sandbox *rt, const brig_egress *policy,
                         brig_net_sandbox **out, brig_error **err);
 
+/* Connects the network namespace netns_fd of sandbox id before the sandbox starts,
+ * reaching nothing (under "none", as a warm sandbox): for a runtime's net_first
+ * (runtime.h), whose sandbox takes the interfaces it finds when it starts (gvisor).
+ * *resolv: its /etc/resolv.conf (caller frees), for brig_attach_resolv once it runs;
+ * brig_attach_project then gives it its project's policy. */
+int brig_attach_early(brigd *d, const char *id, int netns_fd, brig_net_sandbox **out, char **resolv,
+                      brig_error **err);
+/* Writes resolv (NULL: nothing to write) to the started sandbox's /etc/resolv.conf. */
+int brig_attach_resolv(brigd *d, brig_rt_sandbox *rt, const char *resolv, brig_error **err);
 /* Connects a sandbox being created under its project's policy (a claimed warm sandbox
  * is connected already, under "none": it only gets the policy). */
 int brig_attach_project(brigd *d, brig_sandbox *sb, brig_error **err);

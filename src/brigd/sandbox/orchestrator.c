@@ -9,7 +9,8 @@
  *             or a warm sandbox's (the pool's);
  *   seal      its secrets, under its id; its redactor;
  *   record    its store row (creating); listed (the list counts it from now on);
- *   start     the runtime driver starts it (a warm one runs already);
+ *   start     the runtime driver starts it (a warm one runs already; a gVisor one gets its
+ *             network before it starts, under "none": net_first);
  *   attach    its network under its project's policy;
  *   activate  running: watched, its row, the answer.
  * From reserve on, a failure unwinds through retire(), as a delete does: secrets wiped,
@@ -160,6 +161,7 @@ typedef struct create {
     brig_sandbox *sb;     /* once host capacity is held: the creator's reference */
     int64_t expires_at;   /* ms since the epoch */
     bool stored, listed;  /* its row is written; it is in the registry */
+    char *resolv;         /* gvisor: its /etc/resolv.conf, attached before start */
     int64_t t0;           /* mono ms: when it got its capacity */
     bool claimed;         /* a warm sandbox of the pool */
 } create;
@@ -346,6 +348,18 @@ static int record(create *x, brig_error **err)
     return 0;
 }
 
+/* The driver's net_first: a gVisor sandbox's network stack takes the interfaces it finds
+ * when it starts, so its namespace is connected first (reaching nothing, as a warm
+ * sandbox's); attach then gives it its project's policy, as to a claimed warm one. */
+static int net_first(void *arg, int netns_fd, brig_error **err)
+{
+    create *x = arg;
+    brig_net_sandbox *net = NULL;
+    int r = brig_attach_early(x->d, brig_sandbox_id(x->sb), netns_fd, &net, &x->resolv, err);
+    brig_sandbox_set_net(x->sb, net);
+    return r;
+}
+
 /* The runtime driver starts it (a claimed warm sandbox runs already). */
 static int start(create *x, brig_error **err)
 {
@@ -363,12 +377,14 @@ static int start(create *x, brig_error **err)
         .uid_base = (unsigned)sp->uid_base,
         .uid_size = BRIG_UID_RANGE,
         .isolation = sp->isolation,
+        .net_first = net_first,
+        .net_arg = x,
     };
     brig_rt_sandbox *h = NULL;
     if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)
         return -1;
     brig_sandbox_set_runtime(x->sb, h);
-    return 0;
+    return brig_attach_resolv(d, h, x->resolv, err);
 }
 
 /* The timeline's first event: what it was created as, and under which policy. */
@@ -449,5 +465,6 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
     r = 0;
 out:
     brig_template_dispose(&x.t);
+    free(x.resolv);
     return r;
 }

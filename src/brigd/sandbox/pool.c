@@ -65,6 +65,21 @@ static void load_specs(brigd *d, brig_pool *p)
     }
 }
 
+/* A warm sandbox's network before its driver starts it (runtime.h's net_first, gVisor):
+ * connected under "none", as every warm sandbox is; its resolv.conf is written once
+ * it runs. */
+typedef struct early {
+    brigd *d;
+    entry *e;
+    char *resolv;
+} early;
+
+static int net_first(void *arg, int netns_fd, brig_error **err)
+{
+    early *ea = arg;
+    return brig_attach_early(ea->d, ea->e->p.id, netns_fd, &ea->e->p.net, &ea->resolv, err);
+}
+
 static void destroy_entry(brigd *d, entry *e)
 {
     brig_error *err = NULL;
@@ -107,6 +122,7 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
         brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "no free user-id range");
         return NULL;
     }
+    early ea = {d, e, NULL};
     brig_rt_spec rs = {
         .id = e->p.id,
         .rootfs = t.rootfs,
@@ -117,17 +133,25 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
         .uid_base = (unsigned)e->p.uid_base,
         .uid_size = BRIG_UID_RANGE,
         .isolation = sp->isolation,
+        .net_first = net_first,
+        .net_arg = &ea,
     };
     int r = d->rt->ops->create(d->rt, &rs, &e->p.rt, err);
     brig_template_dispose(&t);
-    if (r < 0) {
+    /* Connected now, reaching nothing: a claim only changes the policy.  A driver that
+     * called net_first (gVisor) has it connected already and only needs resolv.conf. */
+    static const brig_egress none = {.mode = BRIG_EGRESS_NONE};
+    if (r == 0)
+        r = e->p.net ? brig_attach_resolv(d, e->p.rt, ea.resolv, err)
+                     : brig_attach_network(d, e->p.id, e->p.rt, &none, &e->p.net, err);
+    free(ea.resolv);
+    if (r < 0 && e->p.rt == NULL) { /* the driver left nothing: only ours to give back */
+        brig_net_detach(d->net, e->p.net);
         brig_registry_uid_release(d, e->p.uid_base);
         free(e);
         return NULL;
     }
-    /* Connected now, reaching nothing: a claim only changes the policy. */
-    static const brig_egress none = {.mode = BRIG_EGRESS_NONE};
-    if (brig_attach_network(d, e->p.id, e->p.rt, &none, &e->p.net, err) < 0) {
+    if (r < 0) {
         destroy_entry(d, e);
         return NULL;
     }

@@ -1,0 +1,115 @@
+/*
+ * gvisor.c - what isolation "gvisor" adds to the OCI driver (oci_internal.h):
+ * finding gVisor's runsc, a network namespace made ahead of the sandbox, and
+ * what runsc must not see.
+ *
+ * runsc is Debian's (trixie's package, unpacked by scripts/setup into
+ * /usr/lib/brig/bin: docs/operations.md); "auto" looks there, then in PATH.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "oci_internal.h"
+#include "spawn.h"
+#include "util.h"
+
+#define RUNSC_INSTALLED "/usr/lib/brig/bin/runsc" /* scripts/setup puts it there */
+
+const char *const brig_gvisor_mask[] = {"/proc/sys/net", NULL};
+
+static char *runsc_path(const char *want)
+{
+    if (strcmp(want, "auto") != 0)
+        return access(want, X_OK) == 0 ? brig_xstrdup(want) : NULL;
+    if (access(RUNSC_INSTALLED, X_OK) == 0)
+        return brig_xstrdup(RUNSC_INSTALLED);
+    const char *path = getenv("PATH");
+    _cleanup_free_ char *copy =
+        brig_xstrdup(path && *path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
+    char *save = NULL;
+    for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        char *p = brig_asprintf("%s/runsc", d);
+        if (access(p, X_OK) == 0)
+            return p;
+        free(p);
+    }
+    return NULL;
+}
+
+int brig_gvisor_init(oci *o, const char *want, const char *state_dir, brig_error **err)
+{
+    o->runsc_root = brig_asprintf("%s/runsc", state_dir);
+    if (brig_oci_mkdir_p(o->runsc_root, 0700, err) < 0)
+        return -1;
+    char *p = runsc_path(want ? want : "auto");
+    if (p == NULL) {
+        o->runsc_missing = brig_asprintf(
+            "isolation 'gvisor' needs gVisor's runsc, which is not installed on this host (%s; "
+            "scripts/setup installs it, or set runsc to its path)",
+            strcmp(want ? want : "auto", "auto") == 0 ? RUNSC_INSTALLED " nor in PATH" : want);
+        return 0;
+    }
+    const char *argv[] = {p, "--version", NULL};
+    brig_buf out = {0};
+    int st = 0;
+    brig_error *e = NULL;
+    if (brig_proc_run(argv, &out, 256, &st, &e) < 0 || st != 0) {
+        o->runsc_missing = brig_asprintf("isolation 'gvisor' needs gVisor's runsc: %s does not "
+                                         "run on this host (%s)",
+                                         p, e ? e->msg : "runsc --version failed");
+        brig_error_clear(&e);
+        free(p);
+    } else {
+        o->runsc = p;
+        brig_info("runtime: gvisor via %s", p);
+    }
+    brig_buf_dispose(&out);
+    return 0;
+}
+
+/* A thread of its own: unshare(CLONE_NEWNET) moves only the calling thread. */
+static void *netns_thread(void *arg)
+{
+    int *fd = arg;
+    if (unshare(CLONE_NEWNET) < 0)
+        *fd = -errno;
+    else if ((*fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+        *fd = -errno;
+    return NULL;
+}
+
+int brig_gvisor_netns_new(int *fd, brig_error **err)
+{
+    pthread_t t;
+    int r = -EAGAIN;
+    if (pthread_create(&t, NULL, netns_thread, &r) != 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, 0, "start a thread");
+    pthread_join(t, NULL);
+    if (r < 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, -r, "new network namespace: %s", strerror(-r));
+    *fd = r;
+    return 0;
+}
+
+bool brig_gvisor_has(const oci *o, const char *id)
+{
+    if (o->runsc_root == NULL)
+        return false;
+    _cleanup_free_ char *prefix = brig_asprintf("%s_sandbox:", id);
+    DIR *d = opendir(o->runsc_root);
+    if (d == NULL)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL)
+        found = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return found;
+}
