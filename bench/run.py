@@ -182,7 +182,8 @@ class Conn:
     new TCP connection per request instead.  Counts the TCP connections it opened,
     which shows whether the server kept them alive."""
 
-    IDLE_REOPEN_S = 60.0  # brigd drops idle connections after 120 s
+    IDLE_REOPEN_S = 5.0  # brigd drops a connection whose next request's headers take
+    # longer than header_timeout (10 s)
 
     def __init__(self, host, port, key, fresh=False):
         self.host, self.port, self.key, self.fresh = host, port, key, fresh

@@ -177,6 +177,21 @@ def test_disk_limit(api):
                        "2>/dev/null && echo ok", timeout=60)["stdout"] == "ok\n"
 
 
+def test_tmp_is_on_the_disk_not_in_memory(api):
+    """runsc would put a tmpfs on /tmp: a file there would live in the sandbox's memory,
+    and one bigger than the tariff's 512 MiB would end the sandbox.  brigd mounts /tmp
+    from the sandbox's disk, as in a container: 700 MiB fit, and the disk bounds it."""
+    with Sandbox(api) as sb:
+        assert "tmpfs" not in sb.exec("grep ' /tmp ' /proc/mounts")["stdout"]
+        r = sb.exec("dd if=/dev/zero of=/tmp/big bs=1M count=700 2>/dev/null; echo rc=$?; "
+                    "rm /tmp/big", timeout=120)
+        assert r["stdout"] == "rc=0\n", r
+        r = sb.exec("dd if=/dev/zero of=/tmp/big bs=1M count=3000 2>&1; echo rc=$?; "
+                    "rm /tmp/big", timeout=200)
+        assert "rc=0" not in r["stdout"] and "space" in r["stdout"], r
+        assert sb.exec("echo alive")["stdout"] == "alive\n"
+
+
 def test_idle_timeout_ends_it(api):
     sid = api.create("minimal", idle_timeout=1)["id"]
     wait_for(lambda: api.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] != "running",

@@ -149,10 +149,16 @@ json_t *brig_oci_spec_gvisor(const brig_rt_spec *spec, const brig_cgroup_ops *cg
 {
     static const char *const args[] = {AGENT_IN_SANDBOX, "--listen", BRIG_GVISOR_AGENT_SOCK, NULL};
     static const char *const o_run[] = {"rbind", "rw", "nosuid", "nodev", "noexec", NULL};
+    static const char *const o_tmp[] = {"rbind", "rw", "nosuid", "nodev", NULL};
     json_t *cfg = brig_oci_spec_new(spec, cgroup, pty_max, NULL);
     json_object_set_new(json_object_get(cfg, "process"), "args", str_array(args));
     json_array_append_new(json_object_get(cfg, "mounts"),
                           mount_entry(BRIG_GVISOR_RUN_DIR, "bind", "run", o_run));
+    /* runsc puts a tmpfs on /tmp unless the spec mounts something there: files in /tmp
+     * would live in the sandbox's memory (a big one ends the sandbox) instead of on its
+     * disk, bounded by disk_mib, as in a container. */
+    json_array_append_new(json_object_get(cfg, "mounts"),
+                          mount_entry("/tmp", "bind", "rootfs/tmp", o_tmp));
     json_t *linux_ = json_object_get(cfg, "linux");
     /* The host cgroup holds runsc's processes: gVisor's kernel and, on systrap, a stub
      * process or thread of the host per program thread (about 2.5 host tasks per
