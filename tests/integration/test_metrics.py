@@ -72,6 +72,9 @@ def test_exposition_moves_with_creates_execs_and_errors(md):
     before = scrape(a)
     sb = a.create("minimal")  # claims the warm one
     a.exec(sb["id"], "true")
+    during = scrape(a)
+    assert value(during, "brig_sandboxes_running") == 1  # the warm one is nobody's: not listed
+    assert value(during, "brig_sandboxes_live") == 1
     a.request("GET", "/v1/sandboxes/sbx-nosuchsandbox")
     a.request("GET", "/v1/no/such/route")
     a.delete(sb["id"])
@@ -92,7 +95,7 @@ def test_exposition_moves_with_creates_execs_and_errors(md):
     assert moved("brig_http_requests_total", method="POST", route="/v1/sandboxes/{id}/exec",
                  status="200") == 1
     # No raw path ever becomes a label.
-    assert not [k for k in after if any("sbx-" in v for _, v in k[1])]
+    assert not [k for k in after if any("sbx" in v for _, v in k[1])]
     assert value(after, "brig_capacity_slots") == 500
     assert value(after, "brig_admission_queue_length") == 0
     assert value(after, "brig_billing_charged_micro_usd_total") > 0

@@ -24,25 +24,19 @@ static void gauge(brig_buf *out, const char *name, const char *help, double v)
     brig_metrics_sample(out, name, NULL, v);
 }
 
-static void sandboxes_by_state(brigd *d, brig_buf *out)
+static void count_one(brigd *d, brig_sandbox *sb, void *arg)
 {
-    size_t n = 0;
-    brig_sandbox_view *v = brig_registry_views(d, NULL, &n);
-    int64_t by[BRIG_SB_FAILED + 1] = {0};
-    for (size_t i = 0; i < n; i++) {
-        by[v[i].state]++;
-        brig_sandbox_view_dispose(&v[i]);
-    }
-    free(v);
-    const char *name = "brig_sandboxes_live";
-    brig_metrics_family(out, name, "gauge", "Listed sandboxes, by state");
-    for (int s = BRIG_SB_CREATING; s <= BRIG_SB_DELETING; s++) {
-        char labels[64];
-        brig_metrics_sample(
-            out, name,
-            brig_metrics_labels(labels, sizeof(labels), "state", brig_sb_state_name(s), NULL),
-            (double)by[s]);
-    }
+    (void)d, (void)sb;
+    ++*(int64_t *)arg;
+}
+
+static void sandboxes(brigd *d, brig_buf *out)
+{
+    int64_t running = 0;
+    brig_registry_each_running(d, NULL, 0, count_one, &running);
+    gauge(out, "brig_sandboxes_live", "Listed sandboxes: creating, running or ending",
+          (double)brig_registry_size(d));
+    gauge(out, "brig_sandboxes_running", "Running sandboxes", (double)running);
 }
 
 /* The warm pool's entries "template/tariff[/isolation]" as labels. */
@@ -102,7 +96,7 @@ char *api_metrics_text(brigd *d, size_t *len)
 {
     brig_buf out = {0};
     brig_metrics_render(&out);
-    sandboxes_by_state(d, &out);
+    sandboxes(d, &out);
     warm_pool(d, &out);
     capacity(d, &out);
     *len = out.len;
