@@ -325,7 +325,8 @@ static int run(brigd *d, int sigfd, brig_error **err)
     if (brig_janitor_start(d, err) < 0 || brig_pool_start(d, err) < 0)
         return -1;
     brig_builds_init(d);
-    if (brig_http_start(d, brig_api_routes, brig_api_explain, err) < 0)
+    if (brig_http_start(d, brig_api_routes, brig_api_explain, err) < 0 ||
+        api_metrics_listen(d, err) < 0)
         return -1;
     if (brig_bootstrap_run(d, err) < 0)
         return -1;
@@ -390,6 +391,7 @@ int main(int argc, char **argv)
     }
     brig_builds_stop(&d);               /* builds end as failed: their followers' streams end */
     brig_audit_stop_followers(d.audit); /* so do the timelines' */
+    api_metrics_unlisten(&d);
     brig_http_stop(&d);
     brig_builds_free(&d);
     brig_watch_stop(&d);

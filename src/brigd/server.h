@@ -45,6 +45,8 @@ typedef struct brigd {
     struct brig_probes *probes; /* the janitor's idle probes in flight (sandbox/janitor.c) */
     struct brig_audit *audit;   /* the audit timeline's writer (audit/audit.c) */
     int64_t audit_pruned_at;    /* when the janitor last pruned it (ms since the epoch) */
+    struct brig_usage *usage;   /* each sandbox's usage samples (sandbox/usage.c) */
+    struct MHD_Daemon *metrics_http; /* the metrics_listen server; NULL: none */
 } brigd;
 
 #endif

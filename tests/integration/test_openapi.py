@@ -334,6 +334,8 @@ def test_answers_match_the_schemas(api, daemon, node):
         c.call("GET", f"{base}/network-log", expect=200)
         c.call("GET", f"{base}/timeline?limit=2", expect=200)
         c.call("GET", f"{base}/timeline?limit=0", expect=400)
+        c.call("GET", f"{base}/metrics", expect=200)
+        c.call("GET", "/metrics", expect=200)
         c.call("GET", "/v1/audit?limit=3", expect=200)
         c.call("GET", "/v1/audit?since=never", expect=400)
         c.call("GET", "/v1/audit/verify", expect=200)

@@ -182,6 +182,8 @@ def test_tariff_and_account_routes(client):
     with Sandbox.create("minimal", tariff="small", client=client) as s:
         assert s.info.tariff == "small"
         assert isinstance(s.network_log(), list)
+        m = s.metrics()
+        assert m["id"] == s.id and m["state"] == "running" and isinstance(m["samples"], list)
     acct = client.account()
     assert "balance_micro_usd" in acct
     projects = client.call("GET", "/v1/projects")

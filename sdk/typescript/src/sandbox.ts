@@ -118,6 +118,11 @@ export class Sandbox {
     return (await this.client.json<{ entries: Record<string, unknown>[] }>("GET", `${this.#path}/network-log`)).entries;
   }
 
+  /** Its usage samples, the last minute of them (see docs/metrics.md); after it ended, its black box. */
+  async metrics(): Promise<Record<string, unknown>> {
+    return await this.client.json<Record<string, unknown>>("GET", `${this.#path}/metrics`);
+  }
+
   /** The sandbox's audit timeline, oldest first, every page (see docs/audit.md); also after it ended. */
   async timeline(): Promise<Record<string, unknown>[]> {
     const events: Record<string, unknown>[] = [];

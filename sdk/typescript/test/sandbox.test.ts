@@ -160,6 +160,9 @@ describe("sandboxes", () => {
     const left = Date.parse(info.expiresAt!) - Date.now();
     assert.ok(left > 290_000 && left <= 301_000, `expires in ${left} ms`);
     assert.ok(Array.isArray(await sb.networkLog()));
+    const m = await sb.metrics();
+    assert.equal(m.state, "running");
+    assert.ok(Array.isArray(m.samples));
 
     await assert.rejects(Sandbox.create({ template: "minimal", client: client(), tariff: "no-such-tariff" }), InvalidRequestError);
   });

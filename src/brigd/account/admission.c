@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/metrics.h"
 #include "util.h"
 
 struct brig_waiter {
@@ -113,6 +114,7 @@ int brig_admission_take(brig_admission *a, const char *account_id, brig_capacity
     pthread_mutex_lock(&a->lock);
     if (never_fits_locked(a, need, err) < 0) {
         pthread_mutex_unlock(&a->lock);
+        brig_metric_add(BRIG_M_ADMISSION_REFUSED, "reason=\"never_fits\"", 1);
         return -1;
     }
     if (a->queue == NULL && fits_locked(a, need)) {
@@ -150,6 +152,7 @@ int brig_admission_take(brig_admission *a, const char *account_id, brig_capacity
     pthread_cond_destroy(&w.cond);
     if (w.granted)
         return 0;
+    brig_metric_add(BRIG_M_ADMISSION_REFUSED, "reason=\"capacity\"", 1);
     char mem[96] = "", disk[96] = "";
     if (mem_cap > 0)
         snprintf(mem, sizeof(mem), ", %lld of %lld MiB of memory limits", (long long)mem_used,

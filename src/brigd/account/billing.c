@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/metrics.h"
 #include "log.h"
 #include "store/store.h"
 #include "util.h"
@@ -85,6 +86,7 @@ int brig_billing_credit(brigd *d, const char *account_id, int64_t amount, const 
 typedef struct charge_ctx {
     int64_t now;
     bool final;
+    int64_t amount; /* what the plan charged */
 } charge_ctx;
 
 /* What a charge writes, from what it found (brig_charge_plan_fn).  Checked: the
@@ -101,6 +103,7 @@ static void plan_charge(const brig_charge_state *in, brig_charge *out, void *ctx
         amount = bal + BRIG_MONEY_MAX;
     out->seconds = secs;
     out->amount = amount;
+    ((charge_ctx *)ctx)->amount = amount;
     out->balance = bal - amount;
     if (!brig_money_add(in->cost, amount, &out->cost))
         out->cost = BRIG_MONEY_MAX;
@@ -112,8 +115,12 @@ int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool f
 {
     /* One store operation: the charge, the balance and how far the sandbox is
      * billed move together, or not at all. */
-    charge_ctx c = {now_ms, final};
-    return brig_store_ledger_charge(d->store, sandbox_id, now_ms, plan_charge, &c, balance, err);
+    charge_ctx c = {now_ms, final, 0};
+    if (brig_store_ledger_charge(d->store, sandbox_id, now_ms, plan_charge, &c, balance, err) < 0)
+        return -1;
+    if (c.amount > 0) /* after its transaction: a rolled-back plan is not counted */
+        brig_metric_add(BRIG_M_BILLING_CHARGED, NULL, (double)c.amount);
+    return 0;
 }
 
 int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_t to_ms,

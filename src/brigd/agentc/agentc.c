@@ -7,6 +7,16 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/metrics.h"
+
+/* A call that failed on the agent's side of brigd: counted by kind (docs/metrics.md). */
+static void count_error(const char *kind)
+{
+    char labels[64];
+    brig_metric_add(BRIG_M_AGENT_ERRORS,
+                    brig_metrics_labels(labels, sizeof(labels), "kind", kind, NULL), 1);
+}
+
 int brig_agentc_error(json_t *msg, brig_error **err)
 {
     static const struct {
@@ -24,6 +34,8 @@ int brig_agentc_error(json_t *msg, brig_error **err)
     for (size_t i = 0; code && i < BRIG_ARRAY_LEN(map); i++)
         if (strcmp(map[i].code, code) == 0)
             kind = map[i].kind;
+    if (kind == BRIG_E_INTERNAL) /* the others are answers about the request */
+        count_error("agent");
     return brig_error_set(err, kind, 0, "%s", m ? m : (code ? code : "agent error"));
 }
 
@@ -40,14 +52,17 @@ void brig_agentc_set_timeout(int fd, int64_t ms)
 int brig_agentc_unexpected(json_t *msg, brig_error **err)
 {
     const char *t = json_string_value(json_object_get(msg, "type"));
+    count_error("protocol");
     return brig_error_set(err, BRIG_E_PROTOCOL, 0, "unexpected agent reply '%s'", t ? t : "");
 }
 
 int brig_agentc_next(int fd, brig_frame *f, brig_agent_event *ev, json_t **msg, brig_error **err)
 {
     *msg = NULL;
-    if (brig_frame_read(fd, f, NULL, err) < 0)
+    if (brig_frame_read(fd, f, NULL, err) < 0) {
+        count_error("io");
         return -1;
+    }
     if (f->hdr.type == BRIG_FRAME_DATA) {
         *ev = f->hdr.len ? BRIG_EV_DATA : BRIG_EV_EOF;
         return 0;
@@ -80,8 +95,10 @@ int brig_agentc_reply(int fd, json_t **out, brig_error **err)
     brig_frame f = {0};
     int r = brig_frame_read_json(fd, &f, BRIG_FRAME_CONTROL, out, err);
     brig_frame_dispose(&f);
-    if (r < 0)
+    if (r < 0) {
+        count_error("io");
         return -1;
+    }
     if (brig_agentproto_reply_type(*out) == BRIG_REPLY_ERROR) {
         brig_agentc_error(*out, err);
         json_decref(*out);

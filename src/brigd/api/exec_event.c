@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "core/format.h"
+#include "core/metrics.h"
+#include "sandbox/usage.h"
 #include "util.h"
 
 #define COMMAND_MAX 4096 /* bytes of a command line kept in the event */
@@ -63,6 +65,9 @@ void api_exec_event_end(brigd *d, brig_sandbox *sb, const brig_caller *c, json_t
                         const brig_exec_result *res, const int64_t bytes[2], int64_t redactions,
                         const char *error)
 {
+    brig_usage_exec(d, sb);
+    if (res && ev && !json_is_true(json_object_get(ev, "background")))
+        brig_metric_observe(BRIG_M_EXEC_SECONDS, NULL, (double)res->duration_ms / 1000);
     if (ev == NULL)
         return;
     if (res) {

@@ -50,6 +50,12 @@ void api_secret_put(brig_req *r);
 void api_secret_delete(brig_req *r);
 
 void api_timeline(brig_req *r);
+
+/* api_metrics.c */
+void api_metrics(brig_req *r);
+void api_sandbox_metrics(brig_req *r);
+/* The exposition's text (*len bytes; caller frees). */
+char *api_metrics_text(brigd *d, size_t *len);
 void api_audit_export(brig_req *r);
 void api_audit_verify(brig_req *r);
 

@@ -22,6 +22,7 @@
 #include "account/auth.h"
 #include "log.h"
 #include "account/quota.h"
+#include "core/metrics.h"
 
 #define ADDR_MAX 56 /* an address as text, with "/64" */
 
@@ -164,9 +165,31 @@ int brig_http_body_json(brig_req *r, json_t **out, brig_error **err)
     return 0;
 }
 
+/* Counts the answer by route pattern (never the raw path: ids would make a series each)
+ * and status; a method no route has is "other". */
+static void count(brig_req *r)
+{
+    static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"};
+    const char *method = "other", *route = r->route ? r->route->pattern : "unmatched";
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(methods); i++)
+        if (strcmp(r->method, methods[i]) == 0)
+            method = methods[i];
+    char status[8], labels[256];
+    snprintf(status, sizeof(status), "%u", r->status);
+    brig_metric_add(BRIG_M_HTTP_REQUESTS,
+                    brig_metrics_labels(labels, sizeof(labels), "method", method, "route", route,
+                                        "status", status, NULL),
+                    1);
+    brig_metric_observe(
+        BRIG_M_HTTP_SECONDS,
+        brig_metrics_labels(labels, sizeof(labels), "method", method, "route", route, NULL),
+        (double)(brig_now_mono_ms() - r->begun) / 1000);
+}
+
 static enum MHD_Result queue(brig_req *r)
 {
     r->replied = true;
+    count(r);
     enum MHD_Result ret = MHD_queue_response(r->conn, r->status, r->resp);
     MHD_destroy_response(r->resp);
     r->resp = NULL;
@@ -425,6 +448,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         r->d = hc->d;
         r->conn = conn;
         r->method = method;
+        r->begun = brig_now_mono_ms();
         *req_cls = r;
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -536,8 +560,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     brig_log_keyed("http", BRIG_LOG_WARN, "http: %s", buf);
 }
 
-/* Parses "HOST:PORT" / "[V6]:PORT" into a socket address. */
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, brig_error **err)
+int brig_http_parse_listen(const char *listen, struct sockaddr_storage *ss, brig_error **err)
 {
     _cleanup_free_ char *s = brig_xstrdup(listen);
     char *host = s, *port = NULL;
@@ -571,7 +594,7 @@ int brig_http_start(brigd *d, const brig_route *routes, brig_http_explain_fn exp
                     brig_error **err)
 {
     struct sockaddr_storage ss = {0};
-    if (parse_listen(d->cfg.listen, &ss, err) < 0)
+    if (brig_http_parse_listen(d->cfg.listen, &ss, err) < 0)
         return -1;
     http_ctx *hc = &the_ctx;
     hc->d = d;

@@ -26,6 +26,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 
 #include "error.h"
 #include "server.h"
@@ -71,6 +72,7 @@ struct brig_req {
     struct MHD_Response *resp;
     unsigned status;
     bool replied;                 /* the response was queued */
+    int64_t begun;                /* mono ms: its head came */
     struct http_conn *conn_state; /* brigd's record of the connection (http.c) */
     bool holds_slot;              /* counts against its account's requests in flight */
     int64_t body_deadline;        /* mono ms: a buffered body must be in by then; 0: none */
@@ -95,6 +97,9 @@ void brig_http_fail(brig_req *r, brig_err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void brig_http_empty(brig_req *r, unsigned status);
 void brig_http_response(brig_req *r, unsigned status, struct MHD_Response *resp);
+
+/* Parses "HOST:PORT" / "[V6]:PORT" into a socket address. */
+int brig_http_parse_listen(const char *listen, struct sockaddr_storage *ss, brig_error **err);
 
 /* The request's query argument, or NULL. */
 const char *brig_http_query(brig_req *r, const char *name);

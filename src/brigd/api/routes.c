@@ -1,7 +1,8 @@
 /*
  * routes.c - the route table, and the REST handlers of health and sandboxes (the others are
- * in api_exec.c, api_files.c, api_templates.c, api_accounts.c and api_audit.c; what they all use in
- * handler.c). Each validates its input completely before touching a sandbox, answers errors as
+ * in api_exec.c, api_files.c, api_templates.c, api_accounts.c, api_audit.c and api_metrics.c; what
+ * they all use in handler.c). Each validates its input completely before touching a sandbox,
+ * answers errors as
  * {"error":{"code","message"}} with the right status, and never holds brigd's lock while
  * talking to a sandbox.
  */
@@ -211,6 +212,8 @@ const brig_route brig_api_routes[] = {
     {"POST", "/v1/sandboxes/{id}/timeout", h_sandbox_timeout, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/network-log", h_network_log, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/timeline", api_timeline, 0, NULL, NULL},
+    {"GET", "/v1/sandboxes/{id}/metrics", api_sandbox_metrics, 0, NULL, NULL},
+    {"GET", "/metrics", api_metrics, ROUTE_ADMIN | ROUTE_OPERATOR_TOO, NULL, NULL},
     {"GET", "/v1/audit", api_audit_export, ROUTE_ADMIN | ROUTE_OPERATOR_TOO, NULL, NULL},
     {"GET", "/v1/audit/verify", api_audit_verify, ROUTE_ADMIN | ROUTE_OPERATOR_TOO, NULL, NULL},
     {"POST", "/v1/sandboxes/{id}/exec", api_exec, ROUTE_AGENT, NULL, NULL},

@@ -13,4 +13,9 @@ extern const brig_route brig_api_routes[];
  * request ran answers 409 "sandbox … ended while the request ran (reason)". */
 void brig_api_explain(brig_req *r, brig_error **err);
 
+/* The unauthenticated GET /metrics on metrics_listen (api_metrics.c; nothing when it is
+ * unset) / its end. */
+int api_metrics_listen(brigd *d, brig_error **err);
+void api_metrics_unlisten(brigd *d);
+
 #endif

@@ -73,6 +73,8 @@ typedef struct brig_config {
     int64_t billing_interval_ms; /* incremental charges */
     int64_t retention_ms;        /* ended sandboxes stay queryable */
     int64_t audit_retention_ms;  /* audit events are kept (0: for ever) */
+    int64_t metrics_interval_ms; /* between two usage samples of a sandbox */
+    char *metrics_listen;        /* HOST:PORT of the unauthenticated /metrics; NULL: none */
     char *net_pool;              /* sandbox link addresses */
     char *dns_upstream;          /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
     int64_t dns_grants_max;      /* addresses DNS answers keep open per sandbox */

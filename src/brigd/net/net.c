@@ -16,6 +16,8 @@
  */
 #include "net_internal.h"
 
+#include <linux/if_link.h>
+
 /* ---- the none flavour ---------------------------------------------------- */
 
 static int none_attach(brig_net *n, const char *sandbox_id, int netns_fd, const brig_egress *policy,
@@ -180,4 +182,27 @@ void brig_net_set_log_hook(brig_net *n, brig_net_log_hook fn, void *ctx)
 json_t *brig_net_log(brig_net *n, brig_net_sandbox *s)
 {
     return s ? ops_of(n)->log(n, s) : json_array();
+}
+
+int brig_net_counters_of(brig_net *n, const char *sandbox_id, brig_net_counters *out)
+{
+    *out = (brig_net_counters){-1, -1, -1, -1};
+    if (!brig_net_enabled(n))
+        return -1;
+    char ifname[16];
+    brig_net_ifname_of(sandbox_id, ifname);
+    brig_rtnl *r = NULL;
+    struct rtnl_link_stats64 st;
+    int rc = brig_rtnl_open(&r, NULL);
+    if (rc == 0)
+        rc = brig_rtnl_link_stats(r, ifname, &st, NULL);
+    brig_rtnl_close(r);
+    if (rc < 0)
+        return -1;
+    /* The host's end receives what the sandbox sends. */
+    *out = (brig_net_counters){.bytes_in = (int64_t)st.tx_bytes,
+                               .bytes_out = (int64_t)st.rx_bytes,
+                               .packets_in = (int64_t)st.tx_packets,
+                               .packets_out = (int64_t)st.rx_packets};
+    return 0;
 }

@@ -107,6 +107,14 @@ void brig_net_cleanup(brig_net *n, char *const *live_ids, size_t n_live);
  * (a new JSON array). */
 json_t *brig_net_log(brig_net *n, brig_net_sandbox *s);
 
+/* A sandbox's traffic as the sandbox sees it: in = what its link's host end sent it. */
+typedef struct brig_net_counters {
+    int64_t bytes_in, bytes_out, packets_in, packets_out;
+} brig_net_counters;
+/* The counters of sandbox_id's link (by its id: no handle, so a sampler need not hold
+ * one); -1 when it has none (the none flavour; not attached; gone).  Asks the kernel. */
+int brig_net_counters_of(brig_net *n, const char *sandbox_id, brig_net_counters *out);
+
 /* Called with each record as it enters a sandbox's network log (the audit timeline
  * takes them: net/ never calls up).  It runs on the proxy thread with the module's
  * lock held: it must be quick and must not call net/; rec is lent. */

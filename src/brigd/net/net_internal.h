@@ -93,6 +93,10 @@ int brig_rtnl_links(brig_rtnl *r, const char *prefix, void (*fn)(const char *nam
 /* Runs the in-namespace half of attach: lo up, peer_if addressed sb/31 and
  * up, IPv6 off, default route via gw.  Runs on a short-lived thread that joins
  * netns_fd; the caller's namespaces never change. */
+/* The counters of link ifname (the host's end of a sandbox's pair). */
+struct rtnl_link_stats64;
+int brig_rtnl_link_stats(brig_rtnl *r, const char *ifname, struct rtnl_link_stats64 *out,
+                         brig_error **err);
 int brig_netns_configure(int netns_fd, uint32_t sb, uint32_t gw, brig_error **err);
 
 /* ---- fw.c -------------------------------------------------------------- */

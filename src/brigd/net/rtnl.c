@@ -267,6 +267,32 @@ int brig_rtnl_links(brig_rtnl *r, const char *prefix, void (*fn)(const char *nam
     return 0;
 }
 
+static int stats_cb(const struct nlmsghdr *nlh, void *arg)
+{
+    const struct nlattr *a;
+    mnl_attr_for_each(a, nlh, sizeof(struct ifinfomsg))
+    {
+        if (mnl_attr_get_type(a) == IFLA_STATS64 &&
+            mnl_attr_get_payload_len(a) >= sizeof(struct rtnl_link_stats64))
+            memcpy(arg, mnl_attr_get_payload(a), sizeof(struct rtnl_link_stats64));
+    }
+    return MNL_CB_OK;
+}
+
+int brig_rtnl_link_stats(brig_rtnl *r, const char *ifname, struct rtnl_link_stats64 *out,
+                         brig_error **err)
+{
+    struct nlmsghdr *nlh = msg_start(r, RTM_GETLINK, NLM_F_ACK);
+    struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+    ifm->ifi_family = AF_UNSPEC;
+    mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
+    memset(out, 0, sizeof(*out));
+    int e = transact(r, nlh, stats_cb, out);
+    if (e < 0)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, -e, "link %s", ifname);
+    return 0;
+}
+
 /* ---- the in-namespace half --------------------------------------------- */
 
 struct ns_job {

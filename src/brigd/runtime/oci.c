@@ -592,6 +592,7 @@ static const brig_runtime_ops oci_ops = {
     .netns = oci_netns,
     .release = oci_release,
     .list = oci_list,
+    .stats = brig_oci_stats,
     .free = oci_free,
 };
 

@@ -89,4 +89,9 @@ int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int ns, brig_
  * mounted is no error.  -1 when one stays mounted (the directory must stay). */
 int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err);
 
+/* ---- oci_stats.c ------------------------------------------------------------- */
+
+/* The driver's stats op: its cgroup's counters and its writable layer's use. */
+int brig_oci_stats(brig_runtime *rt, brig_rt_sandbox *sb, brig_rt_stats *out);
+
 #endif

@@ -46,6 +46,17 @@ typedef struct brig_rt_spec {
     void *net_arg;
 } brig_rt_spec;
 
+/* What a sandbox uses at one moment (docs/metrics.md); -1 in a field its driver or
+ * host cannot tell. */
+typedef struct brig_rt_stats {
+    int64_t cpu_ns;            /* CPU time used so far */
+    int64_t memory_bytes;      /* memory charged to it now */
+    int64_t memory_peak_bytes; /* the most ever charged to it */
+    int64_t pids;              /* its tasks now */
+    int64_t disk_bytes;        /* used of its writable layer */
+    int64_t disk_inodes;       /* inodes used there */
+} brig_rt_stats;
+
 typedef struct brig_runtime_ops {
     const char *name;
     /* 0 when this host can run sandboxes isolated so; else -1 with a BRIG_E_INVALID
@@ -80,6 +91,9 @@ typedef struct brig_runtime_ops {
     int (*netns)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
     /* Frees a handle from create/attach (NULL is fine). */
     void (*release)(brig_runtime *rt, brig_rt_sandbox *sb);
+    /* Samples what sandbox sb uses now (cheap: a few files read, never waits on the
+     * sandbox); -1 when nothing of it can be read (it is gone). */
+    int (*stats)(brig_runtime *rt, brig_rt_sandbox *sb, brig_rt_stats *out);
     /* Ids of every sandbox this driver holds anything for (running or not). */
     int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     void (*free)(brig_runtime *rt);

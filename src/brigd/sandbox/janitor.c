@@ -25,6 +25,7 @@
 #include "orchestrator.h"
 #include "registry.h"
 #include "runtime/cgroup.h"
+#include "usage.h"
 
 #define TICK_MS            500
 #define CPU_ABUSE_SHARE    0.95
@@ -262,6 +263,7 @@ static void prune_audit(brigd *d, int64_t now)
 void brig_janitor_tick(brigd *d, int64_t now)
 {
     prune_audit(d, now);
+    brig_usage_tick(d, now);
     /* Every running sandbox borrowed, decided outside the lock; stopped afterwards. */
     verdicts vs = {.now = now};
     brig_registry_each_running(d, NULL, 0, judge, &vs);
@@ -309,6 +311,7 @@ static void probes_stop(brigd *d)
 int brig_janitor_start(brigd *d, brig_error **err)
 {
     probes_init(d);
+    brig_usage_start(d);
     brig_worker_spec spec = {
         .name = "the janitor thread", .threads = 1, .period_ms = TICK_MS, .run = tick, .arg = d};
     return brig_worker_start(&spec, &d->janitor, err);
@@ -319,4 +322,5 @@ void brig_janitor_stop(brigd *d)
     brig_worker_stop(d->janitor);
     d->janitor = NULL;
     probes_stop(d);
+    brig_usage_stop(d);
 }

@@ -37,6 +37,7 @@
 #include "teardown.h"
 #include "template.h"
 #include "timeline.h"
+#include "usage.h"
 #include "util.h"
 #include "vault/vault.h"
 #include "view.h"
@@ -53,6 +54,8 @@ static void retire(brigd *d, brig_sandbox *sb, brig_sb_state final, const char *
                    bool listed, int64_t now, const brig_caller *c)
 {
     const char *id = brig_sandbox_id(sb);
+    if (final == BRIG_SB_DELETED) /* counted; its usage's last sample, its black box */
+        brig_usage_ended(d, sb, reason);
     if (stored) /* before its secrets go: its redactor may still have to be built */
         brig_timeline_record(
             d, sb, c, "sandbox.ended",
@@ -164,6 +167,7 @@ typedef struct create {
     char *resolv;         /* gvisor: its /etc/resolv.conf, attached before start */
     int64_t t0;           /* mono ms: when it got its capacity */
     bool claimed;         /* a warm sandbox of the pool */
+    int64_t begun;        /* mono ms: when the request came */
 } create;
 
 /* What the request names: the tariff (the account may use it), the project (the
@@ -420,6 +424,7 @@ static void activate(create *x, json_t **out)
     *out = brig_sandbox_json(d, sb);
     json_object_set_new(*out, "secrets", brig_vault_names(d->store, sp->id));
     brig_timeline_record(d, sb, x->c, "sandbox.created", created_event(x, *out));
+    brig_usage_created(d, sb, x->claimed, brig_now_mono_ms() - x->begun);
     brig_sandbox_put(d, sb);
 }
 
@@ -434,6 +439,7 @@ static void unwind(create *x, brig_error **err)
     if (x->sb == NULL)                   /* before host capacity was held: nothing is */
         return;
     const char *msg = err && *err ? (*err)->msg : NULL;
+    brig_usage_create_failed(d);
     brig_warn("sandbox %s: create failed: %s", brig_sandbox_id(x->sb), msg ? msg : "?");
     if (x->listed) /* the create's use ends; the list's reference goes to the teardown */
         brig_sandbox_put(d, x->sb);
@@ -446,12 +452,14 @@ static void unwind(create *x, brig_error **err)
 int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts *opts, json_t **out,
                         brig_error **err)
 {
-    create x = {.d = d, .c = c, .o = opts};
+    create x = {.d = d, .c = c, .o = opts, .begun = brig_now_mono_ms()};
     if (resolve(&x, err) < 0) /* tariff, project, a built template */
         return -1;
     int r = -1;
-    if (admit(&x, err) < 0) /* balance, spend, concurrency (reserved), disk reserve */
+    if (admit(&x, err) < 0) { /* balance, spend, concurrency (reserved), disk reserve */
+        brig_usage_refused(d, *err);
         goto out;
+    }
     /* From here on, a failure unwinds the way a deleted sandbox ends. */
     if (reserve(&x, err) < 0 ||                  /* capacity; a warm one, or id + uid range */
         seal(&x, err) < 0 ||                     /* its secrets, its redactor */

@@ -11,6 +11,7 @@
  *   watch         an agent that dies ends its sandbox (agent_lost)
  *   attach        a sandbox's network
  *   timeline      its audit timeline: recording its events, reading them back
+ *   usage         what it uses, sampled into a ring; its black box once ended
  *   secrets       its secrets, their redactor, the environment of its commands
  *   registry      the one owner of live sandboxes: borrowing, state, uid ranges
  *   template      the root filesystems sandboxes start from
@@ -23,6 +24,7 @@
 #include "registry.h"
 #include "secrets.h"
 #include "timeline.h"
+#include "usage.h"
 #include "view.h"
 
 #endif

@@ -244,6 +244,11 @@ class Sandbox:
         j = self._t.request("GET", self._p("/network-log")).json()
         return list(j.get("entries", []))
 
+    def metrics(self) -> dict[str, Any]:
+        """Its usage samples, the last minute of them (see docs/metrics.md); after it ended,
+        its black box."""
+        return dict(self._t.request("GET", self._p("/metrics")).json())
+
     def timeline(self) -> builtins.list[dict[str, Any]]:
         """The sandbox's audit timeline, oldest first, every page (see docs/audit.md);
         also after it ended."""

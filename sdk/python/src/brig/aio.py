@@ -287,6 +287,10 @@ class Sandbox:
         j = (await self._t.request("GET", self._p("/network-log"))).json()
         return list(j.get("entries", []))
 
+    async def metrics(self) -> dict[str, Any]:
+        """Its usage samples, the last minute of them (see docs/metrics.md)."""
+        return dict((await self._t.request("GET", self._p("/metrics"))).json())
+
     async def timeline(self) -> builtins.list[dict[str, Any]]:
         """The sandbox's audit timeline, oldest first, every page (see docs/audit.md)."""
         events: builtins.list[dict[str, Any]] = []

@@ -1,0 +1,188 @@
+"""Metrics (docs/metrics.md): the host's Prometheus exposition at /metrics, parsed with a
+real parser (Debian's python3-prometheus-client), whose values move as they should; its
+scopes and the unauthenticated metrics_listen; and each sandbox's usage samples at
+/v1/sandboxes/{id}/metrics, kept as a black box once it ended."""
+
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from brigtest import Api, Brigd, leftovers, wait_for
+
+MiB = 1 << 20
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def md(tmp_path_factory):
+    """A brigd sampling every second, with a warm minimal/small, a tariff of 128 MiB and
+    the unauthenticated listener."""
+    tmp = tmp_path_factory.mktemp("metrics")
+    port = free_port()
+    cfg = tmp / "brigd.conf"
+    cfg.write_text("[brigd]\nmetrics_interval = 1\nwarm_pool = minimal:small:1\n"
+                   f"metrics_listen = 127.0.0.1:{port}\n"
+                   "[tariff.tiny]\nvcpus = 1\nmemory_mib = 128\ndisk_mib = 256\n"
+                   "price_micro_usd_per_second = 1\n")
+    d = Brigd(str(tmp / "state"), ["--config", str(cfg)]).start()
+    d.metrics_url = f"http://127.0.0.1:{port}/metrics"
+    yield d
+    a = d.api()
+    for sb in a.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
+        a.request("DELETE", f"/v1/sandboxes/{sb['id']}")
+    d.stop()
+    assert leftovers(d.state_dir) == []
+
+
+def scrape(api):
+    r = api.ok("GET", "/metrics")
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return parse(r.body.decode())
+
+
+def parse(text):
+    """{(sample name, frozenset of labels): value}, every family parsed strictly."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(m, name, **labels):
+    return m.get((name, frozenset(labels.items())), 0.0)
+
+
+def total(m, name):
+    return sum(v for (n, _), v in m.items() if n == name)
+
+
+def test_exposition_moves_with_creates_execs_and_errors(md):
+    a = md.api()
+    wait_for(lambda: value(scrape(a), "brig_warm_pool_ready", template="minimal", tariff="small",
+                           isolation="container") == 1, timeout=60, what="the pool to fill")
+    before = scrape(a)
+    sb = a.create("minimal")  # claims the warm one
+    a.exec(sb["id"], "true")
+    during = scrape(a)
+    assert value(during, "brig_sandboxes_running") == 1  # the warm one is nobody's: not listed
+    assert value(during, "brig_sandboxes_live") == 1
+    a.request("GET", "/v1/sandboxes/sbx-nosuchsandbox")
+    a.request("GET", "/v1/no/such/route")
+    a.delete(sb["id"])
+    after = scrape(a)
+
+    def moved(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("brig_sandboxes_created_total", isolation="container", pool="hit") == 1
+    assert moved("brig_sandbox_create_seconds_count", pool="hit") == 1
+    assert moved("brig_warm_pool_hits_total", template="minimal", tariff="small",
+                 isolation="container") == 1
+    assert moved("brig_exec_seconds_count") == 1
+    assert moved("brig_sandboxes_ended_total", reason="deleted_by_api") == 1
+    assert moved("brig_http_requests_total", method="GET", route="/v1/sandboxes/{id}",
+                 status="404") == 1
+    assert moved("brig_http_requests_total", method="GET", route="unmatched", status="404") == 1
+    assert moved("brig_http_requests_total", method="POST", route="/v1/sandboxes/{id}/exec",
+                 status="200") == 1
+    # No raw path ever becomes a label.
+    assert not [k for k in after if any("sbx" in v for _, v in k[1])]
+    assert value(after, "brig_capacity_slots") == 500
+    assert value(after, "brig_admission_queue_length") == 0
+    assert value(after, "brig_billing_charged_micro_usd_total") > 0
+    # A cold create of a tariff the pool does not keep.
+    cold = a.create("minimal", tariff="tiny")
+    a.delete(cold["id"])
+    m = scrape(a)
+    assert value(m, "brig_sandbox_create_seconds_count", pool="cold") == \
+        value(after, "brig_sandbox_create_seconds_count", pool="cold") + 1
+    assert value(m, "brig_sandbox_create_seconds_bucket", pool="cold", le="+Inf") >= 1
+
+
+def test_scopes_and_the_unauthenticated_listener(md):
+    a = md.api()
+    assert "brig_sandboxes_live" in {n for n, _ in scrape(md.operator())}
+    p = a.ok("POST", "/v1/projects", {"name": "metrics-scoped"}).json()
+    k = a.ok("POST", f"/v1/projects/{p['id']}/keys", {"scope": "sandbox"}).json()
+    r = Api(a.base_url, k["key"]).request("GET", "/metrics")
+    assert r.status == 403 and r.json()["error"]["code"] == "forbidden"
+    assert a.request("GET", "/metrics", key=None).status == 401
+    with urllib.request.urlopen(md.metrics_url, timeout=10) as r:
+        m = parse(r.read().decode())
+    assert ("brig_capacity_slots", frozenset()) in m
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(md.metrics_url.replace("/metrics", "/v1/sandboxes"), timeout=10)
+    assert e.value.code == 404
+
+
+def samples(api, sid):
+    return api.ok("GET", f"/v1/sandboxes/{sid}/metrics").json()
+
+
+def latest(api, sid, field):
+    s = samples(api, sid)["latest"]
+    return s[field] if s else None
+
+
+def test_disk_network_and_execs_of_a_sandbox(md):
+    a = md.api()
+    sb = a.create("minimal", tariff="tiny")
+    sid = sb["id"]
+    wait_for(lambda: latest(a, sid, "disk_bytes") is not None, timeout=10, what="a sample")
+    m = samples(a, sid)
+    assert m["state"] == "running" and m["interval"] == 1 and m["ended_at"] is None
+    s = m["latest"]
+    assert s["pids"] >= 1 and s["memory_bytes"] > 0 and s["cpu_seconds"] >= 0
+    disk0, inodes0 = s["disk_bytes"], s["disk_inodes"]
+    a.exec(sid, "dd if=/dev/urandom of=/big bs=1M count=8 && sync")
+    wait_for(lambda: latest(a, sid, "disk_bytes") >= disk0 + 7 * MiB, timeout=10,
+             what="disk use to grow")
+    assert latest(a, sid, "disk_inodes") >= inodes0 + 1
+    out0 = latest(a, sid, "net_bytes_out")
+    assert out0 is not None  # networking is on: its link's counters
+    a.exec(sid, "nslookup example.com; true", timeout=20)
+    wait_for(lambda: latest(a, sid, "net_bytes_out") > out0 and
+             latest(a, sid, "net_packets_out") > 0, timeout=10, what="traffic to count")
+    wait_for(lambda: latest(a, sid, "execs") == 2, timeout=10, what="the execs counted")
+    assert samples(a, sid)["execs"] == 2
+    # Another project's key sees no such sandbox; a missing one is a 404 too.
+    p = a.ok("POST", "/v1/projects", {"name": "metrics-other"}).json()
+    k = a.ok("POST", f"/v1/projects/{p['id']}/keys", {"scope": "sandbox"}).json()
+    assert Api(a.base_url, k["key"]).request("GET", f"/v1/sandboxes/{sid}/metrics").status == 404
+    assert a.request("GET", "/v1/sandboxes/sbx-nosuchsandbox/metrics").status == 404
+    a.delete(sid)
+    ended = samples(a, sid)
+    assert ended["state"] == "ended" and ended["reason"] == "deleted_by_api"
+    assert ended["ended_at"] and ended["samples"]
+    assert Api(a.base_url, k["key"]).request("GET", f"/v1/sandboxes/{sid}/metrics").status == 404
+
+
+@pytest.mark.base
+def test_black_box_shows_the_memory_climb_before_an_oom(md):
+    a = md.api()
+    sb = a.create("base", tariff="tiny")
+    sid = sb["id"]
+    wait_for(lambda: latest(a, sid, "memory_bytes") is not None, timeout=10, what="a sample")
+    # 8 MiB every 0.25 s, touched: a climb over a few samples, then the 128 MiB limit.
+    hog = ("import time\nb = []\nwhile True:\n    b.append(b'x' * (8 << 20))\n"
+           "    time.sleep(0.25)\n")
+    a.put_file(sid, "/hog.py", hog.encode())
+    r = a.exec(sid, argv=["python3", "/hog.py"], timeout=60)
+    assert r["signal"] == 9 or r["exit_code"] == 137, r
+    a.delete(sid)
+    box = samples(a, sid)
+    assert box["state"] == "ended"
+    mem = [s["memory_bytes"] for s in box["samples"] if s["memory_bytes"] is not None]
+    # The climb: several samples on the way up, and the peak at the limit.
+    rising = [m for m in mem if 16 * MiB < m < 120 * MiB]
+    assert len(rising) >= 2, mem
+    assert box["samples"][-1]["memory_peak_bytes"] >= 120 * MiB, box["samples"][-1]
