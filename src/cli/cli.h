@@ -202,6 +202,7 @@ int brig_cmd_download(const cli_args *a);
 int brig_cmd_ps(const cli_args *a);
 int brig_cmd_logs(const cli_args *a);
 int brig_cmd_timeline(const cli_args *a);
+int brig_cmd_metrics(const cli_args *a);
 int brig_cmd_audit_export(const cli_args *a);
 int brig_cmd_audit_verify(const cli_args *a);
 int brig_cmd_wait(const cli_args *a);

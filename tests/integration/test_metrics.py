@@ -3,6 +3,7 @@ real parser (Debian's python3-prometheus-client), whose values move as they shou
 scopes and the unauthenticated metrics_listen; and each sandbox's usage samples at
 /v1/sandboxes/{id}/metrics, kept as a black box once it ended."""
 
+import json
 import socket
 import urllib.error
 import urllib.request
@@ -163,6 +164,13 @@ def test_disk_network_and_execs_of_a_sandbox(md):
     ended = samples(a, sid)
     assert ended["state"] == "ended" and ended["reason"] == "deleted_by_api"
     assert ended["ended_at"] and ended["samples"]
+    # The CLI prints the same samples, also of the ended sandbox.
+    from test_api import cli
+    table = cli(a, "metrics", sid).stdout.decode().splitlines()
+    assert table[0].split()[:2] == ["TIME", "CPU%"] and len(table) == len(ended["samples"]) + 2
+    assert table[-1] == "2 exec(s); ended: deleted_by_api", table
+    assert json.loads(cli(a, "metrics", "--json", sid).stdout)["reason"] == "deleted_by_api"
+    assert cli(a, "metrics", "sbx_nosuchsandbox", check=False).returncode != 0
     assert Api(a.base_url, k["key"]).request("GET", f"/v1/sandboxes/{sid}/metrics").status == 404
 
 
