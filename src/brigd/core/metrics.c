@@ -29,34 +29,40 @@ typedef struct family {
 static const double create_bounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30};
 static const double fast_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                      0.25,  0.5,    1,     2.5,  5,     10,   60};
-#define HIST(b) b, (int)(sizeof(b) / sizeof(b[0]))
+#define HIST(b) .bounds = b, .n_bounds = (int)(sizeof(b) / sizeof(b[0]))
+#define FAMILY(n, h, ...)                                                                          \
+    {                                                                                              \
+        .name = n, .help = h, __VA_ARGS__                                                          \
+    }
 
 static family families[BRIG_M_COUNT] = {
-    [BRIG_M_SANDBOXES_CREATED] = {"brig_sandboxes_created_total",
-                                  "Sandboxes created (running and answered), by isolation and "
-                                  "whether a warm one was claimed"},
-    [BRIG_M_SANDBOXES_ENDED] = {"brig_sandboxes_ended_total", "Sandboxes ended, by reason"},
-    [BRIG_M_CREATES_FAILED] = {"brig_sandbox_creates_failed_total",
-                               "Creates that failed after admission (unwound)"},
-    [BRIG_M_CREATE_SECONDS] = {"brig_sandbox_create_seconds",
-                               "Create latency, request to running sandbox, by warm-pool hit "
-                               "(pool=\"hit\") or cold start (pool=\"cold\")",
-                               HIST(create_bounds)},
-    [BRIG_M_EXEC_SECONDS] = {"brig_exec_seconds",
-                             "Exec latency: a foreground command's run, start to exit, as its "
-                             "agent measured it",
-                             HIST(fast_bounds)},
-    [BRIG_M_ADMISSION_REFUSED] = {"brig_admission_refused_total",
-                                  "Creates refused for host capacity, by reason"},
-    [BRIG_M_HTTP_REQUESTS] = {"brig_http_requests_total",
-                              "API requests answered, by method, route pattern and status"},
-    [BRIG_M_HTTP_SECONDS] = {"brig_http_request_seconds",
-                             "API request latency, head to answer queued, by method and route",
-                             HIST(fast_bounds)},
-    [BRIG_M_AGENT_ERRORS] = {"brig_agent_errors_total",
-                             "Failed calls to sandbox agents, by kind of failure"},
-    [BRIG_M_BILLING_CHARGED] = {"brig_billing_charged_micro_usd_total",
-                                "Micro-dollars charged to accounts for sandbox time"},
+    [BRIG_M_SANDBOXES_CREATED] =
+        FAMILY("brig_sandboxes_created_total",
+               "Sandboxes created (running and answered), by isolation and "
+               "whether a warm one was claimed"),
+    [BRIG_M_SANDBOXES_ENDED] = FAMILY("brig_sandboxes_ended_total", "Sandboxes ended, by reason"),
+    [BRIG_M_CREATES_FAILED] = FAMILY("brig_sandbox_creates_failed_total",
+                                     "Creates that failed after admission (unwound)"),
+    [BRIG_M_CREATE_SECONDS] = FAMILY("brig_sandbox_create_seconds",
+                                     "Create latency, request to running sandbox, by warm-pool hit "
+                                     "(pool=\"hit\") or cold start (pool=\"cold\")",
+                                     HIST(create_bounds)),
+    [BRIG_M_EXEC_SECONDS] =
+        FAMILY("brig_exec_seconds",
+               "Exec latency: a foreground command's run, start to exit, as its "
+               "agent measured it",
+               HIST(fast_bounds)),
+    [BRIG_M_ADMISSION_REFUSED] =
+        FAMILY("brig_admission_refused_total", "Creates refused for host capacity, by reason"),
+    [BRIG_M_HTTP_REQUESTS] = FAMILY("brig_http_requests_total",
+                                    "API requests answered, by method, route pattern and status"),
+    [BRIG_M_HTTP_SECONDS] = FAMILY(
+        "brig_http_request_seconds",
+        "API request latency, head to answer queued, by method and route", HIST(fast_bounds)),
+    [BRIG_M_AGENT_ERRORS] =
+        FAMILY("brig_agent_errors_total", "Failed calls to sandbox agents, by kind of failure"),
+    [BRIG_M_BILLING_CHARGED] = FAMILY("brig_billing_charged_micro_usd_total",
+                                      "Micro-dollars charged to accounts for sandbox time"),
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
