@@ -32,6 +32,12 @@ struct brig_rt_sandbox {
     pid_t pid; /* its host pid (valid while pidfd says it lives) */
 };
 
+/* ---- oci_events.c ------------------------------------------------------------ */
+
+/* The driver's events and last_words ops (runtime.h). */
+void brig_oci_events(brig_runtime *rt, const char *id, brig_rt_events *out);
+void brig_oci_last_words(brig_runtime *rt, const char *id, char *buf, size_t n);
+
 /* ---- oci_bundle.c ------------------------------------------------------------ */
 
 /* "<sb_dir>/<id>/<name>" (name NULL: the directory); caller frees. */
