@@ -45,6 +45,10 @@ const execOutput = {
   stderr: z.string(),
   timed_out: z.boolean(),
   duration_ms: z.number(),
+  reason: z
+    .string()
+    .nullable()
+    .describe("Why it ended: exited, signal, timeout, oom_killed (memory limit), pids_limit, disk_full."),
 };
 
 /** Makes an McpServer with brig's tools. Connect it to a transport to serve. */
@@ -90,11 +94,21 @@ export function createServer(options: ServerOptions = {}): McpServer {
     const stderr = tail(r.stderr, maxOut);
     let head = `${prefix}exit_code: ${r.exitCode}`;
     if (r.timedOut) head += " (timed out: the command was killed)";
+    else if (r.reason === "oom_killed") head += " (killed by the out-of-memory killer: the sandbox's memory limit)";
+    else if (r.reason === "pids_limit") head += " (it hit the sandbox's process limit)";
+    else if (r.reason === "disk_full") head += " (the sandbox's disk is full)";
     else if (r.signal) head += ` (killed by signal ${r.signal})`;
     const text = `${head}\nstdout:\n${stdout || "(empty)"}\nstderr:\n${stderr || "(empty)"}`;
     return {
       content: [{ type: "text", text }],
-      structuredContent: { exit_code: r.exitCode, stdout, stderr, timed_out: r.timedOut, duration_ms: r.durationMs },
+      structuredContent: {
+        exit_code: r.exitCode,
+        stdout,
+        stderr,
+        timed_out: r.timedOut,
+        duration_ms: r.durationMs,
+        reason: r.reason ?? null,
+      },
     };
   }
 

@@ -46,6 +46,7 @@ interface ExecOut {
   stderr: string;
   timed_out: boolean;
   duration_ms: number;
+  reason: string | null;
 }
 
 describe("brig-mcp over stdio", () => {
@@ -114,7 +115,7 @@ describe("brig-mcp over stdio", () => {
     assert.ok(!ex.isError, text(ex));
     assert.deepEqual(
       { ...structured<ExecOut>(ex), duration_ms: 0 },
-      { exit_code: 3, stdout: "from-script\n", stderr: "oops\n", timed_out: false, duration_ms: 0 },
+      { exit_code: 3, stdout: "from-script\n", stderr: "oops\n", timed_out: false, duration_ms: 0, reason: "exited" },
     );
     assert.equal(text(ex), "exit_code: 3\nstdout:\nfrom-script\n\nstderr:\noops\n");
 
@@ -162,6 +163,7 @@ describe("brig-mcp over stdio", () => {
     const slow = structured<ExecOut>(await call("sandbox_run", { command: "sleep 10", template: "minimal", timeout: 0.5 }));
     assert.equal(slow.timed_out, true);
     assert.equal(slow.exit_code, 137);
+    assert.equal(slow.reason, "timeout");
 
     const bad = await call("sandbox_run", { command: "exit 42", template: "minimal" });
     assert.ok(!bad.isError);

@@ -15,7 +15,7 @@ def test_nonzero_exit_is_a_result(sb):
     assert isinstance(r, brig.ExecResult)
     assert (r.exit_code, r.stdout, r.stderr, r.timed_out, r.signal) == (7, "out\n", "err\n",
                                                                         False, None)
-    assert not r.ok and r.duration_ms >= 0
+    assert not r.ok and r.duration_ms >= 0 and r.reason == "exited"
     assert sb.exec("no-such-program").exit_code == 127
     assert sb.exec("true").ok
 
@@ -33,12 +33,12 @@ def test_timeout_is_a_result(sb):
     t0 = time.monotonic()
     r = sb.exec("sleep 30", timeout=0.5)
     assert time.monotonic() - t0 < 10
-    assert r.timed_out and r.exit_code == 137
+    assert r.timed_out and r.exit_code == 137 and r.reason == "timeout"
 
 
 def test_signal_is_a_result(sb):
     r = sb.exec("kill -TERM $$")
-    assert r.exit_code == 143 and r.signal == 15
+    assert r.exit_code == 143 and r.signal == 15 and r.reason == "signal"
 
 
 def test_binary_output(sb):
@@ -72,9 +72,9 @@ def test_streaming_binary_chunk_is_bytes(sb):
 
 def test_streaming_timeout_and_exit_code(sb):
     r = sb.exec("echo x; sleep 30", timeout=0.5, on_stdout=lambda c: None)
-    assert r.timed_out and r.exit_code == 137 and r.stdout == "x\n"
+    assert r.timed_out and r.exit_code == 137 and r.stdout == "x\n" and r.reason == "timeout"
     r = sb.exec("exit 5", on_stderr=lambda c: None)
-    assert r.exit_code == 5
+    assert r.exit_code == 5 and r.reason == "exited"
 
 
 def test_callback_exception_stops_and_kills_the_command(sb):

@@ -34,6 +34,7 @@ export type { BrigErrorOptions } from "./errors.js";
 export type {
   CreateOptions,
   ExecOptions,
+  ExecReason,
   ExecResult,
   FileEntry,
   FileMode,
@@ -41,5 +42,6 @@ export type {
   ProcessEvent,
   ProcessInfo,
   PtySize,
+  SandboxEndReason,
   SandboxInfo,
 } from "./types.js";

@@ -7,7 +7,7 @@
 import type { BrigClient } from "./client.js";
 import { ndjson } from "./client.js";
 import { apiError, TimeoutError } from "./errors.js";
-import type { ProcessEvent, ProcessInfo, PtySize } from "./types.js";
+import type { ExecReason, ProcessEvent, ProcessInfo, PtySize } from "./types.js";
 import { camel, TextStream } from "./util.js";
 
 /** The longest single wait request; longer waits are several in a row. */
@@ -114,8 +114,8 @@ export class Process {
           break;
         case "exit": {
           yield* flushed(text);
-          const e = camel<{ exitCode: number; signal: number | null; timedOut: boolean; durationMs?: number }>(ev);
-          yield { type: "exit", exitCode: e.exitCode, signal: e.signal ?? null, timedOut: !!e.timedOut, durationMs: e.durationMs };
+          const e = camel<{ exitCode: number; signal: number | null; timedOut: boolean; durationMs?: number; reason?: ExecReason | null }>(ev);
+          yield { type: "exit", exitCode: e.exitCode, signal: e.signal ?? null, timedOut: !!e.timedOut, durationMs: e.durationMs, reason: e.reason ?? null };
           break;
         }
         case "error":

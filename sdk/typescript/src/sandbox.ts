@@ -14,6 +14,7 @@ import { Process, streamError } from "./process.js";
 import type {
   CreateOptions,
   ExecOptions,
+  ExecReason,
   ExecResult,
   FileEntry,
   FileMode,
@@ -168,6 +169,7 @@ export class Sandbox {
       timedOut: !!r.timed_out,
       durationMs: (r.duration_ms as number) ?? 0,
       signal: (r.signal as number | null) ?? null,
+      reason: (r.reason as ExecReason | null) ?? null,
       stdoutTruncated: !!r.stdout_truncated,
       stderrTruncated: !!r.stderr_truncated,
     };
@@ -194,6 +196,7 @@ export class Sandbox {
           timedOut: !!ev.timed_out,
           durationMs: (ev.duration_ms as number) ?? 0,
           signal: (ev.signal as number | null) ?? null,
+          reason: (ev.reason as ExecReason | null) ?? null,
           stdoutTruncated: out.stdout.truncated,
           stderrTruncated: out.stderr.truncated,
         };

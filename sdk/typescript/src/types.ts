@@ -32,8 +32,10 @@ export interface SandboxInfo {
   expiresAt?: string;
   /** When it will be deleted if unused until then (ISO 8601). */
   idleExpiresAt?: string;
-  /** Why it ended: `deleted_by_api`, `idle_timeout`, `max_lifetime`, `cpu_abuse`, `tcp_memory`, `balance_exhausted`, `lost_on_restart`. */
+  /** Why it ended, the detail: `deleted_by_api`, `idle_timeout`, `max_lifetime`, `cpu_abuse`, `tcp_memory`, `balance_exhausted`, `spend_limit`, `agent_lost`, `oom_killed`, `lost_on_restart`, `destroyed_by_operator`. */
   reason?: string;
+  /** Why it ended, typed (docs/api.md "Why it ended"). */
+  endReason?: SandboxEndReason;
   deletedAt?: string;
   /** What it cost, in micro-dollars (integer), and formatted (`"$0.000600"`). */
   costMicroUsd?: number;
@@ -74,6 +76,15 @@ export interface CreateOptions {
   signal?: AbortSignal;
 }
 
+/** Why a command ended: its own exit, a signal, its timeout, or one of the sandbox's limits
+ * (the cgroup's OOM killer, the pids limit, a full disk). */
+export type ExecReason = "exited" | "signal" | "timeout" | "oom_killed" | "pids_limit" | "disk_full";
+
+/** Why a sandbox ended (docs/api.md "Why it ended"). */
+export type SandboxEndReason =
+  | "deleted" | "idle" | "lifetime" | "cpu_abuse" | "tcp_memory" | "balance" | "spend_limit"
+  | "agent_lost" | "oom_killed" | "brigd_restart" | "host_shutdown" | "create_failed";
+
 /** The outcome of a foreground command. A non-zero `exitCode` is a result, not an error. */
 export interface ExecResult {
   /** The exit status; `128 + n` when killed by signal `n`; 137 after a timeout; 127: no such program. */
@@ -85,6 +96,8 @@ export interface ExecResult {
   durationMs: number;
   /** The signal that killed it, or null. */
   signal: number | null;
+  /** Why it ended (null from a brigd that does not say). */
+  reason: ExecReason | null;
   /** Output beyond the kept limit (10 MiB per stream by default) was dropped. */
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
@@ -133,6 +146,8 @@ export interface ProcessInfo {
   exitCode: number | null;
   signal: number | null;
   timedOut: boolean;
+  /** Why it ended; null while it runs. */
+  reason: ExecReason | null;
   endedAt: string | null;
   /** Output that fell out of the buffer before anyone read it. */
   droppedBytes: number;
@@ -144,7 +159,7 @@ export type ProcessEvent =
   | { type: "stdout" | "stderr"; data: string }
   /** Output this reader missed (it fell out of brigd's buffer). */
   | { type: "dropped"; bytes: number }
-  | { type: "exit"; exitCode: number; signal: number | null; timedOut: boolean; durationMs?: number };
+  | { type: "exit"; exitCode: number; signal: number | null; timedOut: boolean; durationMs?: number; reason: ExecReason | null };
 
 /** A directory entry or `stat` result. */
 export interface FileEntry {

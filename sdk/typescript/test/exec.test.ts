@@ -45,6 +45,7 @@ describe("exec", () => {
     const r = await sb.exec("kill -TERM $$");
     assert.equal(r.signal, 15);
     assert.equal(r.exitCode, 143);
+    assert.equal(r.reason, "signal");
   });
 
   test("output that is not UTF-8 is decoded with replacement characters", async () => {
@@ -150,11 +151,13 @@ describe("background processes", () => {
     const last = events.at(-1)!;
     assert.equal(last.type, "exit");
     assert.equal(last.type === "exit" && last.exitCode, 4);
+    assert.equal(last.type === "exit" && last.reason, "exited");
 
     const info = await p.wait();
     assert.equal(info.running, false);
     assert.equal(info.exitCode, 4);
     assert.equal(info.timedOut, false);
+    assert.equal(info.reason, "exited");
     assert.ok(info.endedAt);
     assert.ok((await sb.processes()).some((q) => q.pid === p.pid));
     assert.equal((await p.outputText()).stdout, "line1\nline2\nline3\n");
@@ -206,6 +209,7 @@ describe("background processes", () => {
     const p = await sb.exec("sleep 30", { background: true, timeoutMs: 200 });
     const info = await p.wait({ timeoutMs: 10_000 });
     assert.equal(info.timedOut, true);
+    assert.equal(info.reason, "timeout");
     await assert.rejects(sb.getProcess(999_999), NotFoundError);
     await assert.rejects(sb.exec("true", { background: true, onStdout: () => {} }), TypeError);
   });

@@ -11,6 +11,7 @@
 
 #include "exec_event.h"
 #include "handlers.h"
+#include "sandbox/ends.h"
 #include "log.h"
 #include "account/quota.h"
 #include "validate.h"
@@ -74,12 +75,14 @@ static output_hold *hold_take(brig_req *r)
     return NULL;
 }
 
-/* The agent's process object as the API shows it: times as ISO 8601. */
-static json_t *proc_json(json_t *p)
+/* The agent's process object as the API shows it: times as ISO 8601, and why it
+ * ended (its end recorded in sb's timeline once, sandbox/ends.h). */
+static json_t *proc_json(brigd *d, brig_sandbox *sb, json_t *p)
 {
     json_t *o = json_deep_copy(p);
     json_object_set_new(o, "started_at", api_time(json_object_get(p, "started_at")));
     json_object_set_new(o, "ended_at", api_time(json_object_get(p, "ended_at")));
+    brig_proc_reason(d, sb, o);
     return o;
 }
 
@@ -141,10 +144,11 @@ static void exec_streamed(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int
     s->caller = r->caller;
     s->req = *req; /* takes the stdin buffer */
     memset(req, 0, sizeof(*req));
+    brig_sandbox_events(r->d, sb, &s->before);
     brig_error *err = NULL;
     if (brig_agentc_exec_start(&s->call, fd, &s->req, &err) < 0) {
         s->has_call = s->call.has_thread;
-        api_exec_event_end(r->d, sb, &r->caller, s->audit, NULL, NULL, 0, err->msg);
+        api_exec_event_end(r->d, sb, &r->caller, s->audit, NULL, NULL, NULL, 0, err->msg);
         s->audit = NULL;
         brig_stream_free(s);
         brig_http_error(r, err);
@@ -158,9 +162,15 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
 {
     brig_exec_result res;
     brig_error *err = NULL;
+    brig_rt_events before;
+    brig_sandbox_events(r->d, sb, &before);
     int rc = brig_agentc_exec(fd, req, 0, NULL, &res, &err);
     close(fd);
-    api_exec_event_end(r->d, sb, &r->caller, ev, rc < 0 ? NULL : &res, NULL, 0,
+    if (rc == 0) { /* its end is recorded once seen (sandbox/ends.h) */
+        json_object_set_new(ev, "pid", json_integer(res.pid));
+        brig_bg_started(sb, res.pid, ev, &before);
+    }
+    api_exec_event_end(r->d, sb, &r->caller, ev, rc < 0 ? NULL : &res, NULL, NULL, 0,
                        rc < 0 ? err->msg : NULL);
     if (rc < 0) {
         brig_sandbox_put(r->d, sb);
@@ -173,7 +183,7 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
     int fd2 = brig_sandbox_connect(r->d, sb, &err);
     int ok = fd2 >= 0 && brig_agentc_proc_get(fd2, res.pid, &reply, &err) == 0;
     if (ok) {
-        brig_http_json(r, 202, proc_json(reply));
+        brig_http_json(r, 202, proc_json(r->d, sb, reply));
     } else {
         brig_error_clear(&err);
         brig_http_json(r, 202, json_pack("{s:i, s:b}", "pid", res.pid, "running", 1));
@@ -184,9 +194,9 @@ static void exec_background(brig_req *r, brig_exec_req *req, brig_sandbox *sb, i
     brig_sandbox_put(r->d, sb);
 }
 
-/* A buffered exec's event: how it ended, its output's bytes and redactions. */
+/* A buffered exec's event: how it ended and why, its output's bytes and redactions. */
 static void exec_recorded(brig_req *r, brig_sandbox *sb, json_t *ev, const brig_exec_result *res,
-                          const brig_redactor *red, const brig_error *err)
+                          const char *reason, const brig_redactor *red, const brig_error *err)
 {
     int64_t bytes[2] = {0, 0}, redactions = 0;
     if (res) {
@@ -196,8 +206,24 @@ static void exec_recorded(brig_req *r, brig_sandbox *sb, json_t *ev, const brig_
             (int64_t)(brig_redact_count(red, (const uint8_t *)res->out.data, res->out.len) +
                       brig_redact_count(red, (const uint8_t *)res->err.data, res->err.len));
     }
-    api_exec_event_end(r->d, sb, &r->caller, ev, res, res ? bytes : NULL, redactions,
+    api_exec_event_end(r->d, sb, &r->caller, ev, res, reason, res ? bytes : NULL, redactions,
                        err ? err->msg : NULL);
+}
+
+/* A buffered exec's answer but its output. */
+static json_t *exec_meta(const brig_exec_result *res, const char *reason)
+{
+    json_t *meta = json_pack("{s:i, s:b, s:I}", "exit_code", res->exit_code, "timed_out",
+                             res->timed_out, "duration_ms", (json_int_t)res->duration_ms);
+    json_object_set_new(meta, "signal", res->signal ? json_integer(res->signal) : json_null());
+    json_object_set_new(meta, "reason", json_string(reason));
+    if (res->out_truncated)
+        json_object_set_new(meta, "stdout_truncated", json_true());
+    if (res->err_truncated)
+        json_object_set_new(meta, "stderr_truncated", json_true());
+    if (res->budget_exceeded)
+        json_object_set_new(meta, "output_budget_exceeded", json_true());
+    return meta;
 }
 
 void api_exec(brig_req *r)
@@ -251,9 +277,14 @@ void api_exec(brig_req *r)
     }
     brig_exec_budget budget = {hold_grow, hold};
     brig_exec_result res;
+    brig_rt_events before, after;
+    brig_sandbox_events(r->d, sb, &before);
     int rc = brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &budget, &res, &err);
     close(fd);
-    exec_recorded(r, sb, ev, rc < 0 ? NULL : &res, red, err);
+    brig_sandbox_events(r->d, sb, &after);
+    const char *reason =
+        rc < 0 ? NULL : brig_exec_reason(&before, &after, res.exit_code, res.signal, res.timed_out);
+    exec_recorded(r, sb, ev, rc < 0 ? NULL : &res, reason, red, err);
     brig_sandbox_put(r->d, sb);
     if (rc < 0) {
         hold_release(hold);
@@ -262,15 +293,7 @@ void api_exec(brig_req *r)
         brig_http_error(r, err);
         goto out;
     }
-    json_t *meta = json_pack("{s:i, s:b, s:I}", "exit_code", res.exit_code, "timed_out",
-                             res.timed_out, "duration_ms", (json_int_t)res.duration_ms);
-    json_object_set_new(meta, "signal", res.signal ? json_integer(res.signal) : json_null());
-    if (res.out_truncated)
-        json_object_set_new(meta, "stdout_truncated", json_true());
-    if (res.err_truncated)
-        json_object_set_new(meta, "stderr_truncated", json_true());
-    if (res.budget_exceeded)
-        json_object_set_new(meta, "output_budget_exceeded", json_true());
+    json_t *meta = exec_meta(&res, reason);
     /* The answer owns the output, the redactor and the hold from here on. */
     brig_http_response(r, 200, brig_exec_reply_response(meta, &res, red, hold_release, hold));
     red = NULL;
@@ -307,7 +330,7 @@ void api_proc_list(brig_req *r)
     if (rc == 0) {
         json_t *list = json_array();
         for (size_t i = 0; i < json_array_size(procs); i++)
-            json_array_append_new(list, proc_json(json_array_get(procs, i)));
+            json_array_append_new(list, proc_json(r->d, c.sb, json_array_get(procs, i)));
         out = json_pack("{s:o}", "processes", list);
     }
     json_decref(procs);
@@ -322,7 +345,7 @@ void api_proc_get(brig_req *r)
         return;
     json_t *proc = NULL;
     int rc = brig_agentc_proc_get(c.fd, pid, &proc, &c.err);
-    api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : proc_json(proc));
+    api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : proc_json(r->d, c.sb, proc));
     json_decref(proc);
 }
 
@@ -351,6 +374,7 @@ void api_proc_output(brig_req *r)
     s->sb = sb;
     s->fd = fd;
     s->client_fd = -1;
+    s->proc_pid = pid;
     brig_stream_redact(s, red);
     if (brig_agentc_proc_output(fd, pid, follow, &err) < 0) {
         brig_stream_free(s);
@@ -455,7 +479,7 @@ void api_proc_wait(brig_req *r)
         return;
     json_t *proc = NULL;
     int rc = brig_agentc_proc_wait(c.fd, pid, (int64_t)(secs * 1000), &proc, &c.err);
-    api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : proc_json(proc));
+    api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : proc_json(r->d, c.sb, proc));
     json_decref(proc);
 }
 

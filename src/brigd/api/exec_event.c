@@ -62,8 +62,8 @@ json_t *api_exec_event(const brig_exec_req *req, json_t *secrets)
 }
 
 void api_exec_event_end(brigd *d, brig_sandbox *sb, const brig_caller *c, json_t *ev,
-                        const brig_exec_result *res, const int64_t bytes[2], int64_t redactions,
-                        const char *error)
+                        const brig_exec_result *res, const char *reason, const int64_t bytes[2],
+                        int64_t redactions, const char *error)
 {
     brig_usage_exec(d, sb);
     if (res && ev && !json_is_true(json_object_get(ev, "background")))
@@ -79,6 +79,7 @@ void api_exec_event_end(brigd *d, brig_sandbox *sb, const brig_caller *c, json_t
                                 res->signal ? json_integer(res->signal) : json_null());
             json_object_set_new(ev, "timed_out", json_boolean(res->timed_out));
             json_object_set_new(ev, "duration_ms", json_integer((json_int_t)res->duration_ms));
+            json_object_set_new(ev, "reason", reason ? json_string(reason) : json_null());
         }
     }
     if (bytes) {

@@ -11,6 +11,7 @@
 
 #include "exec_event.h"
 #include "log.h"
+#include "sandbox/ends.h"
 
 size_t brig_utf8_cut(const uint8_t *p, size_t n)
 {
@@ -85,8 +86,29 @@ void brig_ndjson_eof(brig_ndjson *nj, int chan, brig_buf *out)
     }
 }
 
+/* Why the command of an exit message ended: a streamed exec's from the counters
+ * around it; a process output's as the process object says (and its end recorded
+ * once, sandbox/ends.h). */
+static const char *exit_reason(brig_stream *s, json_t *msg)
+{
+    int code = (int)json_integer_value(json_object_get(msg, "exit_code"));
+    int sig = (int)json_integer_value(json_object_get(msg, "signal"));
+    bool timed_out = json_is_true(json_object_get(msg, "timed_out"));
+    if (s->proc_pid > 0) {
+        json_t *proc = json_pack(
+            "{s:i, s:b, s:i, s:O, s:b}", "pid", s->proc_pid, "running", 0, "exit_code", code,
+            "signal", sig ? json_object_get(msg, "signal") : json_null(), "timed_out", timed_out);
+        const char *r = brig_proc_reason(s->d, s->sb, proc);
+        json_decref(proc);
+        return r;
+    }
+    brig_rt_events after;
+    brig_sandbox_events(s->d, s->sb, &after);
+    return brig_exec_reason(&s->before, &after, code, sig, timed_out);
+}
+
 /* The timeline's exec event of a streamed command, at its exit. */
-static void exit_recorded(brig_stream *s, json_t *msg)
+static void exit_recorded(brig_stream *s, json_t *msg, const char *reason)
 {
     if (s->audit == NULL)
         return;
@@ -100,7 +122,7 @@ static void exit_recorded(brig_stream *s, json_t *msg)
     if (res.pid == 0) /* the exit message may not say: the start did */
         res.pid = (int)json_integer_value(json_object_get(s->audit, "pid"));
     int64_t bytes[2] = {s->out_bytes[1], s->out_bytes[2]};
-    api_exec_event_end(s->d, s->sb, &s->caller, s->audit, &res, bytes,
+    api_exec_event_end(s->d, s->sb, &s->caller, s->audit, &res, reason, bytes,
                        (int64_t)(s->rs[1].matches + s->rs[2].matches), NULL);
     s->audit = NULL;
 }
@@ -118,12 +140,14 @@ static void translate(brig_stream *s, json_t *msg)
         }
     } else if (t == BRIG_REPLY_EXIT) {
         json_t *sig = json_object_get(msg, "signal");
-        exit_recorded(s, msg);
-        brig_ndjson_line(&s->line, json_pack("{s:s, s:O, s:O, s:b, s:O}", "type", "exit",
-                                             "exit_code", json_object_get(msg, "exit_code"),
-                                             "signal", sig ? sig : json_null(), "timed_out",
-                                             json_is_true(json_object_get(msg, "timed_out")),
-                                             "duration_ms", json_object_get(msg, "duration_ms")));
+        const char *reason = exit_reason(s, msg);
+        exit_recorded(s, msg, reason);
+        brig_ndjson_line(&s->line,
+                         json_pack("{s:s, s:O, s:O, s:b, s:O, s:s}", "type", "exit", "exit_code",
+                                   json_object_get(msg, "exit_code"), "signal",
+                                   sig ? sig : json_null(), "timed_out",
+                                   json_is_true(json_object_get(msg, "timed_out")), "duration_ms",
+                                   json_object_get(msg, "duration_ms"), "reason", reason));
         s->done = true;
     } else if (t == BRIG_REPLY_OUTPUT || t == BRIG_REPLY_DROPPED) {
         brig_ndjson_line(&s->line, json_deep_copy(msg));
@@ -223,7 +247,7 @@ void brig_stream_free(brig_stream *s)
         return;
     if (s->audit) { /* it did not reach its exit here */
         int64_t bytes[2] = {s->out_bytes[1], s->out_bytes[2]};
-        api_exec_event_end(s->d, s->sb, &s->caller, s->audit, NULL, bytes,
+        api_exec_event_end(s->d, s->sb, &s->caller, s->audit, NULL, NULL, bytes,
                            (int64_t)(s->rs[1].matches + s->rs[2].matches),
                            "the stream ended before the command did");
     }

@@ -56,6 +56,10 @@ typedef struct brig_stream {
     json_t *audit;
     brig_caller caller;
     int64_t out_bytes[3]; /* per channel, as the command wrote them */
+    /* why it ended: exec streams, the sandbox's limit counters before the command; a
+     * process's output, its pid (its exit's reason is the process's) */
+    brig_rt_events before;
+    int proc_pid;
 } brig_stream;
 
 /* A buffered exec's answer, encoded while it is sent: the JSON object meta (the

@@ -119,6 +119,30 @@ static int no_remove(const char *id, brig_error **err)
 static int v1_prepare(const char *id, int64_t tcp_bytes, brig_error **err);
 static int64_t v1_tcp_bytes(const char *id);
 
+/* Why a command or a sandbox ended (docs/api.md, "Why it ended") is read from these
+ * counters, not guessed from a SIGKILL: each only grows over the cgroup's life. */
+static void v1_events(const char *id, int64_t *oom_kills, int64_t *pids_max)
+{
+    _cleanup_free_ char *m = brig_asprintf("/sys/fs/cgroup/memory/brig/%s/memory.oom_control", id);
+    _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/pids/brig/%s/pids.events", id);
+    *oom_kills = read_first_int(m, "oom_kill");
+    *pids_max = read_first_int(p, "max");
+}
+
+static void v2_events(const char *id, int64_t *oom_kills, int64_t *pids_max)
+{
+    _cleanup_free_ char *m = brig_asprintf("/sys/fs/cgroup/brig/%s/memory.events", id);
+    _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/brig/%s/pids.events", id);
+    *oom_kills = read_first_int(m, "oom_kill");
+    *pids_max = read_first_int(p, "max");
+}
+
+static void no_events(const char *id, int64_t *oom_kills, int64_t *pids_max)
+{
+    (void)id;
+    *oom_kills = *pids_max = -1;
+}
+
 static int no_prepare(const char *id, int64_t tcp_bytes, brig_error **err)
 {
     (void)id;
@@ -138,18 +162,21 @@ static brig_cgroup_ops v1 = {.name = "v1",
                              .cpu_ns = v1_cpu_ns,
                              .prepare = v1_prepare,
                              .tcp_bytes = v1_tcp_bytes,
+                             .events = v1_events,
                              .remove = v1_remove};
 static brig_cgroup_ops v2 = {.name = "v2",
                              .check = ok,
                              .cpu_ns = v2_cpu_ns,
                              .prepare = no_prepare,
                              .tcp_bytes = no_tcp,
+                             .events = v2_events,
                              .remove = v2_remove};
 static const brig_cgroup_ops none = {.name = "none",
                                      .check = refuse,
                                      .cpu_ns = no_cpu,
                                      .prepare = no_prepare,
                                      .tcp_bytes = no_tcp,
+                                     .events = no_events,
                                      .remove = no_remove};
 
 #define V1_MEMORY "/sys/fs/cgroup/memory/brig"

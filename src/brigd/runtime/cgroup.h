@@ -37,6 +37,10 @@ typedef struct brig_cgroup_ops {
     /* TCP buffer memory sandbox id holds now, in bytes, where the flavour counts it
      * apart from memory (v1 with tcp_limit); -1 elsewhere. */
     int64_t (*tcp_bytes)(const char *id);
+    /* The limits' event counters of sandbox id's cgroup: processes its memory limit's OOM
+     * killer killed (v1 memory.oom_control, v2 memory.events: oom_kill) and forks its
+     * pids limit refused (pids.events: max); -1 each where unknown. */
+    void (*events)(const char *id, int64_t *oom_kills, int64_t *pids_max);
 } brig_cgroup_ops;
 
 /* Detects the host's hierarchy (under root, normally /sys/fs/cgroup). */

@@ -52,6 +52,12 @@ extern const char *const brig_gvisor_mask[];
 /* Is id a sandbox runsc holds state for? */
 bool brig_gvisor_has(const oci *o, const char *id);
 
+/* ---- oci_events.c ------------------------------------------------------------ */
+
+/* The driver's events and last_words ops (runtime.h). */
+void brig_oci_events(brig_runtime *rt, const char *id, brig_rt_events *out);
+void brig_oci_last_words(brig_runtime *rt, const char *id, char *buf, size_t n);
+
 /* ---- oci_bundle.c ------------------------------------------------------------ */
 
 /* "<sb_dir>/<id>/<name>" (name NULL: the directory); caller frees. */

@@ -57,6 +57,16 @@ typedef struct brig_rt_stats {
     int64_t disk_inodes;       /* inodes used there */
 } brig_rt_stats;
 
+/* What a sandbox's limits did so far, for why a command or the sandbox ended: each
+ * counter only grows, so a caller compares two readings (docs/api.md, "Why it
+ * ended").  -1 where unknown. */
+typedef struct brig_rt_events {
+    int64_t oom_kills;   /* processes its memory limit's OOM killer killed */
+    int64_t pids_max;    /* forks its pids limit refused */
+    int64_t disk_avail;  /* bytes its writable layer still has for it (now) */
+    int64_t inode_avail; /* inodes, the same */
+} brig_rt_events;
+
 typedef struct brig_runtime_ops {
     const char *name;
     /* 0 when this host can run sandboxes isolated so; else -1 with a BRIG_E_INVALID
@@ -94,6 +104,12 @@ typedef struct brig_runtime_ops {
     /* Samples what sandbox sb uses now (cheap: a few files read, never waits on the
      * sandbox); -1 when nothing of it can be read (it is gone). */
     int (*stats)(brig_runtime *rt, brig_rt_sandbox *sb, brig_rt_stats *out);
+
+    /* Its limits' counters now (reads files: no wait on the sandbox). */
+    void (*events)(brig_runtime *rt, const char *id, brig_rt_events *out);
+    /* The last lines its agent wrote (its console: stdout and stderr), at most n - 1
+     * bytes, NUL-terminated; "" when none.  For a sandbox whose agent died. */
+    void (*last_words)(brig_runtime *rt, const char *id, char *buf, size_t n);
     /* Ids of every sandbox this driver holds anything for (running or not). */
     int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     void (*free)(brig_runtime *rt);

@@ -21,6 +21,7 @@
 #include "agentc/agentc.h"
 #include "audit/audit.h"
 #include "core/worker.h"
+#include "ends.h"
 #include "log.h"
 #include "orchestrator.h"
 #include "registry.h"
@@ -200,6 +201,18 @@ static bool tcp_overrun(brigd *d, brig_sandbox *sb)
     return bytes >= 0 && bytes > 2 * (d->cfg.tcp_memory_mib << 20);
 }
 
+/* Its account's daily or monthly spend limit is reached (what refuses a create stops
+ * the sandboxes that run, at their next charge). */
+static bool over_spend_limit(brigd *d, brig_sandbox *sb, int64_t now)
+{
+    brig_error *err = NULL;
+    if (brig_billing_admit(d, brig_sandbox_spec_of(sb)->account_id, now, NULL, &err) == 0)
+        return false;
+    bool over = err && err->kind == BRIG_E_LIMIT;
+    brig_error_clear(&err);
+    return over;
+}
+
 /* The tick's verdicts: sandboxes to stop once every sandbox was looked at. */
 typedef struct verdicts {
     int64_t now;
@@ -215,6 +228,7 @@ static void judge(brigd *d, brig_sandbox *sb, void *arg)
     const char *id = brig_sandbox_id(sb);
     brig_sandbox_marks *m = brig_sandbox_marks_of(sb);
     const char *reason = NULL;
+    brig_ends_tick(d, sb, now); /* its OOM count, for an agent that dies */
     if (brig_sandbox_expired(d, sb, now))
         reason = "max_lifetime";
     else if (cpu_abusive(d, sb, now))
@@ -231,6 +245,8 @@ static void judge(brigd *d, brig_sandbox *sb, void *arg)
             brig_error_clear(&err);
         } else if (balance <= 0) {
             reason = "balance_exhausted";
+        } else if (over_spend_limit(d, sb, now)) {
+            reason = "spend_limit";
         }
         m->billed_at = now;
     }

@@ -30,6 +30,7 @@
 #include "account/tenants.h"
 #include "attach.h"
 #include "core/format.h"
+#include "ends.h"
 #include "log.h"
 #include "pool.h"
 #include "registry.h"
@@ -49,17 +50,24 @@
 
 /* How every sandbox ends, deleted or failed at create: its secrets go, its row (when
  * stored) says how, it leaves the list (when listed), and the teardown takes the list's
- * reference (or, never listed, the creator's). */
+ * reference (or, never listed, the creator's).  extra (taken; may be NULL): more of
+ * its sandbox.ended event (an agent's last words). */
 static void retire(brigd *d, brig_sandbox *sb, brig_sb_state final, const char *reason, bool stored,
-                   bool listed, int64_t now, const brig_caller *c)
+                   bool listed, int64_t now, const brig_caller *c, json_t *extra)
 {
     const char *id = brig_sandbox_id(sb);
     if (final == BRIG_SB_DELETED) /* counted; its usage's last sample, its black box */
         brig_usage_ended(d, sb, reason);
-    if (stored) /* before its secrets go: its redactor may still have to be built */
-        brig_timeline_record(
-            d, sb, c, "sandbox.ended",
-            json_pack("{s:s, s:s}", "state", brig_sb_state_name(final), "reason", reason));
+    const char *code = brig_end_code(reason, final == BRIG_SB_FAILED);
+    if (stored) { /* before its secrets go: its redactor may still have to be built */
+        brig_bg_ended_with(d, sb, code);
+        json_t *ev = json_pack("{s:s, s:s, s:s}", "state", brig_sb_state_name(final), "reason",
+                               reason, "end_reason", code);
+        if (extra)
+            json_object_update(ev, extra);
+        brig_timeline_record(d, sb, c, "sandbox.ended", ev);
+    }
+    json_decref(extra);
     brig_vault_delete_all(d->store, id);
     if (stored)
         brig_store_sandbox_set_state(d->store, id, brig_sb_state_name(final), reason, now, NULL);
@@ -75,7 +83,7 @@ static void retire(brigd *d, brig_sandbox *sb, brig_sb_state final, const char *
  * deleted.  The rest is the teardown's: a create or a delete should not wait ~20 ms
  * for runc, the kernel and the file system. */
 static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms,
-                   const brig_caller *c)
+                   const brig_caller *c, json_t *extra)
 {
     brig_registry_set_reason(d, sb, reason);
     d->rt->ops->kill(d->rt, brig_sandbox_runtime(sb), wait_ms);
@@ -86,7 +94,7 @@ static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms,
         brig_error_clear(&err);
     }
     brig_info("sandbox %s: ended (%s)", brig_sandbox_id(sb), reason);
-    retire(d, sb, BRIG_SB_DELETED, reason, true, true, now, c);
+    retire(d, sb, BRIG_SB_DELETED, reason, true, true, now, c, extra);
 }
 
 int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const char *reason,
@@ -95,25 +103,46 @@ int brig_sandbox_delete(brigd *d, const brig_caller *c, const char *id, const ch
     brig_sandbox *sb = brig_registry_take(d, c, id);
     if (sb == NULL)
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
-    finish(d, sb, reason, DELETE_KILL_WAIT_MS, c);
+    finish(d, sb, reason, DELETE_KILL_WAIT_MS, c, NULL);
     return 0;
 }
 
 /* brigd's own stops (the janitor, the watch, --destroy-all) wait for nothing: the
  * janitor must never wait on a sandbox. */
-int brig_sandbox_stop(brigd *d, const char *id, const char *reason)
+static int stop(brigd *d, const char *id, const char *reason, json_t *extra)
 {
     brig_sandbox *sb = brig_registry_take(d, NULL, id);
-    if (sb == NULL)
+    if (sb == NULL) {
+        json_decref(extra);
         return -1;
+    }
     brig_warn("sandbox %s: stopping (%s)", id, reason);
-    finish(d, sb, reason, 0, NULL);
+    finish(d, sb, reason, 0, NULL, extra);
     return 0;
 }
 
+int brig_sandbox_stop(brigd *d, const char *id, const char *reason)
+{
+    return stop(d, id, reason, NULL);
+}
+
+/* Its agent died: killed by the OOM killer (the cgroup's count says so) or lost; what
+ * it wrote last goes with its end (the timeline's sandbox.ended, the log). */
 void brig_sandbox_agent_lost(brigd *d, const char *id)
 {
-    brig_sandbox_stop(d, id, "agent_lost");
+    brig_sandbox *sb = brig_registry_ref_id(d, id);
+    if (sb == NULL)
+        return;
+    char words[512];
+    const char *why = brig_agent_death(d, sb, words, sizeof(words));
+    brig_sandbox_unref(d, sb);
+    json_t *extra = NULL;
+    if (words[0]) {
+        brig_warn("sandbox %s: its agent's last words: %s", id, words);
+        json_t *w = json_string(words);
+        extra = w ? json_pack("{s:o}", "last_words", w) : NULL;
+    }
+    stop(d, id, why, extra);
 }
 
 int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int64_t ms,
@@ -444,7 +473,7 @@ static void unwind(create *x, brig_error **err)
     if (x->listed) /* the create's use ends; the list's reference goes to the teardown */
         brig_sandbox_put(d, x->sb);
     retire(d, x->sb, BRIG_SB_FAILED, msg ? msg : "create failed", x->stored, x->listed,
-           brig_now_real_ms(), x->c);
+           brig_now_real_ms(), x->c, NULL);
 }
 
 /* ---- create: the checklist --------------------------------------------------------------- */

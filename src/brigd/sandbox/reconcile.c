@@ -7,9 +7,11 @@
 
 #include "account/billing.h"
 #include "attach.h"
+#include "ends.h"
 #include "log.h"
 #include "registry.h"
 #include "teardown.h"
+#include "timeline.h"
 #include "util.h"
 #include "vault/vault.h"
 #include "watch.h"
@@ -52,6 +54,22 @@ static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h)
     brig_admission_hold(&d->admission, (brig_capacity){sp.memory_mib, sp.disk_mib});
 }
 
+/* Its timeline's end (before its secrets go: the event passes its redactor), through a
+ * stand-in that is never listed. */
+static void ended_event(brigd *d, const brig_sandbox_row *row)
+{
+    brig_sandbox_spec sp = {0};
+    memcpy(sp.id, row->id, sizeof(sp.id));
+    memcpy(sp.account_id, row->account_id, sizeof(sp.account_id));
+    memcpy(sp.project_id, row->project_id, sizeof(sp.project_id));
+    brig_sandbox *sb = brig_sandbox_new(&sp, 0, NULL);
+    brig_timeline_record(d, sb, NULL, "sandbox.ended",
+                         json_pack("{s:s, s:s, s:s}", "state", "deleted", "reason",
+                                   "lost_on_restart", "end_reason",
+                                   brig_end_code("lost_on_restart", false)));
+    brig_sandbox_unref(d, sb);
+}
+
 static void reconcile_row(const brig_sandbox_row *row, void *arg)
 {
     reconcile_ctx *c = arg;
@@ -80,6 +98,7 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         brig_err("sandbox %s: final charge: %s", row->id, err->msg);
         brig_error_clear(&err);
     }
+    ended_event(d, row);
     brig_vault_delete_all(d->store, row->id);
     brig_store_sandbox_set_state(d->store, row->id, brig_sb_state_name(BRIG_SB_DELETED),
                                  "lost_on_restart", brig_now_real_ms(), NULL);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "account/billing.h"
+#include "cmdends.h"
 #include "util.h"
 
 struct brig_sandbox {
@@ -38,6 +39,7 @@ struct brig_sandbox {
     struct brig_redactor *redactor;
     bool redactor_built;
     brig_sandbox_marks marks; /* the janitor's (its thread only, no lock) */
+    brig_cmdends *cmdends;    /* its commands until their end is seen (its own lock) */
     struct brig_sandbox *next;
 };
 
@@ -87,6 +89,7 @@ static void sandbox_free(brigd *d, brig_sandbox *sb)
         d->rt->ops->release(d->rt, sb->rt);
     json_decref(sb->env);
     brig_redactor_free(sb->redactor);
+    brig_cmdends_free(sb->cmdends);
     free(sb);
 }
 
@@ -124,6 +127,7 @@ brig_sandbox *brig_sandbox_new(const brig_sandbox_spec *spec, int64_t expires_at
     sb->refs = 1;
     sb->expires_at = expires_at;
     sb->last_activity = brig_now_real_ms();
+    sb->cmdends = brig_cmdends_new();
     return sb;
 }
 
@@ -368,6 +372,11 @@ uint64_t brig_sandbox_serial(const brig_sandbox *sb)
 brig_sandbox_marks *brig_sandbox_marks_of(brig_sandbox *sb)
 {
     return &sb->marks;
+}
+
+brig_cmdends *brig_sandbox_cmdends(const brig_sandbox *sb)
+{
+    return sb->cmdends;
 }
 
 int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err)

@@ -160,6 +160,8 @@ brig_net_sandbox *brig_sandbox_net(const brig_sandbox *sb);
 /* A number no other sandbox of this run has (1, 2, ...). */
 uint64_t brig_sandbox_serial(const brig_sandbox *sb);
 brig_sandbox_marks *brig_sandbox_marks_of(brig_sandbox *sb);
+/* What brigd keeps of its commands until it saw them end (cmdends.h). */
+struct brig_cmdends *brig_sandbox_cmdends(const brig_sandbox *sb);
 
 /* Opens an agent connection to a borrowed sandbox (the caller closes it). */
 int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err);

@@ -10,6 +10,7 @@
 
 #include "account/billing.h"
 #include "core/format.h"
+#include "ends.h"
 #include "secrets.h"
 #include "util.h"
 #include "vault/redact.h"
@@ -39,9 +40,11 @@ static json_t *live_json(brig_sandbox_view *v)
         (json_int_t)sp->price, "price_per_second", brig_money_json(sp->price), "expires_at",
         time_or_null(v->expires_at), "idle_expires_at", time_or_null(idle_at));
     json_object_set_new(j, "isolation", json_string(brig_isolation_name(sp->isolation)));
-    v->env_names = NULL;  /* the JSON's now */
-    if (v->end_reason[0]) /* deleting: why, already */
+    v->env_names = NULL;    /* the JSON's now */
+    if (v->end_reason[0]) { /* deleting: why, already */
         json_object_set_new(j, "reason", json_string(v->end_reason));
+        json_object_set_new(j, "end_reason", json_string(brig_end_code(v->end_reason, false)));
+    }
     return j;
 }
 
@@ -82,6 +85,8 @@ static json_t *ended_json(brigd *d, const brig_caller *c, const brig_sandbox_row
                   "cost_micro_usd", (json_int_t)row->cost, "cost", money);
     json_object_set_new(j, "isolation",
                         json_string(row->isolation[0] ? row->isolation : "container"));
+    const char *code = brig_end_code(row->reason, strcmp(row->state, "failed") == 0);
+    json_object_set_new(j, "end_reason", code ? json_string(code) : json_null());
     return j;
 }
 

@@ -353,7 +353,8 @@ def events_of_buffered(body: bytes) -> list[dict[str, Any]]:
                 ev["encoding"] = j[f"{name}_encoding"]
             evs.append(ev)
     evs.append({"type": "exit", **{k: j.get(k) for k in
-                                   ("exit_code", "signal", "timed_out", "duration_ms")}})
+                                   ("exit_code", "signal", "timed_out", "duration_ms",
+                                    "reason")}})
     return evs
 
 
@@ -417,6 +418,7 @@ class ExecCollector:
             timed_out=bool(e.get("timed_out", False)),
             duration_ms=int(e.get("duration_ms") or 0),
             signal=e.get("signal"),
+            reason=e.get("reason"),
             stdout_bytes=out,
             stderr_bytes=err,
             stdout_truncated=self.out_trunc,

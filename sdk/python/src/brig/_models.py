@@ -71,6 +71,9 @@ class ExecResult:
         timed_out: the command ran past its timeout and was killed.
         duration_ms: wall-clock run time.
         signal: the signal number that ended it, or ``None``.
+        reason: why it ended: ``"exited"``, ``"signal"``, ``"timeout"``,
+            ``"oom_killed"`` (the sandbox's memory limit), ``"pids_limit"``,
+            ``"disk_full"``; ``None`` from a brigd that does not say.
         stdout_truncated, stderr_truncated: output beyond the server's limit
             (10 MiB per stream by default) was discarded.
         pid: the process id in the sandbox (streamed execs only, else ``None``).
@@ -87,6 +90,7 @@ class ExecResult:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     pid: Optional[int] = None
+    reason: Optional[str] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -115,6 +119,7 @@ class ExecResult:
             stdout_truncated=bool(j.get("stdout_truncated", False)),
             stderr_truncated=bool(j.get("stderr_truncated", False)),
             pid=j.get("pid"),
+            reason=j.get("reason"),
             raw=dict(j),
         )
 
@@ -125,7 +130,9 @@ class SandboxInfo:
 
     ``state`` is ``"running"`` while it lives; after it ended brigd keeps
     answering for a retention period with ``state == "deleted"``, the
-    ``reason`` (``deleted_by_api``, ``idle_timeout``, ``max_lifetime`` …),
+    ``reason`` (the detail: ``deleted_by_api``, ``idle_timeout``, ``max_lifetime`` …),
+    ``end_reason`` (the typed reason: ``deleted``, ``idle``, ``lifetime``,
+    ``oom_killed``, ``agent_lost`` …; docs/api.md "Why it ended"),
     ``deleted_at`` and its cost (in ``raw``). ``env`` and ``secrets`` are
     names only: the API never shows their values."""
 
@@ -137,6 +144,7 @@ class SandboxInfo:
     env: Optional[list[str]] = None
     isolation: Optional[str] = None
     reason: Optional[str] = None
+    end_reason: Optional[str] = None
     deleted_at: Optional[_dt.datetime] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -159,6 +167,7 @@ class SandboxInfo:
             env=list(env) if isinstance(env, list) else None,
             isolation=j.get("isolation"),
             reason=j.get("reason"),
+            end_reason=j.get("end_reason"),
             deleted_at=parse_time(j.get("deleted_at")),
             raw=dict(j),
         )
@@ -173,6 +182,7 @@ class ProcessInfo:
     exit_code: Optional[int] = None
     signal: Optional[int] = None
     timed_out: bool = False
+    reason: Optional[str] = None  # why it ended (ExecResult.reason); None while it runs
     cmd: Optional[str] = None
     argv: Optional[list[str]] = None
     pty: bool = False
@@ -193,6 +203,7 @@ class ProcessInfo:
             exit_code=j.get("exit_code"),
             signal=j.get("signal"),
             timed_out=bool(j.get("timed_out", False)),
+            reason=j.get("reason"),
             cmd=j.get("cmd"),
             argv=j.get("argv"),
             pty=bool(j.get("pty", False)),
@@ -262,7 +273,7 @@ class OutputEvent:
 
     ``type`` is brigd's event type: ``"start"`` (``pid``), ``"stdout"`` /
     ``"stderr"`` (``data``), ``"exit"`` (``exit_code``, ``signal``,
-    ``timed_out``, ``duration_ms``), ``"output"`` (``dropped_bytes``, first
+    ``timed_out``, ``duration_ms``, ``reason``), ``"output"`` (``dropped_bytes``, first
     event of a process's output), ``"dropped"`` (``bytes`` missed by a slow
     reader), ``"end"`` (a snapshot's end, ``running``).  ``data`` is ``str``,
     or ``bytes`` when the chunk was not valid UTF-8; ``data_bytes`` always
@@ -293,6 +304,11 @@ class OutputEvent:
     @property
     def timed_out(self) -> bool:
         return bool(self.raw.get("timed_out", False))
+
+    @property
+    def reason(self) -> Optional[str]:
+        """Why the command ended (an ``"exit"`` event): see ``ExecResult.reason``."""
+        return self.raw.get("reason")
 
     @property
     def duration_ms(self) -> Optional[int]:

@@ -732,6 +732,6 @@ class Process:
         if not col.done:
             info = self.wait()
             col.exit = {"exit_code": info.exit_code, "signal": info.signal,
-                        "timed_out": info.timed_out}
+                        "timed_out": info.timed_out, "reason": info.reason}
         col.pid = self.pid
         return col.result()

@@ -716,6 +716,6 @@ class Process:
         if not col.done:
             info = await self.wait()
             col.exit = {"exit_code": info.exit_code, "signal": info.signal,
-                        "timed_out": info.timed_out}
+                        "timed_out": info.timed_out, "reason": info.reason}
         col.pid = self.pid
         return col.result()
