@@ -177,6 +177,16 @@ void brig_buf_append(brig_buf *b, const void *p, size_t n)
     b->data[b->len] = '\0';
 }
 
+void brig_buf_printf(brig_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = brig_vasprintf(fmt, ap);
+    va_end(ap);
+    brig_buf_append(b, s, strlen(s));
+    free(s);
+}
+
 void brig_buf_dispose(brig_buf *b)
 {
     free(b->data);

@@ -69,6 +69,8 @@ typedef struct brig_buf {
 } brig_buf;
 
 void brig_buf_append(brig_buf *b, const void *p, size_t n);
+/* Appends printf-formatted text. */
+void brig_buf_printf(brig_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void brig_buf_dispose(brig_buf *b);
 
 /* Whether s[0..n) is valid UTF-8 (what a JSON string may hold). */

@@ -136,17 +136,6 @@ char *brig_metrics_labels(char *out, size_t n, ...)
     return out;
 }
 
-static void appendf(brig_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void appendf(brig_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = brig_vasprintf(fmt, ap);
-    va_end(ap);
-    brig_buf_append(b, s, strlen(s));
-    free(s);
-}
-
 static void number(char out[40], double v)
 {
     if (v > -1e15 && v < 1e15 && v == (double)(int64_t)v)
@@ -157,7 +146,7 @@ static void number(char out[40], double v)
 
 void brig_metrics_family(brig_buf *out, const char *name, const char *type, const char *help)
 {
-    appendf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    brig_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 void brig_metrics_sample(brig_buf *out, const char *name, const char *labels, double v)
@@ -165,9 +154,9 @@ void brig_metrics_sample(brig_buf *out, const char *name, const char *labels, do
     char num[40];
     number(num, v);
     if (labels && *labels)
-        appendf(out, "%s{%s} %s\n", name, labels, num);
+        brig_buf_printf(out, "%s{%s} %s\n", name, labels, num);
     else
-        appendf(out, "%s %s\n", name, num);
+        brig_buf_printf(out, "%s %s\n", name, num);
 }
 
 static void render_histogram(brig_buf *out, const family *f, const series *s)
@@ -176,11 +165,11 @@ static void render_histogram(brig_buf *out, const family *f, const series *s)
     uint64_t cum = 0;
     for (int i = 0; i < f->n_bounds; i++) {
         cum += s->buckets[i];
-        appendf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", f->name, s->labels, sep, f->bounds[i],
-                (unsigned long long)cum);
+        brig_buf_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", f->name, s->labels, sep,
+                        f->bounds[i], (unsigned long long)cum);
     }
-    appendf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", f->name, s->labels, sep,
-            (unsigned long long)s->count);
+    brig_buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", f->name, s->labels, sep,
+                    (unsigned long long)s->count);
     _cleanup_free_ char *sum = brig_asprintf("%s_sum", f->name);
     _cleanup_free_ char *count = brig_asprintf("%s_count", f->name);
     brig_metrics_sample(out, sum, s->labels, s->value);

@@ -252,48 +252,39 @@ static void ip4(uint32_t a, char out[INET_ADDRSTRLEN])
     inet_ntop(AF_INET, &a, out, INET_ADDRSTRLEN);
 }
 
-static void buf_printf(brig_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_printf(brig_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = brig_vasprintf(fmt, ap);
-    va_end(ap);
-    brig_buf_append(b, s, strlen(s));
-    free(s);
-}
-
 /* The elements that depend on the policy (verb "add" or "delete"). */
 static void policy_elements(brig_buf *b, const char *verb, const brig_fw_sandbox *s)
 {
     const char *ifn = s->ifname;
-    buf_printf(b, "%s element " T " sb_gen { \"%s\" : 0x%08x }\n", verb, ifn, s->gen);
-    buf_printf(b, "%s element " T " live { 0x%08x }\n", verb, s->gen);
+    brig_buf_printf(b, "%s element " T " sb_gen { \"%s\" : 0x%08x }\n", verb, ifn, s->gen);
+    brig_buf_printf(b, "%s element " T " live { 0x%08x }\n", verb, s->gen);
     const brig_egress *p = s->policy;
     if (p->mode == BRIG_EGRESS_OPEN)
-        buf_printf(b, "%s element " T " sb_mode { \"%s\" : jump egress_open }\n", verb, ifn);
+        brig_buf_printf(b, "%s element " T " sb_mode { \"%s\" : jump egress_open }\n", verb, ifn);
     if (p->mode != BRIG_EGRESS_ALLOWLIST)
         return;
-    buf_printf(b, "%s element " T " sb_mode { \"%s\" : jump egress_allow }\n", verb, ifn);
+    brig_buf_printf(b, "%s element " T " sb_mode { \"%s\" : jump egress_allow }\n", verb, ifn);
     uint32_t *addrs = NULL;
     int *lens = NULL;
     size_t n = brig_egress_cidrs4(p, &addrs, &lens);
     for (size_t i = 0; i < n; i++) {
         char a[INET_ADDRSTRLEN];
         ip4(addrs[i], a);
-        buf_printf(b, "%s element " T " allow_cidr { \"%s\" . %s/%d }\n", verb, ifn, a, lens[i]);
+        brig_buf_printf(b, "%s element " T " allow_cidr { \"%s\" . %s/%d }\n", verb, ifn, a,
+                        lens[i]);
     }
     free(addrs);
     free(lens);
     if (p->n_ports == 0)
-        buf_printf(b, "%s element " T " sb_anyport { \"%s\" }\n", verb, ifn);
+        brig_buf_printf(b, "%s element " T " sb_anyport { \"%s\" }\n", verb, ifn);
     for (size_t i = 0; i < p->n_ports; i++) {
         /* Duplicates would make "delete" fail: skip repeats. */
         bool dup = false;
         for (size_t k = 0; k < i && !dup; k++)
             dup = p->ports[k] == p->ports[i];
         if (!dup)
-            buf_printf(b, "%s element " T " sb_ports { \"%s\" . %d }\n", verb, ifn, p->ports[i]);
+            brig_buf_printf(b, "%s element " T " sb_ports { \"%s\" . %d }\n", verb, ifn,
+                            p->ports[i]);
     }
 }
 
@@ -302,8 +293,8 @@ static void link_elements(brig_buf *b, const char *verb, const brig_fw_sandbox *
     char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
     ip4(s->addr, a);
     ip4(s->gw, g);
-    buf_printf(b, "%s element " T " sb_src { \"%s\" . %s }\n", verb, s->ifname, a);
-    buf_printf(b, "%s element " T " sb_gw { \"%s\" . %s }\n", verb, s->ifname, g);
+    brig_buf_printf(b, "%s element " T " sb_src { \"%s\" . %s }\n", verb, s->ifname, a);
+    brig_buf_printf(b, "%s element " T " sb_gw { \"%s\" . %s }\n", verb, s->ifname, g);
 }
 
 int brig_fw_sandbox_add(brig_fw *fw, const brig_fw_sandbox *s, brig_error **err)
@@ -322,8 +313,8 @@ int brig_fw_sandbox_add(brig_fw *fw, const brig_fw_sandbox *s, brig_error **err)
 static void dynamic_elements_del(brig_buf *b, const char *ifname)
 {
     for (int del = 0; del < 2; del++) {
-        buf_printf(b, "%s element " T " logrl { \"%s\" }\n", del ? "delete" : "add", ifname);
-        buf_printf(b, "%s element " T " conns { \"%s\" }\n", del ? "delete" : "add", ifname);
+        brig_buf_printf(b, "%s element " T " logrl { \"%s\" }\n", del ? "delete" : "add", ifname);
+        brig_buf_printf(b, "%s element " T " conns { \"%s\" }\n", del ? "delete" : "add", ifname);
     }
 }
 
@@ -354,15 +345,15 @@ int brig_fw_sandbox_update(brig_fw *fw, const brig_fw_sandbox *old, const brig_f
 static void dns_elements(brig_buf *b, const char *verb, const char *ifname, const uint32_t *addrs,
                          const int *ttls, size_t n)
 {
-    buf_printf(b, "%s element " T " allow_dns { ", verb);
+    brig_buf_printf(b, "%s element " T " allow_dns { ", verb);
     for (size_t i = 0; i < n; i++) {
         char a[INET_ADDRSTRLEN];
         ip4(addrs[i], a);
-        buf_printf(b, "%s\"%s\" . %s", i ? ", " : "", ifname, a);
+        brig_buf_printf(b, "%s\"%s\" . %s", i ? ", " : "", ifname, a);
         if (ttls)
-            buf_printf(b, " timeout %ds", ttls[i]);
+            brig_buf_printf(b, " timeout %ds", ttls[i]);
     }
-    buf_printf(b, " }\n");
+    brig_buf_printf(b, " }\n");
 }
 
 int brig_fw_grant(brig_fw *fw, const char *ifname, const uint32_t *addrs, const int *ttls, size_t n,
