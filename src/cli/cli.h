@@ -150,6 +150,9 @@ char *cli_sandbox_path(const char *id, const char *suffix);
 
 /* A usage error (printed) when id is empty: 0 or CLI_EXIT_USAGE. */
 int cli_check_id(const cli_args *a, const char *id);
+/* GET /v1/sandboxes/{a->pos[0]}{suffix} into *out; an exit code (CLI_EXIT_OK, or the
+ * usage or failure it printed). */
+int cli_get_sandbox(const cli_args *a, const char *suffix, json_t **out);
 
 /* Prints s for a table cell or a message: control characters become '?'. */
 void cli_print_clean(FILE *f, const char *s);

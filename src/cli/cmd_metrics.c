@@ -41,17 +41,10 @@ static void print_samples(json_t *m)
 
 int brig_cmd_metrics(const cli_args *a)
 {
-    const char *id = a->pos[0];
-    if (cli_check_id(a, id) != 0)
-        return CLI_EXIT_USAGE;
-    brig_error *err = NULL;
-    brig_client *c = cli_client(true, &err);
-    if (c == NULL)
-        return cli_fail(&err);
-    _cleanup_free_ char *path = cli_sandbox_path(id, "/metrics");
     json_t *m = NULL;
-    if (brig_client_call(c, "GET", path, NULL, CLI_TIMEOUT_MS, &m, &err) < 0)
-        return cli_fail(&err);
+    int rc = cli_get_sandbox(a, "/metrics", &m);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     if (cli_opt_has(a, OPT_JSON))
         cli_print_json(m);
     else

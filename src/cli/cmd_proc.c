@@ -109,17 +109,11 @@ static char *format_command(json_t *p)
 
 int brig_cmd_ps(const cli_args *a)
 {
-    const char *id = a->pos[0];
-    if (cli_check_id(a, id) != 0)
-        return CLI_EXIT_USAGE;
-    brig_error *err = NULL;
-    brig_client *c = cli_client(true, &err);
-    if (c == NULL)
-        return cli_fail(&err);
-    _cleanup_free_ char *path = cli_sandbox_path(id, "/processes");
     json_t *list = NULL;
-    if (brig_client_call(c, "GET", path, NULL, CLI_TIMEOUT_MS, &list, &err) < 0)
-        return cli_fail(&err);
+    int rc = cli_get_sandbox(a, "/processes", &list);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    brig_error *err = NULL;
     if (cli_opt_has(a, OPT_JSON)) {
         cli_print_json(list);
         json_decref(list);

@@ -13,6 +13,21 @@ char *cli_sandbox_path(const char *id, const char *suffix)
     return brig_asprintf("/v1/sandboxes/%s%s", esc, suffix);
 }
 
+int cli_get_sandbox(const cli_args *a, const char *suffix, json_t **out)
+{
+    const char *id = a->pos[0];
+    if (cli_check_id(a, id) != 0)
+        return CLI_EXIT_USAGE;
+    brig_error *err = NULL;
+    brig_client *c = cli_client(true, &err);
+    if (c == NULL)
+        return cli_fail(&err);
+    _cleanup_free_ char *path = cli_sandbox_path(id, suffix);
+    if (brig_client_call(c, "GET", path, NULL, CLI_TIMEOUT_MS, out, &err) < 0)
+        return cli_fail(&err);
+    return CLI_EXIT_OK;
+}
+
 int cli_check_id(const cli_args *a, const char *id)
 {
     if (*id == '\0')
@@ -117,17 +132,10 @@ int brig_cmd_ls(const cli_args *a)
 
 int brig_cmd_inspect(const cli_args *a)
 {
-    const char *id = a->pos[0];
-    if (cli_check_id(a, id) != 0)
-        return CLI_EXIT_USAGE;
-    brig_error *err = NULL;
-    brig_client *c = cli_client(true, &err);
-    if (c == NULL)
-        return cli_fail(&err);
-    _cleanup_free_ char *path = cli_sandbox_path(id, "");
     json_t *sbx = NULL;
-    if (brig_client_call(c, "GET", path, NULL, CLI_TIMEOUT_MS, &sbx, &err) < 0)
-        return cli_fail(&err);
+    int rc = cli_get_sandbox(a, "", &sbx);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     cli_print_json(sbx);
     json_decref(sbx);
     return CLI_EXIT_OK;
