@@ -1,6 +1,7 @@
 /*
  * routes.c - the route table, and the REST handlers of health and sandboxes (the others are
- * in api_exec.c, api_files.c, api_templates.c, api_accounts.c, api_audit.c and api_metrics.c; what
+ * in api_exec.c, api_files.c, api_templates.c, api_accounts.c, api_audit.c, api_metrics.c and
+ * ui.c, the dashboard's files; what
  * they all use in handler.c). Each validates its input completely before touching a sandbox,
  * answers errors as
  * {"error":{"code","message"}} with the right status, and never holds brigd's lock while
@@ -205,6 +206,9 @@ void brig_api_explain(brig_req *r, brig_error **err)
 const brig_route brig_api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC, NULL, NULL},
     {"GET", "/openapi.json", h_openapi, ROUTE_PUBLIC, NULL, NULL},
+    {"GET", "/ui", api_ui_redirect, ROUTE_PUBLIC, NULL, NULL},
+    {"GET", "/ui/", api_ui_index, ROUTE_PUBLIC, NULL, NULL},
+    {"GET", "/ui/{file}", api_ui_file, ROUTE_PUBLIC, NULL, NULL},
     {"POST", "/v1/sandboxes", h_sandbox_create, 0, NULL, NULL},
     {"GET", "/v1/sandboxes", h_sandbox_list, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}", h_sandbox_get, 0, NULL, NULL},
