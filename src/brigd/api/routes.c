@@ -206,7 +206,6 @@ void brig_api_explain(brig_req *r, brig_error **err)
 const brig_route brig_api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC, NULL, NULL},
     {"GET", "/openapi.json", h_openapi, ROUTE_PUBLIC, NULL, NULL},
-    {"GET", "/ui", api_ui_redirect, ROUTE_PUBLIC, NULL, NULL},
     {"GET", "/ui/", api_ui_index, ROUTE_PUBLIC, NULL, NULL},
     {"GET", "/ui/{file}", api_ui_file, ROUTE_PUBLIC, NULL, NULL},
     {"POST", "/v1/sandboxes", h_sandbox_create, 0, NULL, NULL},

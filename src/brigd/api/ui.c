@@ -62,10 +62,3 @@ void api_ui_file(brig_req *r)
 {
     serve(r, r->params[0]);
 }
-
-void api_ui_redirect(brig_req *r)
-{
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(resp, "Location", "/ui/");
-    brig_http_response(r, 308, resp);
-}
