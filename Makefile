@@ -1,7 +1,9 @@
 # brig - the README's commands live here.
 #
 #   make up      setup, build, base template (cached), then brigd in the foreground
-#   make check   setup, sanitized build, unit tests, integration + security tests
+#   make check   setup, sanitized build, unit tests, integration + security tests, the
+#                dashboard in headless Chromium (tests/ui)
+#   make screenshots  the dashboard's screenshots in docs/img/ (from a run of tests/ui)
 #
 # Overridable: LISTEN, STATE_DIR, TEMPLATE_CACHE, PYTEST_ARGS, FUZZ_SECONDS.
 
@@ -21,8 +23,8 @@ PYTEST_DIRS     = tests/integration sdk/python/tests
 PYTEST_SEC_DIRS = tests/security
 C_SOURCES       = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find src tests -name '*.[ch]')
 
-.PHONY: all setup build build-check up check unit integration fuzz sdk sdk-test templates format \
-	format-check bench clean
+.PHONY: all setup build build-check up check unit integration fuzz sdk sdk-test ui-test screenshots \
+	templates format format-check bench clean
 
 all: build
 
@@ -73,6 +75,16 @@ sdk: setup
 sdk-test: build-check sdk
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) sdk/test
 
+# The dashboard (docs/dashboard.md): one brigd, one headless Chromium; screenshots of each page
+# in build/ui-screenshots/.
+ui-test: build-check
+	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) tests/ui/run
+
+# The committed copies in docs/img/ that docs/dashboard.md shows.
+DOC_SHOTS = signin sandboxes sandbox money projects host-operator
+screenshots: ui-test
+	for s in $(DOC_SHOTS); do cp $(BUILD)/ui-screenshots/$$s.png docs/img/dashboard-$$s.png; done
+
 check: build-check format-check
 	scripts/check-structure $(CHECK_BUILD)
 	scripts/check-docs
@@ -85,6 +97,7 @@ check: build-check format-check
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
 	  /usr/bin/python3 -m pytest -q $(PYTEST_SEC_DIRS) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory sdk-test
+	$(MAKE) --no-print-directory ui-test
 
 format:
 	clang-format -i $(C_SOURCES)

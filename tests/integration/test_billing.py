@@ -277,3 +277,30 @@ def test_fair_queue_serves_the_lone_tenant_before_the_burst(tmp_path):
             assert len(set(f.result() for f in burst)) == 6 and lone.result()
     finally:
         d.stop()
+
+
+def test_ledger_usage_and_accounts(daemon, api):
+    """The dashboard's money routes: the ledger page by page, spend per day, the operator's
+    list of accounts."""
+    sb = api.create("minimal")
+    api.delete(sb["id"])
+    first = api.ok("GET", "/v1/account/ledger?limit=1").json()
+    assert len(first["entries"]) == 1 and first["next_before"] == first["entries"][0]["seq"]
+    charge = first["entries"][0]
+    assert charge["kind"] == "charge" and charge["sandbox_id"] == sb["id"]
+    assert charge["amount_micro_usd"] == 600 and charge["amount"] == "$0.000600"
+    rest = api.ok("GET", f"/v1/account/ledger?before={first['next_before']}").json()
+    assert rest["next_before"] is None
+    assert [e["kind"] for e in rest["entries"]][-1] == "credit"
+    assert all(e["seq"] < charge["seq"] for e in rest["entries"])
+    for bad in ("limit=0", "limit=1001", "before=-1", "limit=x"):
+        assert api.request("GET", f"/v1/account/ledger?{bad}").status == 400, bad
+    days = api.ok("GET", "/v1/account/usage?days=3").json()["days"]
+    assert len(days) == 3 and days[-1]["date"] == time.strftime("%Y-%m-%d", time.gmtime())
+    assert days[-1]["spent_micro_usd"] == api.ok("GET", "/v1/account").json()["usage_today_micro_usd"]
+    assert api.request("GET", "/v1/account/usage?days=0").status == 400
+    op = daemon.operator()
+    acc = op.ok("POST", "/v1/accounts", {"name": "second"}).json()
+    listed = op.ok("GET", "/v1/accounts").json()["accounts"]
+    assert [a["id"] for a in listed][-1] == acc["id"] and listed[-1]["name"] == "second"
+    assert api.request("GET", "/v1/accounts").status == 403

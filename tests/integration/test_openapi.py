@@ -28,6 +28,7 @@ FAKE = {
     "secret_name": "NO_SUCH_SECRET",
     "template_name": "no-such-template",
     "build_id": "bld_" + "a" * 26,
+    "file": "main.js",
 }
 
 

@@ -185,3 +185,52 @@ int brig_billing_live_check(int64_t live, int64_t max_live, brig_error **err)
                               (long long)max_live);
     return 0;
 }
+
+int brig_billing_ledger(brigd *d, const char *account_id, int64_t before, int limit, json_t **out,
+                        brig_error **err)
+{
+    brig_ledger_row *rows = brig_xcalloc((size_t)limit, sizeof(*rows));
+    int n = 0;
+    if (brig_store_ledger_page(d->store, account_id, before, limit, rows, &n, err) < 0) {
+        free(rows);
+        return -1;
+    }
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        char at[32];
+        brig_format_time(rows[i].at, at);
+        json_t *e = json_pack("{s:I, s:s, s:s, s:I, s:o}", "seq", (json_int_t)rows[i].seq, "at", at,
+                              "kind", rows[i].kind, "amount_micro_usd", (json_int_t)rows[i].amount,
+                              "amount", brig_money_json(rows[i].amount));
+        json_object_set_new(e, "sandbox_id",
+                            rows[i].sandbox_id[0] ? json_string(rows[i].sandbox_id) : json_null());
+        json_object_set_new(e, "seconds",
+                            rows[i].seconds >= 0 ? json_integer(rows[i].seconds) : json_null());
+        json_object_set_new(e, "note", rows[i].note[0] ? json_string(rows[i].note) : json_null());
+        json_array_append_new(arr, e);
+    }
+    json_t *next = n == limit && n > 0 ? json_integer(rows[n - 1].seq) : json_null();
+    free(rows);
+    *out = json_pack("{s:o, s:o}", "entries", arr, "next_before", next);
+    return 0;
+}
+
+int brig_billing_days(brigd *d, const char *account_id, int days, json_t **out, brig_error **err)
+{
+    json_t *arr = json_array();
+    int64_t day = brig_day_start(brig_now_real_ms());
+    for (int i = days - 1; i >= 0; i--) {
+        int64_t from = day - (int64_t)i * 86400000, spent = 0;
+        if (brig_billing_spent(d, account_id, from, from + 86400000, &spent, err) < 0) {
+            json_decref(arr);
+            return -1;
+        }
+        char date[32];
+        brig_format_time(from, date);
+        date[10] = '\0'; /* YYYY-MM-DD */
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:o}", "date", date, "spent_micro_usd",
+                                             (json_int_t)spent, "spent", brig_money_json(spent)));
+    }
+    *out = json_pack("{s:o}", "days", arr);
+    return 0;
+}

@@ -61,6 +61,16 @@ int brig_billing_admit(brigd *d, const char *account_id, int64_t now, int64_t *m
  * creates in flight included) already reaches max_live.  Pure. */
 int brig_billing_live_check(int64_t live, int64_t max_live, brig_error **err);
 
+/* The account's ledger, newest first: {"entries": [{"seq", "at", "kind", "amount_micro_usd",
+ * "amount", "sandbox_id", "seconds", "note"}], "next_before"} with at most limit rows of seq <
+ * before (0: from the newest); next_before is null on the last page. */
+int brig_billing_ledger(brigd *d, const char *account_id, int64_t before, int limit, json_t **out,
+                        brig_error **err);
+
+/* What the account spent on each of the last `days` UTC days, oldest first, today last:
+ * {"days": [{"date", "spent_micro_usd", "spent"}]}. */
+int brig_billing_days(brigd *d, const char *account_id, int days, json_t **out, brig_error **err);
+
 /* Sum of charges of an account in [from_ms, to_ms). */
 int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_t to_ms,
                        int64_t *out, brig_error **err);

@@ -75,6 +75,11 @@ int brig_account_limits_get(brigd *d, const char *account_id, brig_account_limit
     return 0;
 }
 
+int brig_account_each(brigd *d, void (*fn)(const char *id, void *), void *ctx, brig_error **err)
+{
+    return brig_store_account_each(d->store, fn, ctx, err);
+}
+
 static json_t *money(int64_t v)
 {
     return brig_money_json(v);

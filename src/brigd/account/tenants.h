@@ -25,6 +25,9 @@ int brig_account_create(brigd *d, const char *name, json_t **out, char **key, br
  * sandboxes (which the caller counts: the sandbox layer knows them). */
 int brig_account_json(brigd *d, const char *account_id, int live, json_t **out, brig_error **err);
 
+/* Calls fn with each account's id, oldest first (the operator's list). */
+int brig_account_each(brigd *d, void (*fn)(const char *id, void *), void *ctx, brig_error **err);
+
 /* Spend limits and the concurrency limit of an account (-1: no limit). */
 typedef struct brig_account_limits {
     int64_t balance;       /* micro-dollars */

@@ -82,6 +82,70 @@ void api_account_get(brig_req *r)
         brig_http_json(r, 200, out);
 }
 
+/* GET /v1/accounts (operator): every account, as GET /v1/account shows one. */
+static void collect_id(const char *id, void *ctx)
+{
+    json_array_append_new(ctx, json_string(id));
+}
+
+void api_account_list(brig_req *r)
+{
+    brig_error *err = NULL;
+    json_t *ids = json_array(), *list = json_array();
+    if (brig_account_each(r->d, collect_id, ids, &err) == 0) {
+        size_t i;
+        json_t *id;
+        json_array_foreach(ids, i, id)
+        {
+            json_t *a = NULL;
+            if (account_json(r, json_string_value(id), &a, &err) < 0)
+                break;
+            json_array_append_new(list, a);
+        }
+    }
+    json_decref(ids);
+    if (err) {
+        json_decref(list);
+        brig_http_error(r, err);
+    } else {
+        brig_http_json(r, 200, json_pack("{s:o}", "accounts", list));
+    }
+}
+
+/* GET /v1/account/ledger?before=SEQ&limit=N (admin): the ledger, newest first. */
+void api_account_ledger(brig_req *r)
+{
+    int64_t before = api_query_int(r, "before", 0, INT64_MAX / 2);
+    int64_t limit = api_query_int(r, "limit", 100, 1000);
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (before < 0 || limit < 1)
+        brig_error_set(&err, BRIG_E_INVALID, 0,
+                       "'before' must be a ledger seq and 'limit' an integer in [1, 1000]");
+    else
+        brig_billing_ledger(r->d, r->caller.account_id, before, (int)limit, &out, &err);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
+/* GET /v1/account/usage?days=N: what the account spent on each of its last N UTC days. */
+void api_account_usage(brig_req *r)
+{
+    int64_t days = api_query_int(r, "days", 30, 366);
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (days < 1)
+        brig_error_set(&err, BRIG_E_INVALID, 0, "'days' must be an integer in [1, 366]");
+    else
+        brig_billing_days(r->d, r->caller.account_id, (int)days, &out, &err);
+    if (err)
+        brig_http_error(r, err);
+    else
+        brig_http_json(r, 200, out);
+}
+
 /* A limit: an integer of micro-dollars in [0, BRIG_MONEY_MAX], or null for none. */
 static int limit_field(json_t *body, const char *name, bool *set, json_t **v, brig_error **err)
 {

@@ -18,20 +18,6 @@
 #define EXPORT_MAX     100000
 #define FOLLOW_WAIT_MS 1000 /* a follower looks at its client this often */
 
-/* A non-negative integer query argument (absent: def); -1 when it is not one. */
-static int64_t query_int(brig_req *r, const char *name, int64_t def, int64_t max)
-{
-    const char *v = brig_http_query(r, name);
-    if (v == NULL || *v == '\0')
-        return def;
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || *end || n < 0 || n > max)
-        return -1;
-    return n;
-}
-
 /* "since": ms since the epoch, or "2026-12-01T10:00:00[.123]Z"; -1 when neither. */
 static int64_t query_since(brig_req *r)
 {
@@ -39,7 +25,7 @@ static int64_t query_since(brig_req *r)
     if (v == NULL || *v == '\0')
         return 0;
     if (strchr(v, 'T') == NULL)
-        return query_int(r, "since", 0, INT64_MAX / 2);
+        return api_query_int(r, "since", 0, INT64_MAX / 2);
     struct tm tm = {0};
     const char *rest = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
     if (rest == NULL)
@@ -160,8 +146,8 @@ static void timeline_follow(brig_req *r, int64_t after, json_t *first)
 
 void api_timeline(brig_req *r)
 {
-    int64_t after = query_int(r, "after", 0, INT64_MAX / 2);
-    int64_t limit = query_int(r, "limit", PAGE_DEFAULT, PAGE_MAX);
+    int64_t after = api_query_int(r, "after", 0, INT64_MAX / 2);
+    int64_t limit = api_query_int(r, "limit", PAGE_DEFAULT, PAGE_MAX);
     const char *fv = brig_http_query(r, "follow");
     bool follow = fv && strcmp(fv, "0") != 0 && strcmp(fv, "false") != 0;
     if (after < 0 || limit < 1) {
@@ -190,8 +176,8 @@ void api_timeline(brig_req *r)
 
 void api_audit_export(brig_req *r)
 {
-    int64_t after = query_int(r, "after", 0, INT64_MAX / 2);
-    int64_t limit = query_int(r, "limit", EXPORT_DEFAULT, EXPORT_MAX);
+    int64_t after = api_query_int(r, "after", 0, INT64_MAX / 2);
+    int64_t limit = api_query_int(r, "limit", EXPORT_DEFAULT, EXPORT_MAX);
     int64_t since = query_since(r);
     if (after < 0 || limit < 1 || since < 0) {
         brig_http_fail(r, BRIG_E_INVALID,

@@ -3,6 +3,8 @@
  */
 #include "handler.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "core/format.h"
@@ -74,4 +76,17 @@ json_t *api_time(json_t *ms)
     char buf[32];
     brig_format_time(json_integer_value(ms), buf);
     return json_string(buf);
+}
+
+int64_t api_query_int(brig_req *r, const char *name, int64_t def, int64_t max)
+{
+    const char *v = brig_http_query(r, name);
+    if (v == NULL || *v == '\0')
+        return def;
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || *end || n < 0 || n > max)
+        return -1;
+    return n;
 }

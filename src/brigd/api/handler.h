@@ -10,6 +10,10 @@
 #include "http.h"
 #include "sandbox/sandbox.h"
 
+/* A non-negative integer query argument (absent or empty: def); -1 when it is not one or is
+ * above max. */
+int64_t api_query_int(brig_req *r, const char *name, int64_t def, int64_t max);
+
 /* Borrows the request's sandbox ({id}) and opens an agent connection to it.
  * On failure replies (404, 503…) and returns -1; on success the caller owns
  * *sb (brig_sandbox_put) and the fd. */

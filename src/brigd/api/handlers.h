@@ -38,6 +38,9 @@ void api_account_create(brig_req *r);
 void api_account_credit(brig_req *r);
 void api_account_configure(brig_req *r);
 void api_account_get(brig_req *r);
+void api_account_list(brig_req *r);
+void api_account_ledger(brig_req *r);
+void api_account_usage(brig_req *r);
 void api_account_patch(brig_req *r);
 void api_project_create(brig_req *r);
 void api_project_list(brig_req *r);
@@ -58,6 +61,10 @@ void api_sandbox_metrics(brig_req *r);
 char *api_metrics_text(brigd *d, size_t *len);
 void api_audit_export(brig_req *r);
 void api_audit_verify(brig_req *r);
+
+/* ui.c: the dashboard's files (no key: they hold no data) */
+void api_ui_index(brig_req *r);
+void api_ui_file(brig_req *r);
 
 /* Shared by uploads (files, tar, process stdin): a body streamed to the agent. */
 void api_upload_body(brig_req *r, const char *data, size_t n);

@@ -78,7 +78,9 @@ static int match(const char *pattern, const char *path, char params[2][96])
 
 static void add_common_headers(struct MHD_Response *resp)
 {
-    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    /* API answers are never cached; the dashboard's files (ui.c) say how they may be. */
+    if (MHD_get_response_header(resp, "Cache-Control") == NULL)
+        MHD_add_response_header(resp, "Cache-Control", "no-store");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 }
 

@@ -1,6 +1,7 @@
 /*
  * routes.c - the route table, and the REST handlers of health and sandboxes (the others are
- * in api_exec.c, api_files.c, api_templates.c, api_accounts.c, api_audit.c and api_metrics.c; what
+ * in api_exec.c, api_files.c, api_templates.c, api_accounts.c, api_audit.c, api_metrics.c and
+ * ui.c, the dashboard's files; what
  * they all use in handler.c). Each validates its input completely before touching a sandbox,
  * answers errors as
  * {"error":{"code","message"}} with the right status, and never holds brigd's lock while
@@ -205,6 +206,8 @@ void brig_api_explain(brig_req *r, brig_error **err)
 const brig_route brig_api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC, NULL, NULL},
     {"GET", "/openapi.json", h_openapi, ROUTE_PUBLIC, NULL, NULL},
+    {"GET", "/ui/", api_ui_index, ROUTE_PUBLIC, NULL, NULL},
+    {"GET", "/ui/{file}", api_ui_file, ROUTE_PUBLIC, NULL, NULL},
     {"POST", "/v1/sandboxes", h_sandbox_create, 0, NULL, NULL},
     {"GET", "/v1/sandboxes", h_sandbox_list, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}", h_sandbox_get, 0, NULL, NULL},
@@ -243,7 +246,10 @@ const brig_route brig_api_routes[] = {
     {"POST", "/v1/accounts", api_account_create, ROUTE_OPERATOR, NULL, NULL},
     {"PATCH", "/v1/accounts/{id}", api_account_configure, ROUTE_OPERATOR, NULL, NULL},
     {"POST", "/v1/accounts/{id}/credits", api_account_credit, ROUTE_OPERATOR, NULL, NULL},
+    {"GET", "/v1/accounts", api_account_list, ROUTE_OPERATOR, NULL, NULL},
     {"GET", "/v1/account", api_account_get, 0, NULL, NULL},
+    {"GET", "/v1/account/ledger", api_account_ledger, ROUTE_ADMIN, NULL, NULL},
+    {"GET", "/v1/account/usage", api_account_usage, 0, NULL, NULL},
     {"PATCH", "/v1/account", api_account_patch, ROUTE_ADMIN, NULL, NULL},
     {"POST", "/v1/projects", api_project_create, ROUTE_ADMIN, NULL, NULL},
     {"GET", "/v1/projects", api_project_list, 0, NULL, NULL},

@@ -41,6 +41,27 @@ int brig_sqlite_account_create(brig_store_conn *c, const brig_account_new *a, br
     return brig_sqlite_commit(c, err);
 }
 
+int brig_sqlite_account_each(brig_store_conn *c, void (*fn)(const char *id, void *), void *ctx,
+                             brig_error **err)
+{
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = brig_sqlite_prepare(c, "SELECT id FROM accounts ORDER BY created_at, id", "");
+    /* Collect first, call back after unlocking: fn may use the store. */
+    char(*ids)[BRIG_ID_MAX] = NULL;
+    size_t n = 0;
+    int r;
+    while ((r = brig_sqlite_step(c, s, "list accounts", err)) == 1) {
+        ids = brig_xrealloc(ids, (n + 1) * sizeof(*ids));
+        brig_sqlite_text(s, 0, ids[n++], sizeof(ids[0]));
+    }
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    for (size_t i = 0; r == 0 && i < n; i++)
+        fn(ids[i], ctx);
+    free(ids);
+    return r;
+}
+
 int brig_sqlite_account_get(brig_store_conn *c, const char *id, brig_account_row *out,
                             brig_error **err)
 {
@@ -360,4 +381,31 @@ int brig_sqlite_ledger_spent(brig_store_conn *c, const char *account_id, int64_t
                                  "sii", account_id, from, to) < 0
                ? -1
                : 0;
+}
+
+int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t before, int max,
+                            brig_ledger_row *rows, int *n, brig_error **err)
+{
+    *n = 0;
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = brig_sqlite_prepare(
+        c,
+        "SELECT seq, at, kind, amount_micro_usd, sandbox_id, seconds, note FROM ledger"
+        " WHERE account_id = ? AND (? = 0 OR seq < ?) ORDER BY seq DESC LIMIT ?",
+        "siii", account_id, before, before, (int64_t)max);
+    int r = 0;
+    while (*n < max && (r = brig_sqlite_step(c, s, "read the ledger", err)) == 1) {
+        brig_ledger_row *l = &rows[(*n)++];
+        memset(l, 0, sizeof(*l));
+        l->seq = brig_sqlite_int(s, 0, 0);
+        l->at = brig_sqlite_int(s, 1, 0);
+        brig_sqlite_text(s, 2, l->kind, sizeof(l->kind));
+        l->amount = brig_sqlite_int(s, 3, 0);
+        brig_sqlite_text(s, 4, l->sandbox_id, sizeof(l->sandbox_id));
+        l->seconds = brig_sqlite_int(s, 5, -1);
+        brig_sqlite_text(s, 6, l->note, sizeof(l->note));
+    }
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    return r < 0 ? -1 : 0;
 }

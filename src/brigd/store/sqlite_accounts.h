@@ -14,6 +14,8 @@ int brig_sqlite_account_get(brig_store_conn *c, const char *id, brig_account_row
 int brig_sqlite_account_update(brig_store_conn *c, const char *id, const brig_account_update *u,
                                brig_error **err);
 
+int brig_sqlite_account_each(brig_store_conn *c, void (*fn)(const char *id, void *), void *ctx,
+                             brig_error **err);
 int brig_sqlite_project_insert(brig_store_conn *c, const char *id, const char *account_id,
                                const char *name, int64_t created_at, brig_error **err);
 int brig_sqlite_project_get(brig_store_conn *c, const char *id, brig_project_row *out,
@@ -41,5 +43,7 @@ int brig_sqlite_ledger_charge(brig_store_conn *c, const char *sandbox_id, int64_
                               brig_error **err);
 int brig_sqlite_ledger_spent(brig_store_conn *c, const char *account_id, int64_t from, int64_t to,
                              int64_t *out, brig_error **err);
+int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t before, int max,
+                            brig_ledger_row *rows, int *n, brig_error **err);
 
 #endif

@@ -69,6 +69,12 @@ int brig_store_account_get(brig_store *st, const char *id, brig_account_row *out
     return st->ops->account_get(st->conn, id, out, err);
 }
 
+int brig_store_account_each(brig_store *st, void (*fn)(const char *id, void *), void *ctx,
+                            brig_error **err)
+{
+    return st->ops->account_each(st->conn, fn, ctx, err);
+}
+
 int brig_store_account_update(brig_store *st, const char *id, const brig_account_update *u,
                               brig_error **err)
 {
@@ -144,6 +150,12 @@ int brig_store_ledger_spent(brig_store *st, const char *account_id, int64_t from
                             int64_t *out, brig_error **err)
 {
     return st->ops->ledger_spent(st->conn, account_id, from, to, out, err);
+}
+
+int brig_store_ledger_page(brig_store *st, const char *account_id, int64_t before, int max,
+                           brig_ledger_row *rows, int *n, brig_error **err)
+{
+    return st->ops->ledger_page(st->conn, account_id, before, max, rows, n, err);
 }
 
 int brig_store_secret_put(brig_store *st, const brig_secret_row *s, int64_t at, brig_error **err)

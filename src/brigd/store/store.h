@@ -31,6 +31,8 @@ void brig_store_close(brig_store *st);
 
 int brig_store_account_create(brig_store *st, const brig_account_new *a, brig_error **err);
 int brig_store_account_get(brig_store *st, const char *id, brig_account_row *out, brig_error **err);
+int brig_store_account_each(brig_store *st, void (*fn)(const char *id, void *), void *ctx,
+                            brig_error **err);
 int brig_store_account_update(brig_store *st, const char *id, const brig_account_update *u,
                               brig_error **err);
 
@@ -59,6 +61,9 @@ int brig_store_ledger_charge(brig_store *st, const char *sandbox_id, int64_t at,
                              brig_error **err);
 int brig_store_ledger_spent(brig_store *st, const char *account_id, int64_t from, int64_t to,
                             int64_t *out, brig_error **err);
+
+int brig_store_ledger_page(brig_store *st, const char *account_id, int64_t before, int max,
+                           brig_ledger_row *rows, int *n, brig_error **err);
 
 int brig_store_secret_put(brig_store *st, const brig_secret_row *s, int64_t at, brig_error **err);
 int brig_store_secret_each(brig_store *st, const char *owner,

@@ -27,6 +27,17 @@ typedef struct brig_account_row {
     char tariffs[1024];    /* a JSON array of tariff names; "": every tariff */
 } brig_account_row;
 
+/* One row of the ledger (GET /v1/account/ledger). */
+typedef struct brig_ledger_row {
+    int64_t seq;
+    int64_t at;     /* ms since the epoch */
+    char kind[8];   /* "credit" | "charge" */
+    int64_t amount; /* micro-dollars, >= 0 */
+    char sandbox_id[BRIG_ID_MAX];
+    int64_t seconds; /* a charge's; -1: none */
+    char note[256];
+} brig_ledger_row;
+
 /* A new account with its default project (named "default") and its first key, an
  * admin key of that project. */
 typedef struct brig_account_new {
@@ -171,6 +182,10 @@ typedef struct brig_store_ops {
     int (*account_create)(brig_store_conn *c, const brig_account_new *a, brig_error **err);
     /* 1 and *out, or 0 when there is no such account. */
     int (*account_get)(brig_store_conn *c, const char *id, brig_account_row *out, brig_error **err);
+    /* Calls fn with the id of each account, oldest first (after the store is let go: fn may
+     * use it). */
+    int (*account_each)(brig_store_conn *c, void (*fn)(const char *id, void *), void *ctx,
+                        brig_error **err);
     /* Applies the fields that are set, all or none: 1, or 0 when there is no
      * such account (nothing changed). */
     int (*account_update)(brig_store_conn *c, const char *id, const brig_account_update *u,
@@ -223,6 +238,10 @@ typedef struct brig_store_ops {
     /* *out = the sum of the account's charges in [from, to). */
     int (*ledger_spent)(brig_store_conn *c, const char *account_id, int64_t from, int64_t to,
                         int64_t *out, brig_error **err);
+    /* The account's ledger rows with seq < before (0: from the newest), newest first, at most
+     * max of them, into rows[] (the caller's, max long); *n = how many. */
+    int (*ledger_page)(brig_store_conn *c, const char *account_id, int64_t before, int max,
+                       brig_ledger_row *rows, int *n, brig_error **err);
 
     /* -- secrets (sealed by the vault; the store never sees a plaintext) */
     /* Stores s at `at`, replacing the owner's secret of that name. */
