@@ -78,6 +78,11 @@ while True:
 # sandbox's resolver, its gateway.  One JSON object a line.
 CLIENT = r'''
 import json, os, socket, struct, sys, time
+
+# One mode: the firewall, DNS proxy and conntrack bounds are brigd's and the host's, fed
+# the same frames by a gVisor sandbox's netstack (tests/integration/test_gvisor.py runs
+# the egress policies end to end under gVisor).
+pytestmark = pytest.mark.isolation("container")
 gw = open("/etc/resolv.conf").read().split()[1]
 def query(labels, qid=0x4242):
     b = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
