@@ -445,16 +445,28 @@ def test_template_poisoning(sec, daemon):
     assert r["stdout"].startswith("root:x:0:0") and "busybox-ok" in r["stdout"], r
 
 
-@pytest.mark.gvisor_finding("G4: writing /.brig/brig-agent ends the sandbox's own agent")
 def test_agent_binary_poisoning(sec, daemon):
     """Replacing /.brig/brig-agent (the agent layer every sandbox shares; its owner,
     the host's root, is not mapped into the sandbox): writing, removing, renaming
     over, chmod-ing it and adding files next to it are refused (EACCES/EPERM); the
-    host's agent layer is unchanged and a new sandbox starts and runs commands."""
+    host's agent layer is unchanged and a new sandbox starts and runs commands.
+    Under gVisor the sandbox's root owns what it sees: the writes land in gVisor's
+    overlay, the sandbox's own copy (its own agent may die of it: the exec answers
+    502), and the host's layer and a new sandbox are as before."""
     agent_dir = os.path.join(daemon.state_dir, "agent")
     layer = [os.path.join(agent_dir, d) for d in os.listdir(agent_dir) if not d.startswith(".")]
     before = {p: sectest.tree_snapshot(p) for p in layer}
     a = sec.sandbox()
+    if sec.gvisor:
+        r = sec.api.request("POST", f"/v1/sandboxes/{a}/exec", {"argv": ["python3", "-c", (
+            "A = '/.brig/brig-agent'\nopen(A, 'r+b').write(b'#!/bin/sh')\n"
+            "open('/tmp/fake', 'w').write('#!/bin/sh\\necho pwned\\n')\n"
+            "import os; os.rename('/tmp/fake', A); os.chmod(A, 0o4777)")]})
+        assert r.status in (200, 502), r.body
+        assert {p: sectest.tree_snapshot(p) for p in layer} == before
+        b = sec.sandbox("minimal")
+        assert sec.sh(b, "echo alive; head -c 4 /.brig/brig-agent")["stdout"] == "alive\n\x7fELF"
+        return
     out, _ = sec.py(a, """
 A = '/.brig/brig-agent'
 out['write'] = err(lambda: open(A, 'r+b').write(b'#!/bin/sh'))

@@ -399,7 +399,7 @@ except OSError as e:
     assert out["wrote"] in ("EPERM", "EACCES"), out
 
 
-@pytest.mark.gvisor_finding("G5: SIGSTOP from inside stops the agent (PID 1) under gVisor")
+@pytest.mark.gvisor_finding("G4: SIGSTOP from inside stops the agent (PID 1) under gVisor")
 def test_stop_the_agent(sec):
     """Stopping PID 1 from inside: SIGSTOP is ignored for a namespace's init, but a
     ptrace attach by a tracer that then exits leaves it stopped, so the sandbox no

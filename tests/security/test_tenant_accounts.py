@@ -27,6 +27,7 @@ import sectest
 # which are the same whatever isolation a sandbox has.
 pytestmark = pytest.mark.isolation("container")
 
+
 MIB = 1 << 20
 CREDIT_MAX = 10**12  # micro-dollars: $1,000,000 per credit
 MONEY_MAX = 10**15  # micro-dollars: the most any balance or limit may hold

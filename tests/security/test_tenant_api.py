@@ -37,6 +37,7 @@ import sectest
 # mode and see the same bytes from a sandbox's agent.
 pytestmark = pytest.mark.isolation("container")
 
+
 MIB = 1 << 20
 WAITING_PER_ADDRESS = 64  # max_waiting_per_address
 WAITING_MAX = 256  # max_waiting_connections

@@ -37,6 +37,7 @@ import brigtest
 # CLI's; the non-UTF-8 names test under gVisor's file system is still to be written.
 pytestmark = pytest.mark.isolation("container")
 
+
 MAX_SECRETS = 100  # max_secrets' default (docs/operations.md)
 MAX_SECRET_BYTES = 65536  # max_secret_bytes' default
 BRIG = os.path.join(brigtest.BUILD, "brig")

@@ -387,7 +387,7 @@ def test_foreign_abi_calls_in_a_sandbox(sec, name):
     assert out == {"signal": "SIGSYS"}, f"{name}: {out}"
 
 
-@pytest.mark.gvisor_finding("G6: an x32 call hangs its process under gVisor until the timeout")
+@pytest.mark.gvisor_finding("G5: an x32 call hangs its process under gVisor until the timeout")
 def test_foreign_abi_kills_the_whole_process(sec):
     """A foreign-ABI call from a second thread ends the whole process with SIGSYS,
     not just that thread (SECCOMP_RET_KILL_THREAD would leave the process running
