@@ -248,7 +248,7 @@ out['r'] = err(lambda: open({path!r}, 'w').write({payload!r}))
 def test_sys_writes(sec, path):
     """Writes to /sys (the uevent_helper hijack, KSM, a network device, power state,
     a loop device): EROFS — /sys is mounted read-only — or ENOENT; host unchanged.
-    gVisor's /sys has none of these files (ENOENT)."""
+    gVisor's /sys has most of them not at all (ENOENT), the rest read-only."""
     host_before = None
     if os.path.isfile(path):
         try:
@@ -268,7 +268,7 @@ out['r'] = err(lambda: open({path!r}, 'w').write('/tmp/pwn'))
                 assert "/tmp/pwn" not in f.read()
         return
     if os.path.exists(path):
-        assert out["r"] == sec.mode("EROFS", "ENOENT"), out
+        assert out["r"] in sec.mode(("EROFS",), ("ENOENT", "EROFS")), out
     if host_before is not None:
         with open(path) as f:
             assert f.read() == host_before
@@ -350,7 +350,8 @@ out['fifo'] = err(os.mkfifo, '/tmp/fifo')
 """)
     if sec.gvisor:
         assert out["r"] == 0 and out["fifo"] == "OK", out
-        assert out["open"] in ("ENXIO", "ENODEV", "EPERM", "EACCES"), out
+        tun = (major, minor) == (10, 200)  # gVisor's own TUN (test_device_nodes_absent)
+        assert out["open"] in (("OK",) if tun else ("ENXIO", "ENODEV", "EPERM", "EACCES")), out
         sectest.host_view_kept(host, sec.host_view(sid))
     else:
         assert out == {"r": "EPERM", "exists": False, "open": "ENOENT", "fifo": "OK"}
@@ -376,7 +377,7 @@ out['syslog_clear'] = sc({NR['syslog']}, 5, None, 0)
     assert out.pop("/sys/firmware") == []
     if sec.gvisor:  # gVisor's own made-up boot log, not the host's kernel log
         assert isinstance(out.pop("syslog"), int), out
-        assert out.pop("syslog_clear") in ("EPERM", 0), out
+        assert out.pop("syslog_clear") in ("EPERM", "ENOSYS", 0), out
     else:
         assert out.pop("syslog") == "EPERM" and out.pop("syslog_clear") == "EPERM"
     for p, v in out.items():

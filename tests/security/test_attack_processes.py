@@ -42,6 +42,8 @@ out['by_number'] = [n for n in scan if os.path.exists(f'/proc/{n}')]
         assert host_pid not in out["by_number"] or host_pid < 10
 
 
+@pytest.mark.gvisor_finding("G6: kill -9 of every pid from inside ends the sandbox's own agent "
+                            "connection under gVisor")
 def test_kill_every_pid(sec, daemon):
     """kill -9 on every pid number below 65536, kill(-1), and killing the pid
     numbers of brigd, the host sentinel and the bystander's init: only the sandbox's
