@@ -1,4 +1,12 @@
-"""Fixtures for brig's attack suite (pytest, real brigd, real runc).
+"""Fixtures for brig's attack suite (pytest, real brigd, real runc and runsc).
+
+The suite runs in every isolation mode: a test that uses `sec` runs once per mode
+(`test_x[container]`, `test_x[gvisor]`; session-scoped, so pytest runs all of one mode,
+then all of the other), and every sandbox it creates — through `sec.sandbox()` or any
+other create of the test's — asks for that mode.  A file or test whose attack only
+reaches brigd (its API, accounts, money, limits it enforces itself) may run in one mode:
+`pytestmark = pytest.mark.isolation("container")`, with a comment saying why.  gvisor
+tests are skipped (loudly) only where brigd says it cannot run gvisor on this host.
 
 Every attack test gets `sec`: it creates the sandboxes to attack from, and after
 the test checks that
@@ -25,6 +33,42 @@ import sectest  # noqa: E402  (puts tests/integration on sys.path)
 import brigtest  # noqa: E402
 
 DELETE_TIMEOUT = 30
+MODES = ("container", "gvisor")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "isolation(*modes): run the test only in these "
+                                       "isolation modes (default: every mode)")
+    config.addinivalue_line("markers", "gvisor_finding(text): under gVisor the attack gets "
+                                       "through: a strict xfail naming the finding")
+
+
+def pytest_collection_modifyitems(items):
+    """A finding of the gVisor mode (docs/security.md, "Findings under gVisor") is a
+    strict xfail there: the test asserts the safe result, and fails once it is fixed
+    until the marker goes."""
+    for item in items:
+        m = item.get_closest_marker("gvisor_finding")
+        cs = getattr(item, "callspec", None)
+        if m and cs and cs.params.get("isolation") == "gvisor":
+            item.add_marker(pytest.mark.xfail(strict=True, reason=m.args[0]))
+
+
+def pytest_generate_tests(metafunc):
+    """The isolation parameter of every test that needs it (through `sec`)."""
+    if "isolation" in metafunc.fixturenames:
+        m = metafunc.definition.get_closest_marker("isolation")
+        modes = m.args if m else MODES
+        assert set(modes) <= set(MODES), modes
+        metafunc.parametrize("isolation", modes, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def isolation(request, api):
+    """The isolation mode of the sandboxes a test attacks from (and of its bystander)."""
+    if request.param == "gvisor":
+        brigtest.needs_gvisor(api)
+    return request.param
 
 
 @pytest.fixture(scope="session")
@@ -96,10 +140,11 @@ class Victim:
     """A bystander sandbox of the same brigd, in another account: every attack must
     leave it working, with its files and processes intact."""
 
-    def __init__(self, api, daemon):
+    def __init__(self, api, daemon, isolation):
         self.api = api
         self.daemon = daemon
-        self.id = api.create("minimal")["id"]
+        self.isolation = isolation
+        self.id = api.create("minimal", isolation=isolation)["id"]
         self.marker = f"victim-marker {secrets.token_hex(16)}\n"
         self.token = f"victimproc{secrets.token_hex(6)}"
         api.put_file(self.id, "/root/marker", self.marker.encode(), mode="0644")
@@ -128,10 +173,11 @@ class Victim:
 
 
 @pytest.fixture(scope="session")
-def victim(daemon):
-    """The bystander belongs to another account (tenant) than the attackers."""
-    acct = daemon.operator().ok("POST", "/v1/accounts", {"name": "bystander"}).json()
-    v = Victim(brigtest.Api(daemon.url, acct["api_key"]), daemon)
+def victim(daemon, isolation):
+    """The bystander belongs to another account (tenant) than the attackers, and runs
+    in the attackers' mode (one per mode: the other mode's is deleted when it ends)."""
+    acct = daemon.operator().ok("POST", "/v1/accounts", {"name": f"bystander-{isolation}"}).json()
+    v = Victim(brigtest.Api(daemon.url, acct["api_key"]), daemon, isolation)
     yield v
     v.api.delete(v.id)
 
@@ -139,7 +185,9 @@ def victim(daemon):
 class Sec:
     """What an attack test uses: sandboxes to attack from, the bystanders to aim at."""
 
-    def __init__(self, api, daemon, victim, host_markers, sentinel):
+    def __init__(self, api, daemon, victim, host_markers, sentinel, isolation):
+        self.isolation = isolation
+        self.gvisor = isolation == "gvisor"
         self.api = api
         self.daemon = daemon
         self.victim = victim
@@ -148,7 +196,7 @@ class Sec:
         self.created = []
 
     def sandbox(self, template="base"):
-        sid = self.api.create(template)["id"]
+        sid = self.api.create(template, isolation=self.isolation)["id"]
         self.created.append(sid)
         return sid
 
@@ -168,6 +216,14 @@ class Sec:
 
     def init_pid(self, sid):
         return sectest.init_pid(self.daemon.state_dir, sid)
+
+    def mode(self, container, gvisor):
+        """What this mode expects: an attack that gVisor answers in its own kernel gets
+        gVisor's answer (ENOSYS where it lacks the call, its own checks' errno)."""
+        return gvisor if self.gvisor else container
+
+    def host_view(self, sid):
+        return sectest.host_view(self.daemon.state_dir, sid)
 
     def check_unharmed(self):
         """(b): brigd, the victim, the host's files and processes are unharmed."""
@@ -195,9 +251,27 @@ class Sec:
             pass  # the caller's assertion names what leaked
 
 
+_plain_request = brigtest.Api.request
+
+
+def _creates_in(monkeypatch, mode):
+    """Every create of the test (any account's) asks for `mode` unless it names one,
+    and is checked to have got it."""
+    def request(self, method, path, body=None, *a, **kw):
+        create = method == "POST" and path == "/v1/sandboxes" and isinstance(body, dict)
+        if create:
+            body = {"isolation": mode, **body}
+        r = _plain_request(self, method, path, body, *a, **kw)
+        if create and r.status == 201:
+            assert r.json()["isolation"] == body["isolation"], r.json()
+        return r
+    monkeypatch.setattr(brigtest.Api, "request", request)
+
+
 @pytest.fixture
-def sec(api, daemon, victim, host_markers, sentinel):
-    s = Sec(api, daemon, victim, host_markers, sentinel)
+def sec(api, daemon, victim, host_markers, sentinel, isolation, monkeypatch):
+    _creates_in(monkeypatch, isolation)
+    s = Sec(api, daemon, victim, host_markers, sentinel, isolation)
     yield s
     try:
         s.check_unharmed()

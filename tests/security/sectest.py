@@ -123,6 +123,8 @@ def sandbox_leaks(state_dir, ids):
     if not ids:
         return []
     left = [f"runc container {c}" for c in brigtest.runc_containers(state_dir) if c in ids]
+    left += [f"runsc sandbox {c}" for c in brigtest.runsc_containers(state_dir) if c in ids]
+    left += [f"runsc gofer {p}" for i in ids for p in _gofers(state_dir, i)]
     left += [f"mount {m}" for m in brigtest.mounts_under(os.path.join(state_dir, "sandboxes"))
              if any(i in m for i in ids)]
     sdir = os.path.join(state_dir, "sandboxes")
@@ -142,6 +144,60 @@ def sandbox_leaks(state_dir, ids):
         if any(i in backing for i in ids):
             left.append(f"loop device {dev} -> {backing}")
     return left
+
+
+def _cmdlines():
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    yield int(p), f.read().split(b"\0")
+            except OSError:
+                pass
+
+
+def _gofers(state_dir, sid):
+    """runsc's gofer of a gVisor sandbox (it lives outside the sandbox's cgroup)."""
+    bundle = f"--bundle={os.path.realpath(state_dir)}/sandboxes/{sid}".encode()
+    return [p for p, argv in _cmdlines() if bundle in argv and not brigtest.reaped_by_init(p)]
+
+
+def host_pids(state_dir, sid):
+    """Every host process of a sandbox: its cgroup's (a container's processes; under
+    gVisor runsc's sandbox process, the Sentry, and its stubs) and a gVisor gofer."""
+    return sorted(set(brigtest.sandbox_processes([sid]) + _gofers(state_dir, sid)))
+
+
+def host_view(state_dir, sid):
+    """What the host kernel holds for a sandbox's processes: the namespaces they are in,
+    the kernel objects they hold descriptors of (devices, anonymous inodes: perf events,
+    userfaultfds, io_urings, bpf objects...), their mount table, scheduling policy and
+    nice value per thread.  An attack that gVisor answers in its own kernel leaves it
+    as it was (new stub processes of the same kinds aside)."""
+    ns, fds, sched, mounts = set(), set(), set(), set()
+    for p in host_pids(state_dir, sid):
+        try:
+            for n in os.listdir(f"/proc/{p}/ns"):
+                ns.add(os.readlink(f"/proc/{p}/ns/{n}"))
+            for fd in os.listdir(f"/proc/{p}/fd"):
+                t = os.readlink(f"/proc/{p}/fd/{fd}")
+                if t.startswith("anon_inode:") or "/dev/" in t:  # kernel objects, devices
+                    fds.add(t)
+            with open(f"/proc/{p}/mountinfo") as f:
+                mounts |= {" ".join(line.split()[3:5]) for line in f}
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/stat") as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+                sched.add((int(st[16]), int(st[38])))  # nice, policy
+        except OSError:
+            continue  # a stub that just ended
+    return {"ns": ns, "fds": fds, "mounts": mounts, "sched": sched}
+
+
+def host_view_kept(before, after):
+    """Asserts the host kernel gave the sandbox nothing new (see host_view)."""
+    for k in before:
+        assert after[k] <= before[k], f"host {k} of the sandbox grew: {after[k] - before[k]}"
 
 
 def init_pid(state_dir, sid):

@@ -37,6 +37,7 @@ def _brigd_responsive(api):
     return time.monotonic() - t0
 
 
+@pytest.mark.isolation("container")  # under gVisor: tests/integration/test_gvisor.py::test_pids_limit
 def test_fork_bomb(sec):
     """The classic shell fork bomb: the sandbox's pids cgroup holds it at 512 tasks
     (seen from the host, never above); meanwhile brigd answers, the bystander runs
@@ -64,6 +65,7 @@ def test_fork_bomb(sec):
     assert time.monotonic() - t0 < 15
 
 
+@pytest.mark.isolation("container")  # under gVisor: test_gvisor.py::test_memory_limit
 def test_memory_bomb(sec):
     """A process allocating without end, and four at once: the memory cgroup's OOM
     killer ends them inside the sandbox (exit 137, SIGKILL); usage never exceeds
@@ -91,6 +93,7 @@ def test_memory_bomb(sec):
     assert sec.sh(sid, "echo survived")["stdout"] == "survived\n"
 
 
+@pytest.mark.isolation("container")  # gVisor's /dev ignores size=: its variant is to be written
 def test_memory_pinned_in_tmpfs(sec):
     """Memory that no process holds: files in the sandbox's tmpfs mounts.  /dev/shm
     and /dev stop at their 64 MiB size (ENOSPC); the cgroup-v1 tmpfs at
@@ -182,6 +185,7 @@ out['avail'] = st.f_bavail * st.f_frsize
         what="the sandbox's disk image gone")
 
 
+@pytest.mark.isolation("container")  # gVisor keeps inodes in its memory: variant to be written
 def test_inode_exhaustion(sec, daemon):
     """Creating empty files until the file system refuses: ENOSPC at the writable
     layer's 131072 inodes; the host's inode count hardly moves (the files live in
@@ -219,6 +223,7 @@ def _median_exec_ms(api, sid, n=15):
     return statistics.median(times)
 
 
+@pytest.mark.isolation("container")  # counts the hog's host tasks: the gVisor variant is to be written
 def test_cpu_hog(sec):
     """Four busy loops in a sandbox with a 1-CPU quota on a 2-core host: the hog gets
     about one CPU (its cgroup is throttled), and a second sandbox's `exec true`
@@ -290,6 +295,7 @@ except (ValueError, OSError) as e:
     brigtest.wait_for(settled, timeout=10, what="the host's file table to settle")
 
 
+@pytest.mark.isolation("container")  # brigd refuses the body before any sandbox sees it
 def test_huge_request_bodies(sec, daemon):
     """A 1 GiB JSON body (argv of one 1 GiB string) is refused with 413 and brigd's
     memory does not grow with it (the body is discarded, not buffered); the same
@@ -347,14 +353,19 @@ out['many_args'] = try_exec(['true'] + ['A' * 1023] * 4096, {})
 out['env'] = try_exec(['true'], {'X': 'A' * (1 << 20)})
 out['fine'] = try_exec(['true', 'A' * 1000], {})
 """)
-    assert out == {"one_arg": "E2BIG", "many_args": "E2BIG", "env": "E2BIG", "fine": "OK"}, out
+    big = sec.mode("E2BIG", "ENAMETOOLONG")  # gVisor's execve answers ENAMETOOLONG
+    assert out == {"one_arg": big, "many_args": big, "env": big, "fine": "OK"}, out
     for body in ({"argv": ["echo", "A" * (200 << 10)]},
                  {"argv": ["true"], "env": {"X": "A" * (200 << 10)}}):
         r = sec.api.exec(sid, **body)
-        assert r["exit_code"] == 126 and "Argument list too long" in r["stderr"], r
+        if sec.gvisor:  # gVisor's ENAMETOOLONG, which the agent answers as 127
+            assert r["exit_code"] == 127 and "File name too long" in r["stderr"], r
+        else:
+            assert r["exit_code"] == 126 and "Argument list too long" in r["stderr"], r
     assert sec.sh(sid, "echo ok")["stdout"] == "ok\n"
 
 
+@pytest.mark.isolation("container")  # counts host tasks (pids.current): gVisor variant to be written
 def test_zombie_storm(sec):
     """300 children that exit and are never waited for by their parent: they hold 300
     of the 512 pids while the parent lives, and the sandbox still runs commands; once
@@ -396,6 +407,7 @@ if sys.argv[1] == 'hold':
     assert no_zombies()
 
 
+@pytest.mark.isolation("container")  # brigd's output bound: the same in every mode
 def test_output_flood(sec, daemon):
     """Commands writing 100 MiB and then 400 MiB of NUL bytes to stdout: brigd keeps the last 10 MiB
     (stdout_truncated); its peak memory per request is bounded — the same for both
@@ -424,7 +436,8 @@ def test_aio_event_pool(sec):
     """Native AIO's events come from one host-wide pool (fs.aio-max-nr, 65536 here):
     a single io_setup(65536) in one sandbox used to leave every other sandbox and
     the host's root with EAGAIN.  Now refused: io_setup answers ENOSYS (seccomp; as
-    on a kernel without AIO) and the host's aio-nr does not move."""
+    on a kernel without AIO) and the host's aio-nr does not move.  gVisor implements
+    AIO itself: the 65536 events are its own, the host's aio-nr does not move."""
     with open("/proc/sys/fs/aio-nr") as f:
         before = int(f.read())
     sid = sec.sandbox()
@@ -434,7 +447,10 @@ out['big'] = sc(206, 65536, ctypes.byref(ctx))
 out['small'] = sc(206, 1, ctypes.byref(ctx))
 out['submit'] = sc(209, 0, 0, None)
 """)
-    assert out == {"big": "ENOSYS", "small": "ENOSYS", "submit": "ENOSYS"}, out
+    if sec.gvisor:  # the context gVisor made, then EINVAL for a second one into it
+        assert out == {"big": 0, "small": "EINVAL", "submit": 0}, out
+    else:
+        assert out == {"big": "ENOSYS", "small": "ENOSYS", "submit": "ENOSYS"}, out
     with open("/proc/sys/fs/aio-nr") as f:
         assert int(f.read()) == before
 
@@ -552,7 +568,11 @@ def take():
 def test_shared_per_user_counters(sec, resource):
     """One sandbox takes as many inotify instances / inotify watches / queued realtime
     signals / POSIX message queues as the kernel lets it and holds them; a second
-    sandbox must still get one of each.  (The attacker holds them only until the check is done.)"""
+    sandbox must still get one of each.  (The attacker holds them only until the check is done.)
+    Under gVisor the counters are each sandbox's own kernel's."""
+    if sec.gvisor and resource == "inotify_watches":
+        pytest.skip("gVisor: walking 8000 template files through the gofer outlasts the wait; "
+                    "its watches are its own kernel's (the other counters run)")
     attacker, bystander = sec.sandbox(), sec.sandbox()
     hold = py_program(EXHAUST[resource] + """
 n = 0

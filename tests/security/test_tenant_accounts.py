@@ -18,8 +18,15 @@ import os
 import threading
 import time
 
+import pytest
+
 import brigtest
 import sectest
+
+# One mode: these attacks are on brigd's accounts, money and capacity admission,
+# which are the same whatever isolation a sandbox has.
+pytestmark = pytest.mark.isolation("container")
+
 
 MIB = 1 << 20
 CREDIT_MAX = 10**12  # micro-dollars: $1,000,000 per credit

@@ -28,8 +28,15 @@ import threading
 import time
 import urllib.parse
 
+import pytest
+
 import brigtest
 import sectest
+
+# One mode: brigd's HTTP front, its buffered output and its logs are shared by every
+# mode and see the same bytes from a sandbox's agent.
+pytestmark = pytest.mark.isolation("container")
+
 
 MIB = 1 << 20
 WAITING_PER_ADDRESS = 64  # max_waiting_per_address

@@ -180,7 +180,8 @@ AF_VSOCK = 40
 I386_SOCKETCALL, I386_IPC, I386_SOCKET, I386_SOCKETPAIR = 102, 117, 359, 360
 
 
-def test_filter_refuses_the_foreign_abis(sec):
+@pytest.mark.isolation("container")  # reads a container process's host filter; under gVisor
+def test_filter_refuses_the_foreign_abis(sec):  # test_attack_gvisor.py reads runsc's instead
     """Read the filter of a command running in a sandbox and evaluate it for every
     system call number of the i386 and x32 ABIs (socketcall and ipc with every
     sub-call among them): each kills the process.  On x86-64 the calls the profile
@@ -386,6 +387,7 @@ def test_foreign_abi_calls_in_a_sandbox(sec, name):
     assert out == {"signal": "SIGSYS"}, f"{name}: {out}"
 
 
+@pytest.mark.gvisor_finding("G5: an x32 call hangs its process under gVisor until the timeout")
 def test_foreign_abi_kills_the_whole_process(sec):
     """A foreign-ABI call from a second thread ends the whole process with SIGSYS,
     not just that thread (SECCOMP_RET_KILL_THREAD would leave the process running
@@ -463,7 +465,11 @@ for i in range(3000):
         fds.append(fd)
     except OSError as e:
         errs[errno.errorcode[e.errno]] = errs.get(errno.errorcode[e.errno], 0) + 1
-out = {'triggers': len(fds), 'errors': errs, 'readable': open('/proc/pressure/cpu').read()[:4]}
+try:
+    readable = open('/proc/pressure/cpu').read()[:4]
+except OSError as e:  # gVisor has no /proc/pressure
+    readable = errno.errorcode[e.errno]
+out = {'triggers': len(fds), 'errors': errs, 'readable': readable}
 print(json.dumps(out), flush=True)
 sys.stdin.read()
 """)
@@ -472,8 +478,9 @@ sys.stdin.read()
     busy = _exec_ms(sec.victim.api, sec.victim.id)
     sec.api.ok("POST", f"/v1/sandboxes/{sid}/processes/{pid}/stdin/close", expect=(204,))
     out = json.loads(line.strip().splitlines()[-1])
-    assert out["triggers"] == 0 and out["errors"] == {"EROFS": 3000}, out
-    assert out["readable"] == "some"
+    no = sec.mode("EROFS", "ENOENT")
+    assert out["triggers"] == 0 and out["errors"] == {no: 3000}, out
+    assert out["readable"] == sec.mode("some", "ENOENT")
     assert busy <= max(3 * idle, idle + 200), (idle, busy)
 
 
@@ -573,7 +580,8 @@ def _tcp_cgroup(sid, name):
         return None
 
 
-def test_tcp_buffer_memory_bounded(sec, other_tenant):
+@pytest.mark.isolation("container")  # gVisor: netstack's buffers are its memory (docs):
+def test_tcp_buffer_memory_bounded(sec, other_tenant):  # the host-sockstat variant is to be written
     """TCP buffer memory (finding 4) comes from one host-wide budget (net.ipv4.tcp_mem)
     that the memory cgroup does not bound on cgroup v1: a 512 MiB sandbox pinned
     902 MiB in TCP buffers over its loopback, in sockets that are never read.  Now its
@@ -602,6 +610,7 @@ def test_tcp_buffer_memory_bounded(sec, other_tenant):
     assert during["ms"] <= max(3 * baseline["ms"], baseline["ms"] + 500), (baseline, during)
 
 
+@pytest.mark.isolation("container")  # as above
 def test_tcp_socket_pileup_stops_the_sandbox(sec, other_tenant):
     """Past its bound each socket still keeps a minimum that the kernel charges
     regardless (a 64 KiB loopback segment): thousands of stuck connections add up past
@@ -679,6 +688,7 @@ def _sockstat_udp_mem():
     raise AssertionError("no UDP line in /proc/net/sockstat")
 
 
+@pytest.mark.isolation("container")  # as above
 def test_udp_buffer_memory_bounded(sec, other_tenant):
     """UDP buffers come from the host-wide net.ipv4.udp_mem, which cgroup v1 does not
     count as memory either.  On v1 the kernel charges every socket of a cgroup whose TCP
@@ -733,6 +743,7 @@ def _pty_exec(api, sid):
                        {"argv": ["tty"], "pty": {"cols": 80, "rows": 24}, "timeout": 20})
 
 
+@pytest.mark.isolation("container")  # gVisor's ptys are its own (no pty_max): variant to be written
 def test_pty_pool_per_sandbox(sec):
     """The pty pool (finding 5): every sandbox's devpts draws from the host's
     kernel.pty.max; one sandbox opened 3071 ptys and another tenant's PTY exec then

@@ -25,8 +25,14 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 import brigtest
 import sectest
+
+# One mode for now: the stuck states are made from the host on a container's processes
+# (a frozen disk, a host process in its cgroup); the gVisor variants are to be written.
+pytestmark = pytest.mark.isolation("container")
 
 FIFREEZE = 0xC0045877  # _IOWR('X', 119, int)
 FITHAW = 0xC0045878    # _IOWR('X', 120, int)
@@ -241,6 +247,7 @@ def test_stopped_agent_helpers_do_not_stall_the_janitor(sec, daemon):
 
 SIGNAL_PID1 = r"""
 import signal, fcntl
+
 os.kill(1, signal.SIGTERM)
 os.kill(1, signal.SIGINT)
 libc.sigqueue.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]

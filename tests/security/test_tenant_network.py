@@ -31,6 +31,11 @@ import pytest
 import brigtest
 import sectest
 
+# One mode: the firewall, DNS proxy and conntrack bounds are brigd's and the host's, fed
+# the same frames by a gVisor sandbox's netstack (tests/integration/test_gvisor.py runs
+# the egress policies end to end under gVisor).
+pytestmark = pytest.mark.isolation("container")
+
 GRANTS_MAX = 2048  # dns_grants_max's default (docs/operations.md)
 TTL_MAX = 3600  # dns_ttl_max's default
 CONNECTIONS_MAX = 1024  # net_connections_max's default
@@ -78,6 +83,7 @@ while True:
 # sandbox's resolver, its gateway.  One JSON object a line.
 CLIENT = r'''
 import json, os, socket, struct, sys, time
+
 gw = open("/etc/resolv.conf").read().split()[1]
 def query(labels, qid=0x4242):
     b = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
