@@ -6,6 +6,7 @@
  *
  *   brig-agent --listen-fd N   serve an already listening socket (runc --preserve-fds)
  *   brig-agent --listen PATH   create, bind and listen on a unix socket (tests, debugging)
+ *   ... --console-off          once ready, fds 0-2 become /dev/null (gVisor: see below)
  *   brig-agent --version
  *
  * The main process does nothing slow: it polls the listening socket, a signalfd and the
@@ -57,7 +58,7 @@ typedef struct agent {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: brig-agent (--listen-fd N | --listen PATH) | --version\n");
+    fprintf(f, "usage: brig-agent (--listen-fd N | --listen PATH) [--console-off] | --version\n");
 }
 
 /* Descriptors 0-2 must be open: the handlers' pipes must not land on them (exec.c dup2s
@@ -371,17 +372,38 @@ static void kill_foreign_abis(void)
 #endif
 }
 
+/* Our stdout and stderr are a host file (the runtime's console: agent.log).  Under
+ * gVisor the sandbox's root reopens it through /proc/1/fd/1 (gVisor's /proc does not
+ * refuse that for a non-dumpable process as Linux does) and could write to it without
+ * bound, outside its disk: once ready, and before any handler is forked, we hold none of
+ * it.  What we log afterwards is lost; start-up problems are in the file already. */
+static void console_detach(void)
+{
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        brig_warn("console-off: /dev/null: %s", strerror(errno));
+        return;
+    }
+    for (int i = 0; i <= 2; i++)
+        if (dup2(fd, i) < 0)
+            brig_warn("console-off: dup2 %d: %s", i, strerror(errno));
+    if (fd > 2)
+        close(fd);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"listen-fd", required_argument, NULL, 'f'},
         {"listen", required_argument, NULL, 'l'},
+        {"console-off", no_argument, NULL, 'c'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *path = NULL;
     long listen_fd = -1;
+    bool console_off = false;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end;
@@ -397,6 +419,9 @@ int main(int argc, char **argv)
             break;
         case 'l':
             path = optarg;
+            break;
+        case 'c':
+            console_off = true;
             break;
         case 'V':
             printf("brig-agent %s\n", BRIG_VERSION);
@@ -448,5 +473,7 @@ int main(int argc, char **argv)
         return 1;
     }
     brig_info("brig-agent %s ready (pid %d)", BRIG_VERSION, (int)a.pid);
+    if (console_off)
+        console_detach();
     return agent_run(&a);
 }

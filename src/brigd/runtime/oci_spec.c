@@ -147,7 +147,8 @@ json_t *brig_oci_spec_new(const brig_rt_spec *spec, const brig_cgroup_ops *cgrou
 json_t *brig_oci_spec_gvisor(const brig_rt_spec *spec, const brig_cgroup_ops *cgroup,
                              int64_t pty_max, const char *netns)
 {
-    static const char *const args[] = {AGENT_IN_SANDBOX, "--listen", BRIG_GVISOR_AGENT_SOCK, NULL};
+    static const char *const args[] = {AGENT_IN_SANDBOX, "--listen", BRIG_GVISOR_AGENT_SOCK,
+                                       "--console-off", NULL};
     static const char *const o_run[] = {"rbind", "rw", "nosuid", "nodev", "noexec", NULL};
     static const char *const o_tmp[] = {"rbind", "rw", "nosuid", "nodev", NULL};
     json_t *cfg = brig_oci_spec_new(spec, cgroup, pty_max, NULL);
