@@ -208,12 +208,12 @@ PRICEY = ("[brigd]\nbilling_interval = 1\n"
 
 
 @pytest.mark.parametrize("period", ["daily", "monthly"])
-def test_spend_limit_refuses_new_sandboxes_and_running_ones_continue(brigd_with, period):
-    """docs/api.md: "Daily and monthly spend limits ... refuse new sandboxes; running
-    ones continue."  A sandbox billed every second at $0.001/s runs the account past
-    its limit: a new create gets 429 limit_exceeded saying which limit and when it
-    resets, while the running sandbox keeps running, keeps answering and keeps being
-    billed past the limit."""
+def test_spend_limit_refuses_new_sandboxes_and_stops_running_ones(brigd_with, period):
+    """docs/api.md: "Daily and monthly spend limits ... refuse new sandboxes; a spend
+    limit reached also stops the account's running sandboxes at their next charge."
+    A sandbox billed every second at $0.001/s runs the account to its limit: a new
+    create gets 429 limit_exceeded saying which limit and when it resets, and the
+    running sandbox ends with reason spend_limit."""
     d = brigd_with(PRICEY)
     a = d.api()
     usage = "usage_today_micro_usd" if period == "daily" else "usage_month_micro_usd"
@@ -230,16 +230,13 @@ def test_spend_limit_refuses_new_sandboxes_and_running_ones_continue(brigd_with,
     assert err["code"] == "limit_exceeded", err
     assert f"{period} spend limit of $0.003000 reached" in err["message"], err
     assert "resets at" in err["message"], err
-    # The running sandbox goes on: still running, still answering, still billed.
-    spent = account(a)[usage]
-    wait_for(lambda: account(a)[usage] > spent, timeout=30,
-             what="the running sandbox to be billed past the limit")
-    assert state_of(a, sid)["state"] == "running"
-    assert a.exec(sid, "echo still running")["stdout"] == "still running\n"
-    assert live_ids(a) == [sid]
+    # The running sandbox is stopped at its next charge, saying why.
+    wait_for(lambda: state_of(a, sid)["state"] == "deleted", timeout=30,
+             what="the running sandbox to be stopped at the limit")
+    ended = state_of(a, sid)
+    assert (ended["reason"], ended["end_reason"]) == ("spend_limit", "spend_limit"), ended
+    assert live_ids(a) == []
     assert a.request("POST", "/v1/sandboxes", {"template": "minimal"}).status == 429
-    a.delete(sid)
-    assert state_of(a, sid)["reason"] == "deleted_by_api"
     # Lifting the limit lets creates in again.
     a.ok("PATCH", "/v1/account", {f"{period}_limit_micro_usd": None})
     a.delete(a.create("minimal")["id"])

@@ -771,6 +771,25 @@ def test_e2e_policies_through_the_api(napi):
 
 
 @pytest.mark.base
+def test_e2e_metrics_count_a_sandboxs_traffic(napi):
+    """GET /v1/sandboxes/{id}/metrics: its link's bytes and packets (docs/metrics.md), out
+    and in, move with a fetch through the host (sampled every metrics_interval, 5 s)."""
+    sb = napi.create(template="base")["id"]
+
+    def latest():
+        return napi.ok("GET", f"/v1/sandboxes/{sb}/metrics").json()["latest"]
+
+    brigtest.wait_for(lambda: latest() is not None, timeout=15, what="a first sample")
+    before = latest()
+    assert before["net_bytes_out"] is not None and before["net_bytes_in"] is not None, before
+    assert fetch(napi, sb, "http://allowed.test/") == (0, f"hello from {ALLOWED}\n")
+    brigtest.wait_for(lambda: latest()["net_bytes_in"] > before["net_bytes_in"] + 50 and
+                      latest()["net_packets_out"] > before["net_packets_out"], timeout=15,
+                      what="the fetch's traffic to be counted")
+    napi.delete(sb)
+
+
+@pytest.mark.base
 def test_e2e_denied_destinations_and_inbound(napi, netd, inet):
     a = napi.create(template="base")["id"]
     b = napi.create(template="base")["id"]
