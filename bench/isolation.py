@@ -150,12 +150,12 @@ class Harness:
         for _ in range(self.n):
             self.timed("local: true", lambda: subprocess.run(["true"], check=True))
             self.timed("local: python3 -c pass",
-                       lambda: subprocess.run(["python3", "-c", "pass"], check=True))
+                       lambda: subprocess.run(["/usr/bin/python3", "-c", "pass"], check=True))
         for _ in range(max(5, self.n // 3)):
             self.timed("bare runsc do true",
                        lambda: subprocess.run(runsc + ["/bin/true"], check=True, stdout=dn))
             self.timed("bare runsc do python3 -c pass",
-                       lambda: subprocess.run(runsc + ["python3", "-c", "pass"], check=True,
+                       lambda: subprocess.run(runsc + ["/usr/bin/python3", "-c", "pass"], check=True,
                                               stdout=dn))
 
     def stop(self):
