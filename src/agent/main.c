@@ -391,7 +391,15 @@ static void console_detach(void)
         close(fd);
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+typedef struct options {
+    const char *path; /* --listen */
+    long listen_fd;   /* --listen-fd; -1: none */
+    bool console_off; /* --console-off */
+} options;
+
+/* Parses argv into *o: -1 to go on, else the exit status (--version, --help, a mistake). */
+static int parse_options(int argc, char **argv, options *o)
 {
     static const struct option opts[] = {
         {"listen-fd", required_argument, NULL, 'f'},
@@ -401,27 +409,25 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *path = NULL;
-    long listen_fd = -1;
-    bool console_off = false;
+    *o = (options){.listen_fd = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'f':
             errno = 0;
-            listen_fd = strtol(optarg, &end, 10);
-            if (errno != 0 || end == optarg || *end != '\0' || listen_fd < 0 ||
-                listen_fd > INT32_MAX) {
+            o->listen_fd = strtol(optarg, &end, 10);
+            if (errno != 0 || end == optarg || *end != '\0' || o->listen_fd < 0 ||
+                o->listen_fd > INT32_MAX) {
                 fprintf(stderr, "brig-agent: bad --listen-fd: %s\n", optarg);
                 return 2;
             }
             break;
         case 'l':
-            path = optarg;
+            o->path = optarg;
             break;
         case 'c':
-            console_off = true;
+            o->console_off = true;
             break;
         case 'V':
             printf("brig-agent %s\n", BRIG_VERSION);
@@ -434,10 +440,21 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (optind != argc || (path == NULL) == (listen_fd < 0)) {
+    if (optind != argc || (o->path == NULL) == (o->listen_fd < 0)) {
         usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int done = parse_options(argc, argv, &o);
+    if (done >= 0)
+        return done;
+    const char *path = o.path;
+    long listen_fd = o.listen_fd;
 
     brig_log_init("brig-agent", BRIG_LOG_INFO);
     /* The log is a host file of one sandbox, and much of what reaches it (a tar's
@@ -473,7 +490,7 @@ int main(int argc, char **argv)
         return 1;
     }
     brig_info("brig-agent %s ready (pid %d)", BRIG_VERSION, (int)a.pid);
-    if (console_off)
+    if (o.console_off)
         console_detach();
     return agent_run(&a);
 }
