@@ -627,6 +627,8 @@ class Bench:
         """Deletes every sandbox of every account the bench used (a key sees only
         its own account's sandboxes)."""
         problems = []
+        if d.proc is None or d.proc.poll() is not None:  # never ready, or gone: no one to ask
+            return problems
         keys = [d.key] + self.extra_keys
         for key in keys:
             try:

@@ -2,7 +2,7 @@
  * super_conn.c - a supervisor's client connection: its queue of encoded frames, its
  * answers, adding it and dropping it (freed at the end of the loop's round).
  */
-#include "super_internal.h"
+#include "super_conn.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

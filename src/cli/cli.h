@@ -179,6 +179,10 @@ int cli_exit_code(json_t *v);
  * "encoding" is "base64".  0, or -1 with *err set; its errnum is EPIPE when the
  * reader went away (the caller then stops, as a process in a pipe would). */
 int cli_write_event(json_t *event, int fd, brig_error **err);
+/* Writes a JSON string (base64 when encoding says so) to fd byte-exact; `what` names it in
+ * errors; EPIPE is an error only when epipe_fails. */
+int cli_write_text(json_t *s, json_t *encoding, int fd, const char *what, bool epipe_fails,
+                   brig_error **err);
 
 /* The exec request's "pty" object: this terminal's size (stdout's, else
  * stdin's), 80x24 without one.  Caller owns. */

@@ -38,10 +38,7 @@ void api_account_create(brig_req *r)
         brig_account_create(r->d, name ? json_string_value(name) : "account", &out, &key, &err);
     json_decref(body);
     free(key); /* it is in out, shown this once */
-    if (err)
-        brig_http_error(r, err);
-    else
-        brig_http_json(r, 201, out);
+    brig_http_answer(r, err, 201, out);
 }
 
 void api_account_credit(brig_req *r)
@@ -66,10 +63,7 @@ void api_account_credit(brig_req *r)
                                  note ? json_string_value(note) : "credit", &err) == 0)
         account_json(r, r->params[0], &out, &err);
     json_decref(body);
-    if (err)
-        brig_http_error(r, err);
-    else
-        brig_http_json(r, 200, out);
+    brig_http_answer(r, err, 200, out);
 }
 
 void api_account_get(brig_req *r)
@@ -124,10 +118,7 @@ void api_account_ledger(brig_req *r)
                        "'before' must be a ledger seq and 'limit' an integer in [1, 1000]");
     else
         brig_billing_ledger(r->d, r->caller.account_id, before, (int)limit, &out, &err);
-    if (err)
-        brig_http_error(r, err);
-    else
-        brig_http_json(r, 200, out);
+    brig_http_answer(r, err, 200, out);
 }
 
 /* GET /v1/account/usage?days=N: what the account spent on each of its last N UTC days. */
@@ -140,10 +131,7 @@ void api_account_usage(brig_req *r)
         brig_error_set(&err, BRIG_E_INVALID, 0, "'days' must be an integer in [1, 366]");
     else
         brig_billing_days(r->d, r->caller.account_id, (int)days, &out, &err);
-    if (err)
-        brig_http_error(r, err);
-    else
-        brig_http_json(r, 200, out);
+    brig_http_answer(r, err, 200, out);
 }
 
 /* A limit: an integer of micro-dollars in [0, BRIG_MONEY_MAX], or null for none. */
@@ -183,10 +171,7 @@ void api_account_patch(brig_req *r)
             account_json(r, r->caller.account_id, &out, &err);
     }
     json_decref(body);
-    if (err)
-        brig_http_error(r, err);
-    else
-        brig_http_json(r, 200, out);
+    brig_http_answer(r, err, 200, out);
 }
 
 /* PATCH /v1/accounts/{id} (operator): the account's concurrency limit and the
@@ -210,10 +195,7 @@ void api_account_configure(brig_req *r)
     if (brig_account_configure(r->d, r->params[0], &s, &err) == 0)
         account_json(r, r->params[0], &out, &err);
     json_decref(body);
-    if (err)
-        brig_http_error(r, err);
-    else
-        brig_http_json(r, 200, out);
+    brig_http_answer(r, err, 200, out);
 }
 
 /* ---- projects -------------------------------------------------------------------------- */
@@ -232,10 +214,7 @@ void api_project_create(brig_req *r)
     else
         brig_project_create(r->d, r->caller.account_id, name, &out, &err);
     json_decref(body);
-    if (err)
-        brig_http_error(r, err);
-    else
-        brig_http_json(r, 201, out);
+    brig_http_answer(r, err, 201, out);
 }
 
 void api_project_list(brig_req *r)
@@ -291,10 +270,7 @@ void api_project_patch(brig_req *r)
         brig_egress_dispose(&pol);
     json_decref(canon);
     json_decref(body);
-    if (err)
-        brig_http_error(r, err);
-    else
-        brig_http_json(r, 200, out);
+    brig_http_answer(r, err, 200, out);
 }
 
 /* ---- keys ---------------------------------------------------------------------------------- */

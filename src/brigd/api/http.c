@@ -93,6 +93,16 @@ void brig_http_response(brig_req *r, unsigned status, struct MHD_Response *resp)
     r->status = status;
 }
 
+void brig_http_answer(brig_req *r, brig_error *err, unsigned status, json_t *body)
+{
+    if (err) {
+        json_decref(body);
+        brig_http_error(r, err);
+    } else {
+        brig_http_json(r, status, body);
+    }
+}
+
 void brig_http_json(brig_req *r, unsigned status, json_t *body)
 {
     char *s = json_dumps(body, JSON_COMPACT);

@@ -93,6 +93,8 @@ void brig_http_stop(brigd *d);
 /* Replies (each takes ownership of what it is given). */
 void brig_http_json(brig_req *r, unsigned status, json_t *body);
 void brig_http_error(brig_req *r, brig_error *err);
+/* err's answer when err is set (body dropped), else status with body (taken). */
+void brig_http_answer(brig_req *r, brig_error *err, unsigned status, json_t *body);
 void brig_http_fail(brig_req *r, brig_err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void brig_http_empty(brig_req *r, unsigned status);

@@ -1,0 +1,81 @@
+/*
+ * output.c - what exec, logs and wait share (cli.h): an event's output written
+ * byte-exact to stdout or stderr (base64 chunks decoded, NUL bytes kept), and the exit
+ * code brig itself ends with for a command's exit event.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base64.h"
+#include "cli.h"
+#include "util.h"
+
+int cli_exit_code(json_t *v)
+{
+    json_t *code = json_object_get(v, "exit_code");
+    if (json_is_number(code)) {
+        double num = json_number_value(code);
+        if (num != floor(num) || num < -1e9 || num > 1e9)
+            return -1;
+        long n = (long)num;
+        if (n >= 0 && n <= 255)
+            return (int)n;
+        if (n < 0 && n >= -127)
+            return 128 + (int)-n;
+        return 255;
+    }
+    json_t *sig = json_object_get(v, "signal");
+    if (json_is_integer(sig) && json_integer_value(sig) > 0 && json_integer_value(sig) < 128)
+        return 128 + (int)json_integer_value(sig);
+    return -1;
+}
+
+/* Writes n bytes to fd; a reader that went away (EPIPE) is ignored unless
+ * epipe_fails. */
+static int write_out(int fd, const void *p, size_t n, bool epipe_fails)
+{
+    if (epipe_fails)
+        return brig_write_full(fd, p, n);
+    return cli_write(fd, p, n);
+}
+
+/* Writes the string s (n bytes) to fd, decoding it when encoding is "base64"
+ * (NULL, JSON null and "utf-8" mean text).  what names it in errors.  With
+ * epipe_fails, a closed reader is an error whose errnum is EPIPE. */
+int cli_write_text(json_t *s, json_t *encoding, int fd, const char *what, bool epipe_fails,
+                   brig_error **err)
+{
+    if (s == NULL || json_is_null(s))
+        return 0;
+    if (!json_is_string(s))
+        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: %s", what);
+    const char *enc = json_string_value(encoding);
+    int rc;
+    if (encoding == NULL || json_is_null(encoding) || (enc != NULL && strcmp(enc, "utf-8") == 0)) {
+        rc = write_out(fd, json_string_value(s), json_string_length(s), epipe_fails);
+    } else if (enc != NULL && strcmp(enc, "base64") == 0) {
+        brig_buf raw = {0};
+        if (brig_base64_decode(json_string_value(s), json_string_length(s), &raw, err) < 0) {
+            brig_buf_dispose(&raw);
+            brig_error_prefix(err, "malformed %s from brigd", what);
+            return -1;
+        }
+        rc = write_out(fd, raw.data, raw.len, epipe_fails);
+        brig_buf_dispose(&raw);
+    } else {
+        return brig_error_set(err, BRIG_E_PROTOCOL, 0, "%s: unknown encoding from brigd", what);
+    }
+    if (rc < 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, errno, "cannot write the command's %s", what);
+    return 0;
+}
+
+int cli_write_event(json_t *event, int fd, brig_error **err)
+{
+    return cli_write_text(json_object_get(event, "data"), json_object_get(event, "encoding"), fd,
+                          fd == 2 ? "stderr" : "stdout", true, err);
+}
