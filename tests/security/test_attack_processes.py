@@ -131,12 +131,13 @@ out['found'] = found
     assert out["host_path"] == "ENOENT" and out["found"] == []
 
 
-@pytest.mark.gvisor_finding("G2: every gVisor sandbox's runsc runs as host uid 0 (identity map)")
-def test_uid_separation_between_sandboxes(sec, daemon):
+def test_uid_separation_between_sandboxes(sec, daemon, isolation):
     """Two sandboxes run as different, unprivileged host uids (root inside = the
-    sandbox's base uid, never 0), as seen from the host in /proc/<hostpid>/status;
-    a private file sandbox A writes is, on the host, owned by A's uid and neither
-    readable nor writable by B's uid."""
+    sandbox's base uid, never 0), as seen from the host in /proc/<hostpid>/status
+    (under gVisor: runsc's kernel, and its gofer); a private file sandbox A writes
+    is, on the host, owned by A's uid and neither readable nor writable by B's uid.
+    Under gVisor the root's own writes live in its overlay's file store (a file on
+    the sandbox's disk, no more readable by B), and /tmp's in files of their own."""
     a, b = sec.sandbox("minimal"), sec.sandbox("minimal")
     ua, ub = host_uid(init_pid(daemon.state_dir, a)), host_uid(init_pid(daemon.state_dir, b))
     assert ua != ub and ua >= 65536 and ub >= 65536, (ua, ub)
@@ -145,11 +146,18 @@ def test_uid_separation_between_sandboxes(sec, daemon):
         uids = sectest.proc_status(p, "Uid")
         gids = sectest.proc_status(p, "Gid")
         assert len(set(uids)) == 1 and len(set(gids)) == 1 and uids[0] == gids[0], (uids, gids)
-    assert sec.sh(a, "umask 077; echo a-private > /a-private")["exit_code"] == 0
-    paths = [os.path.join(daemon.state_dir, "sandboxes", a, "rootfs", "a-private"),
-             os.path.join(daemon.state_dir, "sandboxes", a, "disk", "upper", "a-private")]
+    where = "tmp/a-private" if isolation == "gvisor" else "a-private"
+    assert sec.sh(a, f"umask 077; echo a-private > /{where}")["exit_code"] == 0
+    sb = os.path.join(daemon.state_dir, "sandboxes", a)
+    paths = [os.path.join(sb, "rootfs", where), os.path.join(sb, "disk", "upper", where)]
     for p in paths:
         assert os.stat(p).st_uid == ua
+    if isolation == "gvisor":
+        for p in sectest.host_pids(daemon.state_dir, a):  # the Sentry, its stubs, the gofer
+            assert set(sectest.proc_status(p, "Uid")) == {str(ua)}, p
+        store = os.path.join(sb, "disk", "upper", f".gvisor.filestore.{a}")
+        assert os.stat(store).st_mode & 0o077 == 0, oct(os.stat(store).st_mode)
+        paths.append(store)
     assert _as_uid(ub, paths) == {p: ("EACCES", "EACCES") for p in paths}
 
 
@@ -187,7 +195,6 @@ def _as_uid(uid, paths):
     return {k: tuple(v) for k, v in json.loads(data).items()}
 
 
-@pytest.mark.gvisor_finding("G2: every gVisor sandbox's runsc runs as host uid 0 (identity map)")
 def test_world_readable_files_of_another_sandbox_on_the_host(sec, daemon):
     """Defence in depth for a process that leaves its mount namespace but keeps its
     uid: sandbox B's host uid must not read even the world-readable files of sandbox

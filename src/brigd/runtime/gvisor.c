@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -112,4 +113,15 @@ bool brig_gvisor_has(const oci *o, const char *id)
         found = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
     closedir(d);
     return found;
+}
+
+int brig_gvisor_seal(const oci *o, const char *id, brig_error **err)
+{
+    /* runsc (as host root) makes the root overlay's file store, where the sandbox's
+     * own writes to / live, world-readable: only the Sentry's descriptor needs it. */
+    _cleanup_free_ char *name = brig_asprintf("disk/upper/.gvisor.filestore.%s", id);
+    _cleanup_free_ char *store = brig_oci_path(o, id, name);
+    if (chmod(store, 0600) < 0 && errno != ENOENT)
+        return brig_error_sys(err, "chmod %s", store);
+    return 0;
 }

@@ -405,7 +405,11 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     if (brig_oci_bundle_root(o, spec, sb->dirfd, &userns, err) < 0)
         goto fail_destroy;
     if (sb->iso == BRIG_ISO_GVISOR) {
-        /* Its network first (runtime.h, net_first); userns holds the namespace's fd. */
+        /* runsc makes its own user namespace (oci_spec.c): the id-mapped mount holds
+         * brigd's.  Its network first (runtime.h, net_first); userns holds the
+         * namespace's fd from here. */
+        close(userns);
+        userns = -1;
         if (brig_gvisor_netns_new(&userns, err) < 0 ||
             brig_oci_bundle_config(o, spec, userns, err) < 0 ||
             (spec->net_first && spec->net_first(spec->net_arg, userns, err) < 0))
@@ -419,7 +423,8 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     if (lfd >= 0)
         close(lfd);
     lfd = -1;
-    if (rc < 0 || init_hold(o, sb, err) < 0 || agent_ready(rt, sb, err) < 0)
+    if (rc < 0 || (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_seal(o, spec->id, err) < 0) ||
+        init_hold(o, sb, err) < 0 || agent_ready(rt, sb, err) < 0)
         goto fail_destroy;
     if (userns >= 0)
         close(userns); /* the sandbox (and a container's id-mapped mount) holds it now */

@@ -85,10 +85,12 @@ int brig_oci_agent_layer(const char *state_dir, const char *agent_path, char **l
     _cleanup_free_ char *bin = brig_xmalloc((size_t)st.st_size);
     if (brig_read_full(fd, bin, (size_t)st.st_size) != st.st_size)
         return brig_error_sys(err, "read %s", agent_path);
+    /* The key names the binary and the layer's layout (a new layout, a new directory). */
+    static const char layout[] = "brig-agent + run/ v2";
     char key[17];
-    const void *parts[] = {bin};
-    size_t lens[] = {(size_t)st.st_size};
-    brig_sha256_hex16(parts, lens, 1, key);
+    const void *parts[] = {bin, layout};
+    size_t lens[] = {(size_t)st.st_size, sizeof(layout) - 1};
+    brig_sha256_hex16(parts, lens, 2, key);
 
     _cleanup_free_ char *base = brig_asprintf("%s/agent", state_dir);
     char *dir = brig_asprintf("%s/%s", base, key);
@@ -101,7 +103,10 @@ int brig_oci_agent_layer(const char *state_dir, const char *agent_path, char **l
     _cleanup_free_ char *tmp_brig = brig_asprintf("%s/.brig", tmp);
     _cleanup_free_ char *tmp_bin = brig_asprintf("%s/brig-agent", tmp_brig);
     brig_oci_rm_rf(tmp);
-    if (brig_oci_mkdir_p(tmp_brig, 0755, err) < 0)
+    /* run/: gVisor's mount point for the agent's socket directory (oci_spec.c), made
+     * here because runsc's gofer, the sandbox's root, cannot add it to host root's .brig. */
+    _cleanup_free_ char *tmp_run = brig_asprintf("%s/run", tmp_brig);
+    if (brig_oci_mkdir_p(tmp_run, 0755, err) < 0)
         goto fail;
     int out = open(tmp_bin, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
     if (out < 0 || brig_write_full(out, bin, (size_t)st.st_size) < 0 || fsync(out) < 0) {
@@ -183,22 +188,20 @@ int brig_oci_bundle_root(const oci *o, const brig_rt_spec *spec, int dirfd, int 
         mkdirat(dirfd, "disk", 0755) < 0 || (gvisor && mkdirat(dirfd, "run", 0700) < 0))
         return brig_error_sys(err, "create sandbox directories in %s", dir);
     /* 1. The writable layer: its own bounded file system.  The overlay's root
-     *    directory takes its owner and mode from upper/: root of the sandbox, 0755
-     *    (under gVisor, whose kernel keeps the ids, host root's). */
+     *    directory takes its owner and mode from upper/: root of the sandbox, 0755. */
     _cleanup_free_ char *golden = NULL;
     if (brig_disk_golden(o->disk_dir, spec->disk_mib, &golden, err) < 0 ||
-        brig_disk_attach(golden, disk_img, disk, gvisor ? 0 : spec->uid_base, err) < 0)
+        brig_disk_attach(golden, disk_img, disk, spec->uid_base, err) < 0)
         return -1;
-    /* 2. The template, read-only, its owners mapped into the sandbox's id range; under
-     *    gVisor the template itself (its kernel maps no host ids: runsc's gofer, not the
-     *    sandbox, opens the files). */
-    if (gvisor) {
-        free(lower);
-        lower = brig_xstrdup(spec->rootfs);
-    } else if (brig_idmap_userns(spec->uid_base, spec->uid_size, userns, err) < 0 ||
-               brig_idmap_mount(spec->rootfs, lower, *userns, err) < 0) {
+    /* 2. The template, read-only, its owners mapped into the sandbox's id range (in
+     *    every mode: under gVisor runsc's own processes run as the sandbox's host ids
+     *    and open these files, oci_spec.c). */
+    if (brig_idmap_userns(spec->uid_base, spec->uid_size, userns, err) < 0 ||
+        brig_idmap_mount(spec->rootfs, lower, *userns, err) < 0)
         return -1;
-    }
+    /* gVisor's gofer, the sandbox's root, makes the agent's socket in run/. */
+    if (gvisor && fchownat(dirfd, "run", spec->uid_base, spec->uid_base, 0) < 0)
+        return brig_error_sys(err, "chown %s/run", dir);
     /* 3. The root: agent layer + template + writable layer.  volatile: no syncs
      *    for a layer that is thrown away with the sandbox. */
     _cleanup_free_ char *opts =

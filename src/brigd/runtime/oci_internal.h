@@ -51,6 +51,8 @@ int brig_gvisor_netns_new(int *fd, brig_error **err);
 extern const char *const brig_gvisor_mask[];
 /* Is id a sandbox runsc holds state for? */
 bool brig_gvisor_has(const oci *o, const char *id);
+/* After `runsc run`: what runsc made too open on the host, closed (its file store). */
+int brig_gvisor_seal(const oci *o, const char *id, brig_error **err);
 
 /* ---- oci_events.c ------------------------------------------------------------ */
 

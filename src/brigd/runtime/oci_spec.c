@@ -168,10 +168,10 @@ json_t *brig_oci_spec_gvisor(const brig_rt_spec *spec, const brig_cgroup_ops *cg
     json_object_set_new(json_object_get(json_object_get(linux_, "resources"), "pids"), "limit",
                         json_integer((json_int_t)spec->pids_limit * GVISOR_TASKS_PER_PID + 64));
     json_object_del(linux_, "seccomp");
-    json_object_del(linux_, "uidMappings");
-    json_object_del(linux_, "gidMappings");
+    /* The user namespace stays, without a path: runsc makes it with the sandbox's own
+     * id range, and its kernel, stubs and gofer run as those host ids, not as root
+     * (runsc cannot join one brigd made: a Go program cannot setns a user namespace). */
     json_t *ns = json_object_get(linux_, "namespaces");
-    json_array_remove(ns, 0); /* "user": spec_linux puts it first */
     size_t i;
     json_t *n;
     json_array_foreach(ns, i, n)
