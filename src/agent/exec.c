@@ -122,8 +122,8 @@ static void __attribute__((noreturn)) child_fail(int report, int stage)
     _exit(127);
 }
 
-/* Runs in the forked child.  The report pipe is O_CLOEXEC: a successful execve closes it
- * (the parent reads EOF: "started"). */
+/* Runs in the vforked child (vfork_child).  The report pipe is O_CLOEXEC: a successful execve
+ * closes it (the parent reads EOF: "started"). */
 static void __attribute__((noreturn)) child_run(const spawn_plan *p, int report)
 {
     /* Undo the handler's signal state: ignored dispositions and the blocked mask survive
@@ -263,6 +263,28 @@ static int spawn_fds_open(const brig_exec_spec *s, spawn_plan *p, spawn_fds *f, 
     return 0;
 }
 
+/* vfork: the child borrows this process's memory until its execve, so no copy of our
+ * address space is made only to be thrown away (under gVisor a copy is a new host stub
+ * process and a large part of an exec's cost).  Every signal stays blocked until the child
+ * has reset its dispositions (child_run), so no handler of ours runs on the borrowed
+ * memory; child_run writes no memory of ours but environ, restored here.  A function of
+ * its own: nothing of the caller's lives across the vfork. */
+static pid_t vfork_child(const spawn_plan *p, int report)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old);
+    char **env = environ;
+    pid_t pid = vfork();
+    if (pid == 0)
+        child_run(p, report);
+    int e = errno;
+    environ = env;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return pid;
+}
+
 /* Forks the command.  On success ch describes it (it runs, or failed to execve, which the
  * supervisor reports as exit 126/127); a failure before execve is an error and the child is
  * reaped. */
@@ -274,13 +296,11 @@ static int spawn(const brig_exec_spec *s, spawn_plan *p, brig_child *ch, brig_er
         goto out;
     ch->t0 = brig_now_mono_ms();
     ch->started_at = brig_now_real_ms();
-    pid_t pid = fork();
+    pid_t pid = vfork_child(p, f.rep[1]);
     if (pid < 0) {
         brig_error_sys(err, "fork");
         goto out;
     }
-    if (pid == 0)
-        child_run(p, f.rep[1]);
     close_fd(&f.rep[1]);
     child_report cr;
     ssize_t got = brig_read_full(f.rep[0], &cr, sizeof(cr));
