@@ -285,6 +285,9 @@ static int run(brigd *d, int sigfd, brig_error **err)
                               .agent_path = d->cfg.agent_path,
                               .oci_runtime = d->cfg.oci_runtime,
                               .runsc = d->cfg.runsc,
+                              .runsc_platform = d->cfg.runsc_platform,
+                              .runsc_overlay = d->cfg.runsc_overlay,
+                              .runsc_directfs = strcmp(d->cfg.runsc_directfs, "on") == 0,
                               .cgroup = d->cgroup,
                               .pty_max = d->cfg.pty_max,
                               .tcp_memory_mib = d->cfg.tcp_memory_mib};

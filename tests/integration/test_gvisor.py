@@ -253,3 +253,31 @@ def test_without_runsc_gvisor_is_refused_naming_it(tmp_path):
     finally:
         d.stop()
     assert leftovers(d.state_dir) == []
+
+
+def test_runsc_settings_reach_runsc(tmp_path):
+    """runsc_platform, runsc_overlay and runsc_directfs (docs/operations.md) are what runsc
+    runs with: its processes' command lines say so, and with no overlay of gVisor's a
+    write to the sandbox's root lands as a file of the host's writable layer (owned by
+    the sandbox's root id), where gVisor's own overlay keeps it in its file store."""
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nrunsc_platform = ptrace\nrunsc_overlay = none\n"
+                   "runsc_directfs = off\n")
+    d = brigtest.Brigd(str(tmp_path / "state"), extra_args=["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        sid = a.create("minimal")["id"]
+        argv = [open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")
+                for p in runsc_processes(d.state_dir)]
+        assert argv and all(b"--platform=ptrace" in v and b"--overlay2=none" in v
+                            and b"--directfs=false" in v for v in argv), argv
+        assert a.exec(sid, "echo hi > /written; cat /written")["stdout"] == "hi\n"
+        upper = os.path.join(d.state_dir, "sandboxes", sid, "disk", "upper")
+        with open(os.path.join(upper, "written")) as f:
+            assert f.read() == "hi\n"
+        assert not [n for n in os.listdir(upper) if n.startswith(".gvisor.filestore")]
+        assert os.stat(os.path.join(upper, "written")).st_uid >= 65536
+        a.delete(sid)
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []

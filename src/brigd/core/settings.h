@@ -32,6 +32,9 @@ typedef struct brig_config {
     char *agent_path;     /* the brig-agent binary */
     char *oci_runtime;    /* "auto" | "runc" | "crun" | a path */
     char *runsc;          /* "auto" | a path */
+    char *runsc_platform; /* "systrap" | "ptrace" | "kvm" */
+    char *runsc_overlay;  /* "self" | "memory" | "none": where the root's writes live */
+    char *runsc_directfs; /* "on" | "off" */
     char *default_template;
     int64_t exec_timeout_default_ms;
     int64_t exec_timeout_max_ms;           /* per-call ceiling */

@@ -44,9 +44,30 @@ static char *runsc_path(const char *want)
     return NULL;
 }
 
-int brig_gvisor_init(oci *o, const char *want, const char *state_dir, brig_error **err)
+/* runsc's flags, the same for each of its commands: the platform (systrap needs no KVM),
+ * gVisor's own network stack on the interfaces it finds in the sandbox's namespace, host
+ * unix sockets created inside the sandbox for the agent's (its only bind-mounted
+ * directory, run/), where the root's writes live (docs/operations.md), directfs. */
+static void runsc_flags(oci *o, const brig_runtime_config *cfg)
 {
-    o->runsc_root = brig_asprintf("%s/runsc", state_dir);
+    size_t n = 0;
+    const char *overlay = cfg->runsc_overlay ? cfg->runsc_overlay : "self";
+    o->runsc_flags[n++] =
+        brig_asprintf("--platform=%s", cfg->runsc_platform ? cfg->runsc_platform : "systrap");
+    o->runsc_flags[n++] = brig_xstrdup("--network=sandbox");
+    o->runsc_flags[n++] = brig_xstrdup("--host-uds=create");
+    o->runsc_flags[n++] = strcmp(overlay, "none") == 0
+                              ? brig_xstrdup("--overlay2=none")
+                              : brig_asprintf("--overlay2=root:%s", overlay);
+    o->runsc_flags[n++] = brig_asprintf("--directfs=%s", cfg->runsc_directfs ? "true" : "false");
+    o->runsc_flags[n] = NULL;
+}
+
+int brig_gvisor_init(oci *o, const brig_runtime_config *cfg, brig_error **err)
+{
+    const char *want = cfg->runsc;
+    runsc_flags(o, cfg);
+    o->runsc_root = brig_asprintf("%s/runsc", cfg->state_dir);
     if (brig_oci_mkdir_p(o->runsc_root, 0700, err) < 0)
         return -1;
     char *p = runsc_path(want ? want : "auto");

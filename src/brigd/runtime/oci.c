@@ -99,13 +99,6 @@ static char *resolve_runtime(const char *want, brig_error **err)
     return p;
 }
 
-/* runsc's flags, the same for each of its commands: the systrap platform (no KVM
- * needed), gVisor's own network stack on the interfaces it finds in the sandbox's
- * namespace, and host unix sockets created inside the sandbox for the agent's (its
- * only bind-mounted directory, run/). */
-static const char *const runsc_flags[] = {"--platform=systrap", "--network=sandbox",
-                                          "--host-uds=create", NULL};
-
 /* "<runtime> --root <root>" (and runsc's flags) into argv; returns the count. */
 static size_t runtime_argv(const oci *o, brig_isolation iso, const char **argv)
 {
@@ -114,8 +107,8 @@ static size_t runtime_argv(const oci *o, brig_isolation iso, const char **argv)
     argv[n++] = gvisor ? o->runsc : o->runtime;
     argv[n++] = "--root";
     argv[n++] = gvisor ? o->runsc_root : o->root;
-    for (size_t i = 0; gvisor && runsc_flags[i]; i++)
-        argv[n++] = runsc_flags[i];
+    for (size_t i = 0; gvisor && o->runsc_flags[i]; i++)
+        argv[n++] = o->runsc_flags[i];
     return n;
 }
 
@@ -568,6 +561,8 @@ static void oci_free(brig_runtime *rt)
     free(o->runsc);
     free(o->runsc_root);
     free(o->runsc_missing);
+    for (size_t i = 0; o->runsc_flags[i]; i++)
+        free(o->runsc_flags[i]);
     free(o);
     free(rt);
 }
@@ -620,7 +615,7 @@ int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, bri
     if (brig_oci_mkdir_p(o->root, 0700, err) < 0 || brig_oci_mkdir_p(o->sb_dir, 0711, err) < 0)
         goto fail;
     if (brig_oci_agent_layer(cfg->state_dir, cfg->agent_path, &o->agent_layer, err) < 0 ||
-        brig_gvisor_init(o, cfg->runsc, cfg->state_dir, err) < 0)
+        brig_gvisor_init(o, cfg, err) < 0)
         goto fail;
     brig_runtime *rt = brig_xcalloc(1, sizeof(*rt));
     rt->ops = &oci_ops;

@@ -22,6 +22,7 @@ typedef struct oci {
     char *runsc;                   /* gVisor's runsc (absolute path), or NULL */
     char *runsc_root;              /* runsc's state dir (--root), ours alone */
     char *runsc_missing;           /* why isolation gvisor cannot run here, or NULL */
+    char *runsc_flags[8];          /* runsc's flags for every command, NULL-terminated */
     char *sb_dir;                  /* <state>/sandboxes */
     char *agent_layer;             /* <state>/agent/<hash> */
     char *disk_dir;                /* <state>/disk: golden images of the writable layer */
@@ -42,7 +43,7 @@ struct brig_rt_sandbox {
 /* Finds runsc (want: "auto" or a path) and checks that it runs; sets o->runsc and
  * o->runsc_root, or o->runsc_missing with what is missing.  -1 only for an error of
  * our own (the state directory). */
-int brig_gvisor_init(oci *o, const char *want, const char *state_dir, brig_error **err);
+int brig_gvisor_init(oci *o, const brig_runtime_config *cfg, brig_error **err);
 /* A new network namespace (an fd of it, O_CLOEXEC). */
 int brig_gvisor_netns_new(int *fd, brig_error **err);
 /* What runsc must not see (spawn.h's mask): /proc/sys/net.  runsc (2024-07) takes a

@@ -10,6 +10,7 @@
 #define BRIG_RUNTIME_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -122,10 +123,13 @@ struct brig_runtime {
 
 /* Settings every driver receives. */
 typedef struct brig_runtime_config {
-    const char *state_dir;                /* brigd's state dir; drivers keep their files below it */
-    const char *agent_path;               /* the brig-agent binary to run as PID 1 */
-    const char *oci_runtime;              /* auto | runc | crun | PATH: isolation "container" */
-    const char *runsc;                    /* auto | PATH: gVisor's runsc, isolation "gvisor" */
+    const char *state_dir;      /* brigd's state dir; drivers keep their files below it */
+    const char *agent_path;     /* the brig-agent binary to run as PID 1 */
+    const char *oci_runtime;    /* auto | runc | crun | PATH: isolation "container" */
+    const char *runsc;          /* auto | PATH: gVisor's runsc, isolation "gvisor" */
+    const char *runsc_platform; /* systrap | ptrace | kvm (settings.c) */
+    const char *runsc_overlay;  /* self | memory | none */
+    bool runsc_directfs;
     const struct brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
     int64_t pty_max;                      /* ptys per sandbox */
     int64_t tcp_memory_mib;               /* TCP buffer memory per sandbox, where the cgroup flavour
