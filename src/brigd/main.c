@@ -260,6 +260,22 @@ static int configure(brig_config *cfg, int argc, char **argv)
     return -1;
 }
 
+/* The runtime driver, from the settings. */
+static int runtime_open(brigd *d, brig_error **err)
+{
+    brig_runtime_config rc = {.state_dir = d->cfg.state_dir,
+                              .agent_path = d->cfg.agent_path,
+                              .oci_runtime = d->cfg.oci_runtime,
+                              .runsc = d->cfg.runsc,
+                              .runsc_platform = d->cfg.runsc_platform,
+                              .runsc_overlay = d->cfg.runsc_overlay,
+                              .runsc_directfs = strcmp(d->cfg.runsc_directfs, "on") == 0,
+                              .cgroup = d->cgroup,
+                              .pty_max = d->cfg.pty_max,
+                              .tcp_memory_mib = d->cfg.tcp_memory_mib};
+    return brig_runtime_oci_new(&rc, &d->rt, err);
+}
+
 static int run(brigd *d, int sigfd, brig_error **err)
 {
     /* 0711: sandbox roots live below it and a sandbox's root is an unprivileged
@@ -281,19 +297,9 @@ static int run(brigd *d, int sigfd, brig_error **err)
     _cleanup_free_ char *db = brig_asprintf("%s/brig.db", d->cfg.state_dir);
     if (brig_store_open(&d->store, db, err) < 0)
         return -1;
-    brig_runtime_config rc = {.state_dir = d->cfg.state_dir,
-                              .agent_path = d->cfg.agent_path,
-                              .oci_runtime = d->cfg.oci_runtime,
-                              .runsc = d->cfg.runsc,
-                              .runsc_platform = d->cfg.runsc_platform,
-                              .runsc_overlay = d->cfg.runsc_overlay,
-                              .runsc_directfs = strcmp(d->cfg.runsc_directfs, "on") == 0,
-                              .cgroup = d->cgroup,
-                              .pty_max = d->cfg.pty_max,
-                              .tcp_memory_mib = d->cfg.tcp_memory_mib};
     if (brig_vault_open(&d->vault, d->cfg.state_dir, err) < 0)
         return -1;
-    if (brig_runtime_oci_new(&rc, &d->rt, err) < 0)
+    if (runtime_open(d, err) < 0)
         return -1;
     /* Networking is optional: without it sandboxes keep an isolated namespace
      * with loopback only (no egress at all), never an unfiltered one. */
