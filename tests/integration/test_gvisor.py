@@ -198,8 +198,9 @@ def test_tmp_is_on_the_disk_not_in_memory(api):
 
 def test_idle_timeout_ends_it(api):
     sid = api.create("minimal", idle_timeout=1)["id"]
-    wait_for(lambda: api.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] != "running",
-             timeout=15, what="idle timeout")
+    # Until its end is complete (deleting is still a sandbox of the account's list).
+    wait_for(lambda: api.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] == "deleted",
+             timeout=30, what="idle timeout")
     assert api.ok("GET", f"/v1/sandboxes/{sid}").json()["reason"] == "idle_timeout"
 
 
