@@ -13,7 +13,7 @@ import urllib.parse
 
 import pytest
 
-from brigtest import Api, Brigd, leftovers, wait_for
+from brigtest import Api, Brigd, leftovers, needs_gvisor, wait_for
 
 CONF = """[brigd]
 pids_limit = 64
@@ -241,7 +241,30 @@ def test_agent_killed_from_the_host_is_agent_lost(rd, ra):
     os.kill(init_pid(rd, sid), signal.SIGKILL)
     ended(ra, sid, what="the sandbox to end with its agent")
     ev = check_end(ra, sid, "agent_lost", "agent_lost")
-    assert "last_words" not in ev or isinstance(ev["last_words"], str)
+    assert "ready" in ev["last_words"], ev  # the last line its console got
+
+
+# Three sorts each hold 40 MiB of one endless line until their input ends (30 s later):
+# 120 MiB against the 64 MiB limit.  The sandbox's root may raise (never lower) PID 1's
+# oom_score_adj; at 1000 the agent's score (16000 + its few pages, for 64 MiB) beats any
+# of the sorts (at most ~10240), so the kernel's OOM killer takes the agent.
+AGENT_OOM = ("echo 1000 > /proc/1/oom_score_adj; for i in 1 2 3; do "
+             "(head -c 40m /dev/zero; sleep 30) | sort >/dev/null & done; wait")
+
+
+@pytest.mark.parametrize("isolation", ["container", "gvisor"])
+def test_agent_killed_by_the_oom_killer_is_oom_killed(ra, isolation):
+    """The agent itself (PID 1) taken by the OOM killer ends the sandbox as oom_killed,
+    told from the cgroup's OOM count (a kill -9 from the host is agent_lost, above).
+    Under gVisor the host's OOM killer sees gVisor's kernel, which holds the whole
+    sandbox's memory: the same bomb takes it, and with it the agent."""
+    if isolation == "gvisor":
+        needs_gvisor(ra)
+    sid = ra.create("minimal", tariff="tiny", isolation=isolation)["id"]
+    r = ra.request("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": AGENT_OOM, "timeout": 60})
+    assert r.status in (409, 502), r.body  # its agent's connection closed, or it ended
+    ended(ra, sid, what="the sandbox to end with its agent")
+    check_end(ra, sid, "oom_killed", "oom_killed")
 
 
 def test_brigd_restart_and_host_shutdown(fresh_daemon):
