@@ -4,7 +4,9 @@ scopes and the unauthenticated metrics_listen; and each sandbox's usage samples 
 /v1/sandboxes/{id}/metrics, kept as a black box once it ended."""
 
 import json
+import os
 import socket
+import sqlite3
 import urllib.error
 import urllib.request
 
@@ -89,7 +91,7 @@ def test_exposition_moves_with_creates_execs_and_errors(md):
     assert moved("brig_warm_pool_hits_total", template="minimal", tariff="small",
                  isolation="container") == 1
     assert moved("brig_exec_seconds_count") == 1
-    assert moved("brig_sandboxes_ended_total", reason="deleted_by_api") == 1
+    assert moved("brig_sandboxes_ended_total", reason="deleted") == 1  # typed
     assert moved("brig_http_requests_total", method="GET", route="/v1/sandboxes/{id}",
                  status="404") == 1
     assert moved("brig_http_requests_total", method="GET", route="unmatched", status="404") == 1
@@ -181,23 +183,78 @@ def test_disk_network_and_execs_of_a_sandbox(md):
     assert Api(a.base_url, k["key"]).request("GET", f"/v1/sandboxes/{sid}/metrics").status == 404
 
 
-@pytest.mark.base
-def test_black_box_shows_the_memory_climb_before_an_oom(md):
-    a = md.api()
-    sb = a.create("base", tariff="tiny")
-    sid = sb["id"]
+def check_climb(box):
+    """The climb to a 128 MiB limit: several samples on the way up, and the peak at it."""
+    assert box["state"] == "ended"
+    mem = [s["memory_bytes"] for s in box["samples"] if s["memory_bytes"] is not None]
+    rising = [m for m in mem if 16 * MiB < m < 120 * MiB]
+    assert len(rising) >= 2, mem
+    assert box["samples"][-1]["memory_peak_bytes"] >= 120 * MiB, box["samples"][-1]
+
+
+def oom_climb(a, sid):
+    """8 MiB every 0.25 s, touched, until the OOM killer takes the command."""
     wait_for(lambda: latest(a, sid, "memory_bytes") is not None, timeout=10, what="a sample")
-    # 8 MiB every 0.25 s, touched: a climb over a few samples, then the 128 MiB limit.
     hog = ("import time\nb = []\nwhile True:\n    b.append(b'x' * (8 << 20))\n"
            "    time.sleep(0.25)\n")
     a.put_file(sid, "/hog.py", hog.encode())
     r = a.exec(sid, argv=["python3", "/hog.py"], timeout=60)
     assert r["signal"] == 9 or r["exit_code"] == 137, r
+    assert r["reason"] == "oom_killed", r
+
+
+@pytest.mark.base
+def test_black_box_shows_the_memory_climb_before_an_oom(md):
+    a = md.api()
+    sid = a.create("base", tariff="tiny")["id"]
+    oom_climb(a, sid)
     a.delete(sid)
     box = samples(a, sid)
-    assert box["state"] == "ended"
-    mem = [s["memory_bytes"] for s in box["samples"] if s["memory_bytes"] is not None]
-    # The climb: several samples on the way up, and the peak at the limit.
-    rising = [m for m in mem if 16 * MiB < m < 120 * MiB]
-    assert len(rising) >= 2, mem
-    assert box["samples"][-1]["memory_peak_bytes"] >= 120 * MiB, box["samples"][-1]
+    check_climb(box)
+    assert (box["reason"], box["end_reason"]) == ("deleted_by_api", "deleted")
+
+
+def blackbox_rows(d):
+    con = sqlite3.connect(f"file:{os.path.join(d.state_dir, 'brig.db')}?mode=ro", uri=True)
+    n = con.execute("SELECT count(*) FROM blackboxes").fetchone()[0]
+    con.close()
+    return n
+
+
+@pytest.mark.base
+def test_black_box_outlives_a_restart_until_its_retention(tmp_path):
+    """The black box is kept in the store with its sandbox: a restart of brigd keeps it,
+    whole, for the retention period; then the janitor prunes it."""
+    conf = ("[brigd]\nmetrics_interval = 1\n{}[tariff.tiny]\nvcpus = 1\nmemory_mib = 128\n"
+            "disk_mib = 256\nprice_micro_usd_per_second = 1\n")
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text(conf.format(""))
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        sid = a.create("base", tariff="tiny")["id"]
+        short = a.create("minimal")["id"]  # ended before any tick sampled it
+        oom_climb(a, sid)
+        a.delete(sid)
+        a.delete(short)
+        box = samples(a, sid)
+        check_climb(box)
+        assert len(samples(a, short)["samples"]) >= 1  # its last sample, at its end
+        p = a.ok("POST", "/v1/projects", {"name": "other"}).json()
+        k = a.ok("POST", f"/v1/projects/{p['id']}/keys", {"scope": "sandbox"}).json()
+        d.stop()
+        d.start()
+        a = d.api()
+        assert samples(a, sid) == box
+        assert Api(d.url, k["key"]).request("GET", f"/v1/sandboxes/{sid}/metrics").status == 404
+        d.stop()
+        cfg.write_text(conf.format("retention = 1\n"))
+        d.start()
+        a = d.api()
+        wait_for(lambda: a.request("GET", f"/v1/sandboxes/{sid}/metrics").status == 404,
+                 timeout=10, what="the black box past its retention")
+        wait_for(lambda: blackbox_rows(d) == 0, timeout=90, what="the janitor to prune it")
+    finally:
+        if d.proc is not None:
+            d.stop()
+    assert leftovers(d.state_dir) == []

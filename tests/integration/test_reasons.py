@@ -2,7 +2,7 @@
 ends with a typed reason, each provoked here for real: a memory bomb is `oom_killed` (the
 cgroup's OOM count, not a guess from SIGKILL), a fork bomb `pids_limit`, a full disk
 `disk_full`, and the sandbox ends (idle, lifetime, delete, balance, spend limit, CPU
-abuse, agent lost or OOM-killed, brigd restart, host shutdown)."""
+abuse, agent lost or OOM-killed, brigd restart, host shutdown or reboot)."""
 
 import http.client
 import json
@@ -279,6 +279,28 @@ def test_brigd_restart_and_host_shutdown(fresh_daemon):
     a = d.api()
     check_end(a, lost, "lost_on_restart", "brigd_restart")
     assert state_of(a, kept)["state"] == "running"  # a clean one is re-attached
+    assert 'brig_sandboxes_ended_total{reason="brigd_restart"} 1' in \
+        d.operator().ok("GET", "/metrics").body.decode()
+    # The host booted while brigd was down (its boot id is not the one brigd recorded): what
+    # did not survive ended with the host.  The reboot is played by its two traces: the
+    # agent's death and another boot id in the state dir.
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read()
+    boot_file = os.path.join(d.state_dir, "boot_id")
+    with open(boot_file) as f:
+        assert f.read() == boot  # recorded at start
+    rebooted = a.create("minimal")["id"]
+    init = init_pid(d, rebooted)
+    d.stop()
+    os.kill(init, signal.SIGKILL)
+    with open(boot_file, "w") as f:
+        f.write("00000000-0000-4000-8000-000000000000\n")
+    d.start()
+    a = d.api()
+    check_end(a, rebooted, "host_reboot", "host_shutdown")
+    assert state_of(a, kept)["state"] == "running"
+    with open(boot_file) as f:
+        assert f.read() == boot
     d.stop()
     assert d.destroy_all().returncode == 0  # the operator takes the host's sandboxes down
     d.start()

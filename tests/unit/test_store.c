@@ -413,6 +413,35 @@ static void test_sandboxes(void **state)
     assert_int_equal(n, 0);
 }
 
+/* Black boxes: one per sandbox (a second put replaces it), pruned by when it ended. */
+static void test_blackboxes(void **state)
+{
+    fixture *f = *state;
+    make_account(f, "acc_1", "prj_1", "key_1", "h1");
+    add_sandbox(f, "sbx_1", 1000, 1);
+    add_sandbox(f, "sbx_2", 2000, 1);
+    char *data = NULL;
+    int64_t at = -1;
+    assert_int_equal(brig_store_blackbox_get(f->st, "sbx_1", &data, &at, NULL), 0);
+    assert_null(data);
+    assert_int_equal(brig_store_blackbox_put(f->st, "sbx_1", 5000, "{\"v\":0}", NULL), 0);
+    assert_int_equal(brig_store_blackbox_put(f->st, "sbx_1", 6000, "{\"v\":1}", NULL), 0);
+    assert_int_equal(brig_store_blackbox_put(f->st, "sbx_2", 9000, "[]", NULL), 0);
+    assert_int_equal(brig_store_blackbox_get(f->st, "sbx_1", &data, &at, NULL), 1);
+    assert_string_equal(data, "{\"v\":1}");
+    assert_int_equal(at, 6000);
+    free(data);
+    /* Only a sandbox the store knows has one. */
+    assert_int_equal(brig_store_blackbox_put(f->st, "sbx_none", 1, "[]", NULL), -1);
+    int64_t pruned = -1;
+    assert_int_equal(brig_store_blackbox_prune(f->st, 9000, &pruned, NULL), 0);
+    assert_int_equal(pruned, 1);
+    assert_int_equal(brig_store_blackbox_get(f->st, "sbx_1", &data, &at, NULL), 0);
+    assert_int_equal(brig_store_blackbox_get(f->st, "sbx_2", &data, &at, NULL), 1);
+    assert_string_equal(data, "[]");
+    free(data);
+}
+
 static void test_reopen_and_backends(void **state)
 {
     fixture *f = *state;
@@ -441,6 +470,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_blackboxes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_and_backends, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

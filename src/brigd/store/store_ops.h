@@ -276,6 +276,17 @@ typedef struct brig_store_ops {
     /* *n = how many sandboxes of the account ended for `reason`. */
     int (*sandbox_count_reason)(brig_store_conn *c, const char *account_id, const char *reason,
                                 int64_t *n, brig_error **err);
+    /* -- black boxes: an ended sandbox's last minute of usage samples (sandbox/usage.h),
+     * kept for the retention period */
+    /* Stores sandbox_id's black box (data: text in the caller's format), ended at `at`;
+     * replaces the one it had. */
+    int (*blackbox_put)(brig_store_conn *c, const char *sandbox_id, int64_t at, const char *data,
+                        brig_error **err);
+    /* 1, *data (malloc'd: the caller frees it) and *at, or 0 when it has none. */
+    int (*blackbox_get)(brig_store_conn *c, const char *sandbox_id, char **data, int64_t *at,
+                        brig_error **err);
+    /* Deletes the black boxes that ended before `before`; *pruned = how many. */
+    int (*blackbox_prune)(brig_store_conn *c, int64_t before, int64_t *pruned, brig_error **err);
     /* -- the audit timeline (append-only but for the janitor's prune) */
     /* The account's chain: 1 and *out, or 0 when it has no record yet. */
     int (*audit_chain)(brig_store_conn *c, const char *account_id, brig_audit_chain *out,
