@@ -5,8 +5,10 @@ scopes and the unauthenticated metrics_listen; and each sandbox's usage samples 
 
 import json
 import os
+import signal
 import socket
 import sqlite3
+import threading
 import urllib.error
 import urllib.request
 
@@ -109,6 +111,73 @@ def test_exposition_moves_with_creates_execs_and_errors(md):
     assert value(m, "brig_sandbox_create_seconds_count", pool="cold") == \
         value(after, "brig_sandbox_create_seconds_count", pool="cold") + 1
     assert value(m, "brig_sandbox_create_seconds_bucket", pool="cold", le="+Inf") >= 1
+
+
+# Every metric of issue 13's list, by family as the parser names it (counters without
+# their _total) and type.
+FAMILIES = {
+    "brig_sandboxes_live": "gauge", "brig_sandboxes_running": "gauge",
+    "brig_sandboxes_created": "counter", "brig_sandboxes_ended": "counter",
+    "brig_sandbox_creates_failed": "counter", "brig_sandbox_create_seconds": "histogram",
+    "brig_exec_seconds": "histogram", "brig_warm_pool_ready": "gauge",
+    "brig_warm_pool_target": "gauge", "brig_warm_pool_hits": "counter",
+    "brig_warm_pool_misses": "counter", "brig_admission_queue_length": "gauge",
+    "brig_admission_refused": "counter", "brig_capacity_slots_used": "gauge",
+    "brig_capacity_slots": "gauge", "brig_capacity_memory_mib_used": "gauge",
+    "brig_capacity_memory_mib": "gauge", "brig_capacity_disk_mib_used": "gauge",
+    "brig_capacity_disk_mib": "gauge", "brig_http_requests": "counter",
+    "brig_http_request_seconds": "histogram", "brig_agent_errors": "counter",
+    "brig_billing_charged_micro_usd": "counter",
+}
+
+
+def test_every_family_and_refusals_and_agent_errors_move(md):
+    a = md.api()
+    text = a.ok("GET", "/metrics").body.decode()
+    got = {f.name: f.type for f in text_string_to_metric_families(text)}
+    assert {k: got.get(k) for k in FAMILIES} == FAMILIES
+    before = parse(text)
+    # A create refused by the account's spend limit.
+    acc = md.operator().ok("POST", "/v1/accounts", {"name": "refused"}).json()
+    other = Api(a.base_url, acc["api_key"])
+    other.ok("PATCH", "/v1/account", {"daily_limit_micro_usd": 0})
+    assert other.request("POST", "/v1/sandboxes", {"template": "minimal"}).status == 429
+    # A command whose agent dies under it: its connection fails (io).
+    sid = a.create("minimal", tariff="tiny")["id"]
+    cg = f"/sys/fs/cgroup/pids/brig/{sid}/cgroup.procs"
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault(
+        "r", a.request("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "sleep 60"})))
+    t.start()
+    wait_for(lambda: "sleep" in comms(cg), timeout=20, what="the command to run")
+    with open(os.path.join(md.state_dir, "sandboxes", sid, "init.pid")) as f:
+        os.kill(int(f.read()), signal.SIGKILL)
+    t.join(60)
+    assert box["r"].status in (409, 502), box["r"].body
+    wait_for(lambda: samples(a, sid)["state"] == "ended", timeout=20, what="its end")
+    after = scrape(a)
+    assert value(after, "brig_admission_refused_total", reason="limit_exceeded") == \
+        value(before, "brig_admission_refused_total", reason="limit_exceeded") + 1
+    assert value(after, "brig_agent_errors_total", kind="io") > \
+        value(before, "brig_agent_errors_total", kind="io")
+    assert value(after, "brig_sandboxes_ended_total", reason="agent_lost") == \
+        value(before, "brig_sandboxes_ended_total", reason="agent_lost") + 1
+
+
+def comms(cgroup_procs):
+    out = []
+    try:
+        with open(cgroup_procs) as f:
+            pids = f.read().split()
+    except FileNotFoundError:
+        return out
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                out.append(f.read().strip())
+        except FileNotFoundError:
+            pass
+    return out
 
 
 def test_scopes_and_the_unauthenticated_listener(md):
