@@ -34,6 +34,11 @@ vcpus = 0.1
 memory_mib = 128
 disk_mib = 128
 price_micro_usd_per_second = 1
+[tariff.wee]
+vcpus = 1
+memory_mib = 16
+disk_mib = 64
+price_micro_usd_per_second = 1
 [tariff.pricey]
 vcpus = 1
 memory_mib = 128
@@ -265,6 +270,24 @@ def test_agent_killed_by_the_oom_killer_is_oom_killed(ra, isolation):
     assert r.status in (409, 502), r.body  # its agent's connection closed, or it ended
     ended(ra, sid, what="the sandbox to end with its agent")
     check_end(ra, sid, "oom_killed", "oom_killed")
+
+
+def test_create_failed(ra):
+    """A create that fails after its row was written: gVisor's kernel does not boot in
+    16 MiB (the host's OOM killer takes it before its agent answers)."""
+    needs_gvisor(ra)
+    r = ra.request("POST", "/v1/sandboxes", {"template": "minimal", "tariff": "wee",
+                                             "isolation": "gvisor"})
+    assert r.status in (500, 503), r.body  # it did not become ready, or did not start
+    msg = r.json()["error"]["message"]
+    export = [json.loads(x) for x in ra.ok("GET", "/v1/audit").body.decode().splitlines()]
+    failed = [e for e in export if e["kind"] == "sandbox.ended" and e["data"]["state"] == "failed"]
+    assert len(failed) == 1, failed
+    sid = failed[0]["sandbox_id"]
+    got = state_of(ra, sid)
+    assert (got["state"], got["end_reason"], got["reason"]) == ("failed", "create_failed", msg)
+    ev = events(ra, sid, "sandbox.ended")
+    assert ev == [{"state": "failed", "reason": msg, "end_reason": "create_failed"}], ev
 
 
 def test_brigd_restart_and_host_shutdown(fresh_daemon):

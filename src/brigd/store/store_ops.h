@@ -16,6 +16,8 @@
 
 /* ---- rows ------------------------------------------------------------------------- */
 
+#define BRIG_REASON_MAX 256 /* a sandbox's end reason as read back, its NUL included */
+
 typedef struct brig_account_row {
     char name[80];
     char default_project_id[BRIG_ID_MAX];
@@ -125,9 +127,10 @@ typedef struct brig_sandbox_row {
     int64_t expires_at;      /* 0: never */
     char isolation[16];      /* container | gvisor */
     /* Of an ended sandbox (brig_store_sandbox_get): */
-    char reason[32];    /* why it ended ("" while it lives) */
-    int64_t deleted_at; /* ms since the epoch; 0 while it lives */
-    int64_t cost;       /* micro-dollars charged so far */
+    char reason[BRIG_REASON_MAX]; /* why it ended ("" while it lives): a detail, or a failed
+                                   * create's error */
+    int64_t deleted_at;           /* ms since the epoch; 0 while it lives */
+    int64_t cost;                 /* micro-dollars charged so far */
 } brig_sandbox_row;
 
 /* One record of the audit timeline (audit/audit.h says what they mean).  Records form
