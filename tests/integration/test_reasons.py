@@ -8,6 +8,8 @@ import http.client
 import json
 import os
 import signal
+import sqlite3
+import threading
 import time
 import urllib.parse
 
@@ -288,6 +290,49 @@ def test_create_failed(ra):
     assert (got["state"], got["end_reason"], got["reason"]) == ("failed", "create_failed", msg)
     ev = events(ra, sid, "sandbox.ended")
     assert ev == [{"state": "failed", "reason": msg, "end_reason": "create_failed"}], ev
+
+
+def row_of(d, sid):
+    con = sqlite3.connect(f"file:{os.path.join(d.state_dir, 'brig.db')}?mode=ro", uri=True)
+    row = con.execute("SELECT state, reason FROM sandboxes WHERE id = ?", (sid,)).fetchone()
+    con.close()
+    return row
+
+
+def test_an_end_cut_short_by_a_crash_keeps_its_reason(fresh_daemon):
+    """brigd dies while a sandbox is being ended: the next start finishes the end with the
+    reason it was ending for (here a DELETE's), not as lost.  The window is held open by
+    the cgroup v1 freezer: a frozen process dies of its SIGKILL only once thawed, and the
+    DELETE waits up to 2 s for it."""
+    d = fresh_daemon.start()
+    a = d.api()
+    sid = a.create("minimal")["id"]
+    freezer = f"/sys/fs/cgroup/freezer/brig/{sid}/freezer.state"
+    if not os.path.exists(freezer):
+        pytest.skip("no cgroup v1 freezer (under v2 a SIGKILL ends frozen processes)")
+    with open(freezer, "w") as f:
+        f.write("FROZEN")
+    wait_for(lambda: open(freezer).read().strip() == "FROZEN", what="the sandbox frozen")
+
+    def delete():
+        try:
+            a.request("DELETE", f"/v1/sandboxes/{sid}", timeout=10)
+        except OSError:
+            pass  # brigd died under it: that is the point
+
+    t = threading.Thread(target=delete, daemon=True)
+    try:
+        t.start()
+        wait_for(lambda: row_of(d, sid)[0] == "deleting", what="the end under way")
+        d.stop(signal.SIGKILL)
+        assert row_of(d, sid) == ("deleting", "deleted_by_api")  # cut short there
+    finally:
+        with open(freezer, "w") as f:
+            f.write("THAWED")
+    t.join(30)
+    d.start()
+    a = d.api()
+    check_end(a, sid, "deleted_by_api", "deleted")
 
 
 def test_brigd_restart_and_host_shutdown(fresh_daemon):

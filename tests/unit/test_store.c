@@ -351,6 +351,7 @@ static void collect_live(const brig_sandbox_row *row, void *ctx)
     strcat(ctx, row->id);
     strcat(ctx, row->env_json ? row->env_json : "-");
     strcat(ctx, row->isolation);
+    strcat(ctx, row->reason);
     strcat(ctx, ",");
 }
 
@@ -383,7 +384,8 @@ static void test_sandboxes(void **state)
     assert_int_equal(brig_store_sandbox_get(f->st, "sbx_none", &row, NULL), 0);
 
     assert_int_equal(brig_store_sandbox_set_expiry(f->st, "sbx_1", 12345, NULL), 0);
-    assert_int_equal(brig_store_sandbox_set_state(f->st, "sbx_1", "deleting", NULL, 5, NULL), 0);
+    assert_int_equal(
+        brig_store_sandbox_set_state(f->st, "sbx_1", "deleting", "idle_timeout", 5, NULL), 0);
     assert_int_equal(brig_store_sandbox_get(f->st, "sbx_1", &row, NULL), 1);
     assert_int_equal(row.expires_at, 12345);
     assert_string_equal(row.state, "deleting");
@@ -391,8 +393,7 @@ static void test_sandboxes(void **state)
 
     char live[256] = "";
     assert_int_equal(brig_store_sandbox_each_live(f->st, collect_live, live, NULL), 0);
-    assert_string_equal(live,
-                        "sbx_1{\"A\":\"1\"}container,sbx_2{\"A\":\"1\"}gvisor,"); /* oldest first */
+    assert_string_equal(live, "sbx_1{\"A\":\"1\"}containeridle_timeout,sbx_2{\"A\":\"1\"}gvisor,");
 
     assert_int_equal(brig_store_sandbox_set_state(f->st, "sbx_1", "deleted", "cpu_abuse", 7, NULL),
                      0);

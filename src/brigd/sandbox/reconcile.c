@@ -103,11 +103,15 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         brig_err("sandbox %s: final charge: %s", row->id, err->msg);
         brig_error_clear(&err);
     }
-    ended_event(d, row, c->lost);
+    /* One that was being ended keeps the reason it was ending for. */
+    const char *reason = brig_sb_state_parse(row->state) == BRIG_SB_DELETING && row->reason[0]
+                             ? row->reason
+                             : c->lost;
+    ended_event(d, row, reason);
     brig_vault_delete_all(d->store, row->id);
-    brig_store_sandbox_set_state(d->store, row->id, brig_sb_state_name(BRIG_SB_DELETED), c->lost,
+    brig_store_sandbox_set_state(d->store, row->id, brig_sb_state_name(BRIG_SB_DELETED), reason,
                                  brig_now_real_ms(), NULL);
-    brig_usage_ended_unseen(d, c->lost);
+    brig_usage_ended_unseen(d, reason);
 }
 
 /* The first line of path into buf (n bytes); "" when it cannot be read. */

@@ -162,7 +162,7 @@ int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sand
 {
     brig_sqlite_lock(c);
     sqlite3_stmt *s = brig_sqlite_prepare(c,
-                                          SANDBOX_COLS ", env FROM sandboxes"
+                                          SANDBOX_COLS ", env, reason FROM sandboxes"
                                                        " WHERE state NOT IN ('deleted','failed')"
                                                        " ORDER BY created_at",
                                           "");
@@ -177,6 +177,7 @@ int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sand
         read_sandbox(s, row);
         const unsigned char *env = sqlite3_column_text(s, 13);
         row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
+        brig_sqlite_text(s, 14, row->reason, sizeof(row->reason));
     }
     sqlite3_finalize(s);
     brig_sqlite_unlock(c);

@@ -126,7 +126,7 @@ typedef struct brig_sandbox_row {
     int64_t idle_timeout_ms; /* 0: none */
     int64_t expires_at;      /* 0: never */
     char isolation[16];      /* container | gvisor */
-    /* Of an ended sandbox (brig_store_sandbox_get): */
+    /* Of an ended sandbox (brig_store_sandbox_get; reason also of one ending): */
     char reason[BRIG_REASON_MAX]; /* why it ended ("" while it lives): a detail, or a failed
                                    * create's error */
     int64_t deleted_at;           /* ms since the epoch; 0 while it lives */
@@ -272,8 +272,8 @@ typedef struct brig_store_ops {
     int (*sandbox_get)(brig_store_conn *c, const char *id, brig_sandbox_row *out, brig_error **err);
     int (*sandbox_set_expiry)(brig_store_conn *c, const char *id, int64_t expires_at,
                               brig_error **err);
-    /* Calls fn for every sandbox not in a final state, oldest first (the row is
-     * lent for the call; fn may use the store). */
+    /* Calls fn for every sandbox not in a final state, oldest first, with its env_json
+     * and reason (the row is lent for the call; fn may use the store). */
     int (*sandbox_each_live)(brig_store_conn *c, void (*fn)(const brig_sandbox_row *, void *),
                              void *ctx, brig_error **err);
     /* *n = how many sandboxes of the account ended for `reason`. */
