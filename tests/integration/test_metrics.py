@@ -219,6 +219,8 @@ def test_disk_network_and_execs_of_a_sandbox(md):
     wait_for(lambda: latest(a, sid, "disk_bytes") >= disk0 + 7 * MiB, timeout=10,
              what="disk use to grow")
     assert latest(a, sid, "disk_inodes") >= inodes0 + 1
+    # From the second sample on, CPU use since the one before.
+    wait_for(lambda: latest(a, sid, "cpu_percent") is not None, timeout=10, what="CPU use")
     out0 = latest(a, sid, "net_bytes_out")
     # One brigd per network namespace has networking (the session's, when it runs):
     # without it a sandbox has no link and no counters.  test_network's
@@ -227,7 +229,8 @@ def test_disk_network_and_execs_of_a_sandbox(md):
         assert out0 is not None
         a.exec(sid, "nslookup example.com; true", timeout=20)
         wait_for(lambda: latest(a, sid, "net_bytes_out") > out0 and
-                 latest(a, sid, "net_packets_out") > 0, timeout=10, what="traffic to count")
+                 latest(a, sid, "net_packets_out") > 0 and latest(a, sid, "net_bytes_in") > 0
+                 and latest(a, sid, "net_packets_in") > 0, timeout=10, what="traffic to count")
     else:
         assert out0 is None
         a.exec(sid, "true")
