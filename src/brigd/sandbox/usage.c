@@ -26,6 +26,7 @@
 #include "util.h"
 
 #define BLACKBOX_VERSION  1
+#define BLACKBOX_FIELDS   13    /* of a sample, as the top of this file lists them */
 #define BLACKBOX_PRUNE_MS 60000 /* the store's black boxes past retention go this often */
 
 typedef struct sample {
@@ -269,14 +270,14 @@ static ring *decode(const char *id, const char *text)
                        json_integer_value(json_object_get(j, "interval_ms")));
     r->ended_at = json_integer_value(json_object_get(j, "ended_at"));
     r->execs = json_integer_value(json_object_get(j, "execs"));
-    snprintf(r->reason, sizeof(r->reason), "%s",
-             json_string_value(json_object_get(j, "reason")) ?: "");
+    const char *reason = json_string_value(json_object_get(j, "reason"));
+    snprintf(r->reason, sizeof(r->reason), "%s", reason ? reason : "");
     size_t i;
     json_t *row;
     json_array_foreach(samples, i, row)
     {
-        int64_t v[13];
-        for (size_t k = 0; k < 13; k++)
+        int64_t v[BLACKBOX_FIELDS];
+        for (size_t k = 0; k < BLACKBOX_FIELDS; k++)
             v[k] = (int64_t)json_integer_value(json_array_get(row, k));
         r->s[r->n++] = (sample){
             .at = v[0],
