@@ -7,6 +7,7 @@ import base64
 import glob
 import json
 import os
+import select
 import sqlite3
 import subprocess
 import urllib.parse
@@ -198,6 +199,41 @@ def cli(d, *args):
     env = dict(os.environ, BRIG_URL=d.url, BRIG_API_KEY=d.key)
     return subprocess.run([os.path.join(BUILD, "brig"), *args], env=env, capture_output=True,
                           text=True, timeout=60)
+
+
+def test_cli_timeline_follow_and_export(api, daemon):
+    """brig timeline (a table, --json, --follow live until the end) and brig audit export
+    print what the routes answer."""
+    env = dict(os.environ, BRIG_URL=daemon.url, BRIG_API_KEY=daemon.key)
+    with Sandbox(api) as sb:
+        follow = subprocess.Popen([os.path.join(BUILD, "brig"), "timeline", "--follow", "--json",
+                                   sb.id], env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            ready, _, _ = select.select([follow.stdout], [], [], 30)
+            assert ready, "brig timeline --follow printed nothing"
+            assert json.loads(follow.stdout.readline())["kind"] == "sandbox.created"
+            sb.exec("echo via-cli")  # while it follows
+        except BaseException:
+            follow.kill()
+            raise
+    out, _ = follow.communicate(timeout=30)  # it ends once the sandbox did
+    assert follow.returncode == 0
+    assert [json.loads(l)["kind"] for l in out.splitlines()] == ["exec", "sandbox.ended"]
+    whole = timeline(api, sb.id)["events"]
+    r = cli(daemon, "timeline", "--json", sb.id)
+    assert r.returncode == 0 and [json.loads(l) for l in r.stdout.splitlines()] == whole, r
+    table = cli(daemon, "timeline", sb.id).stdout.splitlines()
+    assert [l.split()[1] for l in table] == [e["kind"] for e in whole], table
+    assert "echo via-cli" in table[1] and whole[1]["actor"] in table[1]
+    r = cli(daemon, "audit", "export", "--since", whole[0]["at"])
+    lines = [json.loads(l) for l in r.stdout.splitlines()]
+    assert r.returncode == 0 and [e for e in lines if e["sandbox_id"] == sb.id] == whole
+    assert [e["seq"] for e in lines] == sorted(e["seq"] for e in lines)
+    r = cli(daemon, "audit", "export", "--since", "2999-01-01T00:00:00Z")
+    assert r.returncode == 0 and r.stdout == ""
+    r = cli(daemon, "audit", "export", "--since", "yesterday")
+    assert r.returncode != 0 and "since" in r.stderr, r
+    assert cli(daemon, "timeline", "sbx_nosuchsandbox").returncode != 0
 
 
 def edit_db(d, sql, *args):

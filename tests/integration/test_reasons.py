@@ -2,23 +2,25 @@
 ends with a typed reason, each provoked here for real: a memory bomb is `oom_killed` (the
 cgroup's OOM count, not a guess from SIGKILL), a fork bomb `pids_limit`, a full disk
 `disk_full`, and the sandbox ends (idle, lifetime, delete, balance, spend limit, CPU
-abuse, agent lost or OOM-killed, brigd restart, host shutdown)."""
+abuse, agent lost or OOM-killed, brigd restart, host shutdown or reboot)."""
 
 import http.client
 import json
 import os
 import signal
+import sqlite3
+import threading
 import time
 import urllib.parse
 
 import pytest
 
-from brigtest import Api, Brigd, leftovers, wait_for
+from brigtest import Api, Brigd, leftovers, needs_gvisor, wait_for
 
 CONF = """[brigd]
 pids_limit = 64
 billing_interval = 1
-cpu_abuse_window = 2
+cpu_abuse_window = 3
 [tariff.small]
 vcpus = 1
 memory_mib = 512
@@ -33,6 +35,11 @@ price_micro_usd_per_second = 10
 vcpus = 0.1
 memory_mib = 128
 disk_mib = 128
+price_micro_usd_per_second = 1
+[tariff.wee]
+vcpus = 1
+memory_mib = 16
+disk_mib = 64
 price_micro_usd_per_second = 1
 [tariff.pricey]
 vcpus = 1
@@ -241,7 +248,92 @@ def test_agent_killed_from_the_host_is_agent_lost(rd, ra):
     os.kill(init_pid(rd, sid), signal.SIGKILL)
     ended(ra, sid, what="the sandbox to end with its agent")
     ev = check_end(ra, sid, "agent_lost", "agent_lost")
-    assert "last_words" not in ev or isinstance(ev["last_words"], str)
+    assert "ready" in ev["last_words"], ev  # the last line its console got
+
+
+# The sandbox's root may raise (never lower) PID 1's oom_score_adj: at 1000 the agent's
+# score is 16000 + its few pages (for 64 MiB), and the OOM killer takes the process of the
+# highest score.  The memory goes to /dev/shm (a 64 MiB tmpfs, charged to the sandbox,
+# in no process's pages; a quick kernel copy, so the CPU-abuse check never sees a hog),
+# then to a sort of one 40 MiB line (at most ~10240 pages: below the agent's score).
+AGENT_OOM = ("echo 1000 > /proc/1/oom_score_adj; cat /dev/zero >/dev/shm/fill 2>/dev/null; "
+             "(head -c 40m /dev/zero; sleep 30) | sort >/dev/null")
+
+
+@pytest.mark.parametrize("isolation", ["container", "gvisor"])
+def test_agent_killed_by_the_oom_killer_is_oom_killed(ra, isolation):
+    """The agent itself (PID 1) taken by the OOM killer ends the sandbox as oom_killed,
+    told from the cgroup's OOM count (a kill -9 from the host is agent_lost, above).
+    Under gVisor the host's OOM killer sees gVisor's kernel, which holds the whole
+    sandbox's memory: the same bomb takes it, and with it the agent."""
+    if isolation == "gvisor":
+        needs_gvisor(ra)
+    sid = ra.create("minimal", tariff="tiny", isolation=isolation)["id"]
+    r = ra.request("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": AGENT_OOM, "timeout": 60})
+    assert r.status in (409, 502), r.body  # its agent's connection closed, or it ended
+    ended(ra, sid, what="the sandbox to end with its agent")
+    check_end(ra, sid, "oom_killed", "oom_killed")
+
+
+def test_create_failed(ra):
+    """A create that fails after its row was written: gVisor's kernel does not boot in
+    16 MiB (the host's OOM killer takes it before its agent answers)."""
+    needs_gvisor(ra)
+    r = ra.request("POST", "/v1/sandboxes", {"template": "minimal", "tariff": "wee",
+                                             "isolation": "gvisor"})
+    assert r.status in (500, 503), r.body  # it did not become ready, or did not start
+    msg = r.json()["error"]["message"]
+    export = [json.loads(x) for x in ra.ok("GET", "/v1/audit").body.decode().splitlines()]
+    failed = [e for e in export if e["kind"] == "sandbox.ended" and e["data"]["reason"] == msg]
+    assert len(failed) == 1, failed
+    sid = failed[0]["sandbox_id"]
+    got = state_of(ra, sid)
+    assert (got["state"], got["end_reason"], got["reason"]) == ("failed", "create_failed", msg)
+    ev = events(ra, sid, "sandbox.ended")
+    assert ev == [{"state": "failed", "reason": msg, "end_reason": "create_failed"}], ev
+
+
+def row_of(d, sid):
+    con = sqlite3.connect(f"file:{os.path.join(d.state_dir, 'brig.db')}?mode=ro", uri=True)
+    row = con.execute("SELECT state, reason FROM sandboxes WHERE id = ?", (sid,)).fetchone()
+    con.close()
+    return row
+
+
+def test_an_end_cut_short_by_a_crash_keeps_its_reason(fresh_daemon):
+    """brigd dies while a sandbox is being ended: the next start finishes the end with the
+    reason it was ending for (here a DELETE's), not as lost.  The window is held open by
+    the cgroup v1 freezer: a frozen process dies of its SIGKILL only once thawed, and the
+    DELETE waits up to 2 s for it."""
+    d = fresh_daemon.start()
+    a = d.api()
+    sid = a.create("minimal")["id"]
+    freezer = f"/sys/fs/cgroup/freezer/brig/{sid}/freezer.state"
+    if not os.path.exists(freezer):
+        pytest.skip("no cgroup v1 freezer (under v2 a SIGKILL ends frozen processes)")
+    with open(freezer, "w") as f:
+        f.write("FROZEN")
+    wait_for(lambda: open(freezer).read().strip() == "FROZEN", what="the sandbox frozen")
+
+    def delete():
+        try:
+            a.request("DELETE", f"/v1/sandboxes/{sid}", timeout=10)
+        except OSError:
+            pass  # brigd died under it: that is the point
+
+    t = threading.Thread(target=delete, daemon=True)
+    try:
+        t.start()
+        wait_for(lambda: row_of(d, sid)[0] == "deleting", what="the end under way")
+        d.stop(signal.SIGKILL)
+        assert row_of(d, sid) == ("deleting", "deleted_by_api")  # cut short there
+    finally:
+        with open(freezer, "w") as f:
+            f.write("THAWED")
+    t.join(30)
+    d.start()
+    a = d.api()
+    check_end(a, sid, "deleted_by_api", "deleted")
 
 
 def test_brigd_restart_and_host_shutdown(fresh_daemon):
@@ -256,6 +348,28 @@ def test_brigd_restart_and_host_shutdown(fresh_daemon):
     a = d.api()
     check_end(a, lost, "lost_on_restart", "brigd_restart")
     assert state_of(a, kept)["state"] == "running"  # a clean one is re-attached
+    assert 'brig_sandboxes_ended_total{reason="brigd_restart"} 1' in \
+        d.operator().ok("GET", "/metrics").body.decode()
+    # The host booted while brigd was down (its boot id is not the one brigd recorded): what
+    # did not survive ended with the host.  The reboot is played by its two traces: the
+    # agent's death and another boot id in the state dir.
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read()
+    boot_file = os.path.join(d.state_dir, "boot_id")
+    with open(boot_file) as f:
+        assert f.read() == boot  # recorded at start
+    rebooted = a.create("minimal")["id"]
+    init = init_pid(d, rebooted)
+    d.stop()
+    os.kill(init, signal.SIGKILL)
+    with open(boot_file, "w") as f:
+        f.write("00000000-0000-4000-8000-000000000000\n")
+    d.start()
+    a = d.api()
+    check_end(a, rebooted, "host_reboot", "host_shutdown")
+    assert state_of(a, kept)["state"] == "running"
+    with open(boot_file) as f:
+        assert f.read() == boot
     d.stop()
     assert d.destroy_all().returncode == 0  # the operator takes the host's sandboxes down
     d.start()

@@ -351,6 +351,7 @@ static void collect_live(const brig_sandbox_row *row, void *ctx)
     strcat(ctx, row->id);
     strcat(ctx, row->env_json ? row->env_json : "-");
     strcat(ctx, row->isolation);
+    strcat(ctx, row->reason);
     strcat(ctx, ",");
 }
 
@@ -383,7 +384,8 @@ static void test_sandboxes(void **state)
     assert_int_equal(brig_store_sandbox_get(f->st, "sbx_none", &row, NULL), 0);
 
     assert_int_equal(brig_store_sandbox_set_expiry(f->st, "sbx_1", 12345, NULL), 0);
-    assert_int_equal(brig_store_sandbox_set_state(f->st, "sbx_1", "deleting", NULL, 5, NULL), 0);
+    assert_int_equal(
+        brig_store_sandbox_set_state(f->st, "sbx_1", "deleting", "idle_timeout", 5, NULL), 0);
     assert_int_equal(brig_store_sandbox_get(f->st, "sbx_1", &row, NULL), 1);
     assert_int_equal(row.expires_at, 12345);
     assert_string_equal(row.state, "deleting");
@@ -391,8 +393,7 @@ static void test_sandboxes(void **state)
 
     char live[256] = "";
     assert_int_equal(brig_store_sandbox_each_live(f->st, collect_live, live, NULL), 0);
-    assert_string_equal(live,
-                        "sbx_1{\"A\":\"1\"}container,sbx_2{\"A\":\"1\"}gvisor,"); /* oldest first */
+    assert_string_equal(live, "sbx_1{\"A\":\"1\"}containeridle_timeout,sbx_2{\"A\":\"1\"}gvisor,");
 
     assert_int_equal(brig_store_sandbox_set_state(f->st, "sbx_1", "deleted", "cpu_abuse", 7, NULL),
                      0);
@@ -411,6 +412,35 @@ static void test_sandboxes(void **state)
     assert_int_equal(n, 1);
     assert_int_equal(brig_store_sandbox_count_reason(f->st, "acc_1", "idle", &n, NULL), 0);
     assert_int_equal(n, 0);
+}
+
+/* Black boxes: one per sandbox (a second put replaces it), pruned by when it ended. */
+static void test_blackboxes(void **state)
+{
+    fixture *f = *state;
+    make_account(f, "acc_1", "prj_1", "key_1", "h1");
+    add_sandbox(f, "sbx_1", 1000, 1);
+    add_sandbox(f, "sbx_2", 2000, 1);
+    char *data = NULL;
+    int64_t at = -1;
+    assert_int_equal(brig_store_blackbox_get(f->st, "sbx_1", &data, &at, NULL), 0);
+    assert_null(data);
+    assert_int_equal(brig_store_blackbox_put(f->st, "sbx_1", 5000, "{\"v\":0}", NULL), 0);
+    assert_int_equal(brig_store_blackbox_put(f->st, "sbx_1", 6000, "{\"v\":1}", NULL), 0);
+    assert_int_equal(brig_store_blackbox_put(f->st, "sbx_2", 9000, "[]", NULL), 0);
+    assert_int_equal(brig_store_blackbox_get(f->st, "sbx_1", &data, &at, NULL), 1);
+    assert_string_equal(data, "{\"v\":1}");
+    assert_int_equal(at, 6000);
+    free(data);
+    /* Only a sandbox the store knows has one. */
+    assert_int_equal(brig_store_blackbox_put(f->st, "sbx_none", 1, "[]", NULL), -1);
+    int64_t pruned = -1;
+    assert_int_equal(brig_store_blackbox_prune(f->st, 9000, &pruned, NULL), 0);
+    assert_int_equal(pruned, 1);
+    assert_int_equal(brig_store_blackbox_get(f->st, "sbx_1", &data, &at, NULL), 0);
+    assert_int_equal(brig_store_blackbox_get(f->st, "sbx_2", &data, &at, NULL), 1);
+    assert_string_equal(data, "[]");
+    free(data);
 }
 
 static void test_reopen_and_backends(void **state)
@@ -441,6 +471,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_blackboxes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_and_backends, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -132,6 +132,21 @@ def test_errors_and_files(daemon, tmp_path):
     run(main())
 
 
+def test_timeline_and_exec_reason(daemon):
+    async def main():
+        sb = await aio.Sandbox.create("minimal")
+        try:
+            r = await sb.exec("sleep 5", timeout=0.2)
+            assert r.timed_out and r.reason == "timeout"
+        finally:
+            await sb.delete()
+        tl = await sb.timeline()
+        assert [e["kind"] for e in tl] == ["sandbox.created", "exec", "sandbox.ended"]
+        assert tl[1]["data"]["reason"] == "timeout"
+
+    run(main())
+
+
 def test_background_process(daemon):
     async def main():
         async with aio.Sandbox.create("minimal") as sb:

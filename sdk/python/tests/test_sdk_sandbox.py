@@ -78,6 +78,7 @@ def test_create_connect_list_delete(daemon):
         pass  # a brigd without retention
     else:
         assert info.deleted and info.reason == "deleted_by_api" and info.deleted_at
+        assert info.end_reason == "deleted"
     with pytest.raises(brig.NotFound):
         sb.delete()
     sb.delete(missing_ok=True)
@@ -190,6 +191,19 @@ def test_tariff_and_account_routes(client):
     assert projects["projects"]
     with pytest.raises(brig.InvalidRequest):
         Sandbox.create("minimal", tariff="no-such-tariff", client=client)
+
+
+def test_timeline_and_black_box_after_the_end(client):
+    s = Sandbox.create("minimal", client=client)
+    s.exec("exit 4")
+    s.exec("kill -9 $$")
+    s.delete()
+    tl = s.timeline()  # every page, also after it ended
+    assert [e["kind"] for e in tl] == ["sandbox.created", "exec", "exec", "sandbox.ended"]
+    assert [e["data"]["reason"] for e in tl[1:3]] == ["exited", "signal"]
+    assert tl[-1]["data"]["end_reason"] == "deleted"
+    m = s.metrics()
+    assert m["state"] == "ended" and m["end_reason"] == "deleted" and m["execs"] == 2
 
 
 def test_isolation(client):

@@ -32,7 +32,7 @@ export interface SandboxInfo {
   expiresAt?: string;
   /** When it will be deleted if unused until then (ISO 8601). */
   idleExpiresAt?: string;
-  /** Why it ended, the detail: `deleted_by_api`, `idle_timeout`, `max_lifetime`, `cpu_abuse`, `tcp_memory`, `balance_exhausted`, `spend_limit`, `agent_lost`, `oom_killed`, `lost_on_restart`, `destroyed_by_operator`. */
+  /** Why it ended, the detail: `deleted_by_api`, `idle_timeout`, `max_lifetime`, `cpu_abuse`, `tcp_memory`, `balance_exhausted`, `spend_limit`, `agent_lost`, `oom_killed`, `lost_on_restart`, `destroyed_by_operator`, `host_reboot`. */
   reason?: string;
   /** Why it ended, typed (docs/api.md "Why it ended"). */
   endReason?: SandboxEndReason;

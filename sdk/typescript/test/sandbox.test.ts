@@ -45,6 +45,15 @@ describe("sandboxes", () => {
     const ended = await Sandbox.connect(sb.id, { client: client() });
     assert.equal(ended.info.state, "deleted");
     assert.equal(ended.info.reason, "deleted_by_api");
+    assert.equal(ended.info.endReason, "deleted");
+    // Its audit timeline, every page, also after it ended.
+    const tl = await ended.timeline();
+    assert.deepEqual(
+      tl.map((e) => e.kind),
+      ["sandbox.created", "exec", "sandbox.ended"],
+    );
+    assert.equal((tl[1]!.data as { reason: string }).reason, "exited");
+    assert.equal((tl[2]!.data as { end_reason: string }).end_reason, "deleted");
     assert.ok(Date.parse(ended.info.deletedAt!) >= Date.parse(sb.info.createdAt));
     assert.equal(typeof ended.info.costMicroUsd, "number");
     assert.ok(ended.info.costMicroUsd! > 0, "charged at least the 60-second minimum");

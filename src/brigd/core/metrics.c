@@ -40,7 +40,9 @@ static family families[BRIG_M_COUNT] = {
         FAMILY("brig_sandboxes_created_total",
                "Sandboxes created (running and answered), by isolation and "
                "whether a warm one was claimed"),
-    [BRIG_M_SANDBOXES_ENDED] = FAMILY("brig_sandboxes_ended_total", "Sandboxes ended, by reason"),
+    [BRIG_M_SANDBOXES_ENDED] =
+        FAMILY("brig_sandboxes_ended_total",
+               "Sandboxes ended, by typed reason (docs/api.md, Why it ended)"),
     [BRIG_M_CREATES_FAILED] = FAMILY("brig_sandbox_creates_failed_total",
                                      "Creates that failed after admission (unwound)"),
     [BRIG_M_CREATE_SECONDS] = FAMILY("brig_sandbox_create_seconds",
@@ -53,7 +55,8 @@ static family families[BRIG_M_COUNT] = {
                "agent measured it",
                HIST(fast_bounds)),
     [BRIG_M_ADMISSION_REFUSED] =
-        FAMILY("brig_admission_refused_total", "Creates refused for host capacity, by reason"),
+        FAMILY("brig_admission_refused_total",
+               "Creates refused: host capacity, or the account's limits (by error code)"),
     [BRIG_M_HTTP_REQUESTS] = FAMILY("brig_http_requests_total",
                                     "API requests answered, by method, route pattern and status"),
     [BRIG_M_HTTP_SECONDS] = FAMILY(

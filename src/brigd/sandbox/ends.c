@@ -30,6 +30,7 @@ static const struct {
     {"oom_killed", "oom_killed"},
     {"lost_on_restart", "brigd_restart"},
     {"destroyed_by_operator", "host_shutdown"},
+    {"host_reboot", "host_shutdown"},
     {"host_shutdown", "host_shutdown"},
 };
 

@@ -86,6 +86,10 @@ static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms,
                    const brig_caller *c, json_t *extra)
 {
     brig_registry_set_reason(d, sb, reason);
+    /* Stored too: should brigd die before the end is, the next start keeps the reason. */
+    brig_store_sandbox_set_state(d->store, brig_sandbox_id(sb),
+                                 brig_sb_state_name(BRIG_SB_DELETING), reason, brig_now_real_ms(),
+                                 NULL);
     d->rt->ops->kill(d->rt, brig_sandbox_runtime(sb), wait_ms);
     int64_t now = brig_now_real_ms();
     brig_error *err = NULL;

@@ -3,7 +3,9 @@
  */
 #include "reconcile.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "account/billing.h"
 #include "attach.h"
@@ -12,13 +14,17 @@
 #include "registry.h"
 #include "teardown.h"
 #include "timeline.h"
+#include "usage.h"
 #include "util.h"
 #include "vault/vault.h"
 #include "watch.h"
 
+#define BOOT_ID "/proc/sys/kernel/random/boot_id"
+
 typedef struct reconcile_ctx {
     brigd *d;
-    char **kept; /* ids re-attached */
+    const char *lost; /* why a sandbox that is not alive ended: lost_on_restart, host_reboot */
+    char **kept;      /* ids re-attached */
     size_t n_kept;
 } reconcile_ctx;
 
@@ -56,7 +62,7 @@ static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h)
 
 /* Its timeline's end (before its secrets go: the event passes its redactor), through a
  * stand-in that is never listed. */
-static void ended_event(brigd *d, const brig_sandbox_row *row)
+static void ended_event(brigd *d, const brig_sandbox_row *row, const char *reason)
 {
     brig_sandbox_spec sp = {0};
     memcpy(sp.id, row->id, sizeof(sp.id));
@@ -64,9 +70,8 @@ static void ended_event(brigd *d, const brig_sandbox_row *row)
     memcpy(sp.project_id, row->project_id, sizeof(sp.project_id));
     brig_sandbox *sb = brig_sandbox_new(&sp, 0, NULL);
     brig_timeline_record(d, sb, NULL, "sandbox.ended",
-                         json_pack("{s:s, s:s, s:s}", "state", "deleted", "reason",
-                                   "lost_on_restart", "end_reason",
-                                   brig_end_code("lost_on_restart", false)));
+                         json_pack("{s:s, s:s, s:s}", "state", "deleted", "reason", reason,
+                                   "end_reason", brig_end_code(reason, false)));
     brig_sandbox_unref(d, sb);
 }
 
@@ -98,10 +103,57 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         brig_err("sandbox %s: final charge: %s", row->id, err->msg);
         brig_error_clear(&err);
     }
-    ended_event(d, row);
+    /* One that was being ended keeps the reason it was ending for. */
+    const char *reason = brig_sb_state_parse(row->state) == BRIG_SB_DELETING && row->reason[0]
+                             ? row->reason
+                             : c->lost;
+    ended_event(d, row, reason);
     brig_vault_delete_all(d->store, row->id);
-    brig_store_sandbox_set_state(d->store, row->id, brig_sb_state_name(BRIG_SB_DELETED),
-                                 "lost_on_restart", brig_now_real_ms(), NULL);
+    brig_store_sandbox_set_state(d->store, row->id, brig_sb_state_name(BRIG_SB_DELETED), reason,
+                                 brig_now_real_ms(), NULL);
+    brig_usage_ended_unseen(d, reason);
+}
+
+/* The first line of path into buf (n bytes); "" when it cannot be read. */
+static void first_line(const char *path, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    if (fgets(buf, (int)n, f) == NULL)
+        buf[0] = '\0';
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* Whether the host booted since brigd last ran on this state dir: the boot id it
+ * recorded there differs from the kernel's (now: the kernel's).  No record (a first
+ * start) or no boot id: no. */
+static bool host_rebooted(brigd *d, char *now, size_t n)
+{
+    char was[64];
+    _cleanup_free_ char *path = brig_asprintf("%s/boot_id", d->cfg.state_dir);
+    first_line(BOOT_ID, now, n);
+    first_line(path, was, sizeof(was));
+    return now[0] && was[0] && strcmp(now, was) != 0;
+}
+
+/* Records the kernel's boot id for the next start (written whole, then renamed). */
+static void record_boot(brigd *d, const char *now)
+{
+    if (now[0] == '\0')
+        return;
+    _cleanup_free_ char *path = brig_asprintf("%s/boot_id", d->cfg.state_dir);
+    _cleanup_free_ char *tmp = brig_asprintf("%s.new", path);
+    FILE *f = fopen(tmp, "we");
+    bool ok = f && fprintf(f, "%s\n", now) > 0;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (!ok || rename(tmp, path) < 0) {
+        brig_warn("cannot record the boot id in %s: a reboot will look like a restart", path);
+        unlink(tmp);
+    }
 }
 
 /* A leftover whose cleanup failed: retried in the background like any teardown, with
@@ -122,7 +174,13 @@ static void teardown_leftover(brigd *d, const char *id)
 
 void brig_reconcile(brigd *d)
 {
-    reconcile_ctx c = {.d = d};
+    char boot[64];
+    reconcile_ctx c = {.d = d, .lost = "lost_on_restart"};
+    if (host_rebooted(d, boot, sizeof(boot))) {
+        brig_info("reconcile: the host booted since the last run: what did not survive ended "
+                  "with it (host_reboot)");
+        c.lost = "host_reboot";
+    }
     brig_error *err = NULL;
     if (brig_store_sandbox_each_live(d->store, reconcile_row, &c, &err) < 0) {
         brig_err("reconcile: %s", err->msg);
@@ -154,4 +212,5 @@ void brig_reconcile(brigd *d)
     for (size_t k = 0; k < c.n_kept; k++)
         free(c.kept[k]);
     free(c.kept);
+    record_boot(d, boot);
 }

@@ -115,7 +115,7 @@ void brig_sandbox_explain_end(brigd *d, const brig_caller *c, const char *id, br
 {
     if (*err == NULL || ((*err)->kind != BRIG_E_PROTOCOL && (*err)->kind != BRIG_E_INTERNAL))
         return;
-    char reason[32] = "";
+    char reason[BRIG_REASON_MAX] = "";
     brig_sandbox_view v;
     bool listed = brig_registry_view(d, c, id, &v);
     if (listed) {

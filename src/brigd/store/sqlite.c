@@ -99,6 +99,12 @@ static const char *const migrations[] = {
      "CREATE TABLE audit_chains ("
      "  account_id TEXT PRIMARY KEY, head_n INTEGER NOT NULL, head_hash TEXT NOT NULL,"
      "  base_n INTEGER NOT NULL DEFAULT 1, base_prev TEXT NOT NULL);"),
+    /* 8: black boxes: an ended sandbox's last minute of usage samples (sandbox/usage.c's
+     * text), pruned by the janitor after the retention period */
+    ("CREATE TABLE blackboxes ("
+     "  sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id), ended_at INTEGER NOT NULL,"
+     "  data TEXT NOT NULL);"
+     "CREATE INDEX blackboxes_ended ON blackboxes(ended_at);"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -212,6 +218,9 @@ const brig_store_ops brig_store_sqlite_ops = {
     .sandbox_set_expiry = brig_sqlite_sandbox_set_expiry,
     .sandbox_each_live = brig_sqlite_sandbox_each_live,
     .sandbox_count_reason = brig_sqlite_sandbox_count_reason,
+    .blackbox_put = brig_sqlite_blackbox_put,
+    .blackbox_get = brig_sqlite_blackbox_get,
+    .blackbox_prune = brig_sqlite_blackbox_prune,
     .audit_chain = brig_sqlite_audit_chain,
     .audit_append = brig_sqlite_audit_append,
     .audit_each = brig_sqlite_audit_each,

@@ -1,5 +1,5 @@
 /*
- * sqlite_sandboxes.c - sandboxes and sealed secrets in SQLite (the ops'
+ * sqlite_sandboxes.c - sandboxes, their black boxes and sealed secrets in SQLite (the ops'
  * contracts are in store_ops.h).
  */
 #include "sqlite_sandboxes.h"
@@ -162,7 +162,7 @@ int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sand
 {
     brig_sqlite_lock(c);
     sqlite3_stmt *s = brig_sqlite_prepare(c,
-                                          SANDBOX_COLS ", env FROM sandboxes"
+                                          SANDBOX_COLS ", env, reason FROM sandboxes"
                                                        " WHERE state NOT IN ('deleted','failed')"
                                                        " ORDER BY created_at",
                                           "");
@@ -177,6 +177,7 @@ int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sand
         read_sandbox(s, row);
         const unsigned char *env = sqlite3_column_text(s, 13);
         row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
+        brig_sqlite_text(s, 14, row->reason, sizeof(row->reason));
     }
     sqlite3_finalize(s);
     brig_sqlite_unlock(c);
@@ -199,4 +200,42 @@ int brig_sqlite_sandbox_count_reason(brig_store_conn *c, const char *account_id,
                                  "ss", account_id, reason) < 0
                ? -1
                : 0;
+}
+
+/* ---- black boxes ----------------------------------------------------------------- */
+
+int brig_sqlite_blackbox_put(brig_store_conn *c, const char *sandbox_id, int64_t at,
+                             const char *data, brig_error **err)
+{
+    return brig_sqlite_exec(c, err, NULL, "store black box",
+                            "INSERT OR REPLACE INTO blackboxes(sandbox_id, ended_at, data)"
+                            " VALUES (?,?,?)",
+                            "sis", sandbox_id, at, data);
+}
+
+int brig_sqlite_blackbox_get(brig_store_conn *c, const char *sandbox_id, char **data, int64_t *at,
+                             brig_error **err)
+{
+    *data = NULL;
+    *at = 0;
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = brig_sqlite_prepare(
+        c, "SELECT ended_at, data FROM blackboxes WHERE sandbox_id = ?", "s", sandbox_id);
+    int r = brig_sqlite_step(c, s, "read black box", err);
+    if (r == 1) {
+        *at = sqlite3_column_int64(s, 0);
+        const unsigned char *text = sqlite3_column_text(s, 1);
+        *data = brig_xstrdup(text ? (const char *)text : "");
+    }
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    return r;
+}
+
+int brig_sqlite_blackbox_prune(brig_store_conn *c, int64_t before, int64_t *pruned,
+                               brig_error **err)
+{
+    *pruned = 0;
+    return brig_sqlite_exec(c, err, pruned, "prune black boxes",
+                            "DELETE FROM blackboxes WHERE ended_at < ?", "i", before);
 }

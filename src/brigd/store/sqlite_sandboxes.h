@@ -1,5 +1,6 @@
 /*
- * sqlite_sandboxes.h - the SQLite backend's operations on sandboxes and secrets
+ * sqlite_sandboxes.h - the SQLite backend's operations on sandboxes, their black
+ * boxes and secrets
  * (private to store/; store_ops.h has the contract of each, at the op of the same
  * name).
  */
@@ -30,5 +31,12 @@ int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sand
                                   void *ctx, brig_error **err);
 int brig_sqlite_sandbox_count_reason(brig_store_conn *c, const char *account_id, const char *reason,
                                      int64_t *n, brig_error **err);
+
+int brig_sqlite_blackbox_put(brig_store_conn *c, const char *sandbox_id, int64_t at,
+                             const char *data, brig_error **err);
+int brig_sqlite_blackbox_get(brig_store_conn *c, const char *sandbox_id, char **data, int64_t *at,
+                             brig_error **err);
+int brig_sqlite_blackbox_prune(brig_store_conn *c, int64_t before, int64_t *pruned,
+                               brig_error **err);
 
 #endif

@@ -219,6 +219,23 @@ int brig_store_sandbox_count_reason(brig_store *st, const char *account_id, cons
     return st->ops->sandbox_count_reason(st->conn, account_id, reason, n, err);
 }
 
+int brig_store_blackbox_put(brig_store *st, const char *sandbox_id, int64_t at, const char *data,
+                            brig_error **err)
+{
+    return st->ops->blackbox_put(st->conn, sandbox_id, at, data, err);
+}
+
+int brig_store_blackbox_get(brig_store *st, const char *sandbox_id, char **data, int64_t *at,
+                            brig_error **err)
+{
+    return st->ops->blackbox_get(st->conn, sandbox_id, data, at, err);
+}
+
+int brig_store_blackbox_prune(brig_store *st, int64_t before, int64_t *pruned, brig_error **err)
+{
+    return st->ops->blackbox_prune(st->conn, before, pruned, err);
+}
+
 int brig_store_audit_chain(brig_store *st, const char *account_id, brig_audit_chain *out,
                            brig_error **err)
 {

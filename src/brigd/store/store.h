@@ -84,6 +84,12 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
 int brig_store_sandbox_count_reason(brig_store *st, const char *account_id, const char *reason,
                                     int64_t *n, brig_error **err);
 
+int brig_store_blackbox_put(brig_store *st, const char *sandbox_id, int64_t at, const char *data,
+                            brig_error **err);
+int brig_store_blackbox_get(brig_store *st, const char *sandbox_id, char **data, int64_t *at,
+                            brig_error **err);
+int brig_store_blackbox_prune(brig_store *st, int64_t before, int64_t *pruned, brig_error **err);
+
 int brig_store_audit_chain(brig_store *st, const char *account_id, brig_audit_chain *out,
                            brig_error **err);
 int brig_store_audit_append(brig_store *st, brig_audit_row *rows, size_t n, brig_error **err);

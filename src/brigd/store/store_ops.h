@@ -16,6 +16,8 @@
 
 /* ---- rows ------------------------------------------------------------------------- */
 
+#define BRIG_REASON_MAX 256 /* a sandbox's end reason as read back, its NUL included */
+
 typedef struct brig_account_row {
     char name[80];
     char default_project_id[BRIG_ID_MAX];
@@ -124,10 +126,11 @@ typedef struct brig_sandbox_row {
     int64_t idle_timeout_ms; /* 0: none */
     int64_t expires_at;      /* 0: never */
     char isolation[16];      /* container | gvisor */
-    /* Of an ended sandbox (brig_store_sandbox_get): */
-    char reason[32];    /* why it ended ("" while it lives) */
-    int64_t deleted_at; /* ms since the epoch; 0 while it lives */
-    int64_t cost;       /* micro-dollars charged so far */
+    /* Of an ended sandbox (brig_store_sandbox_get; reason also of one ending): */
+    char reason[BRIG_REASON_MAX]; /* why it ended ("" while it lives): a detail, or a failed
+                                   * create's error */
+    int64_t deleted_at;           /* ms since the epoch; 0 while it lives */
+    int64_t cost;                 /* micro-dollars charged so far */
 } brig_sandbox_row;
 
 /* One record of the audit timeline (audit/audit.h says what they mean).  Records form
@@ -269,13 +272,24 @@ typedef struct brig_store_ops {
     int (*sandbox_get)(brig_store_conn *c, const char *id, brig_sandbox_row *out, brig_error **err);
     int (*sandbox_set_expiry)(brig_store_conn *c, const char *id, int64_t expires_at,
                               brig_error **err);
-    /* Calls fn for every sandbox not in a final state, oldest first (the row is
-     * lent for the call; fn may use the store). */
+    /* Calls fn for every sandbox not in a final state, oldest first, with its env_json
+     * and reason (the row is lent for the call; fn may use the store). */
     int (*sandbox_each_live)(brig_store_conn *c, void (*fn)(const brig_sandbox_row *, void *),
                              void *ctx, brig_error **err);
     /* *n = how many sandboxes of the account ended for `reason`. */
     int (*sandbox_count_reason)(brig_store_conn *c, const char *account_id, const char *reason,
                                 int64_t *n, brig_error **err);
+    /* -- black boxes: an ended sandbox's last minute of usage samples (sandbox/usage.h),
+     * kept for the retention period */
+    /* Stores sandbox_id's black box (data: text in the caller's format), ended at `at`;
+     * replaces the one it had. */
+    int (*blackbox_put)(brig_store_conn *c, const char *sandbox_id, int64_t at, const char *data,
+                        brig_error **err);
+    /* 1, *data (malloc'd: the caller frees it) and *at, or 0 when it has none. */
+    int (*blackbox_get)(brig_store_conn *c, const char *sandbox_id, char **data, int64_t *at,
+                        brig_error **err);
+    /* Deletes the black boxes that ended before `before`; *pruned = how many. */
+    int (*blackbox_prune)(brig_store_conn *c, int64_t before, int64_t *pruned, brig_error **err);
     /* -- the audit timeline (append-only but for the janitor's prune) */
     /* The account's chain: 1 and *out, or 0 when it has no record yet. */
     int (*audit_chain)(brig_store_conn *c, const char *account_id, brig_audit_chain *out,
