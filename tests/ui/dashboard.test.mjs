@@ -290,7 +290,12 @@ except Exception: pass`;
   });
 
   test("delete from the list; the end reason shows in the list and the sandbox", async () => {
+    // Recently ended sandboxes come from the server: one this tab never saw is listed too.
+    const unseen = (await brigd.admin("POST", "/v1/sandboxes", { template: "minimal" })).id;
+    await brigd.admin("DELETE", `/v1/sandboxes/${unseen}`);
+    await page.reload();
     await page.getByRole("link", { name: "Sandboxes" }).click();
+    await page.locator(`tr[data-id="${unseen}"][data-state=deleted]`).waitFor();
     await page.getByRole("button", { name: `Delete ${sid}` }).click();
     const row = page.locator(`tr[data-id="${sid}"][data-state=deleted]`);
     await row.waitFor();

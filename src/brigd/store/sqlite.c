@@ -99,6 +99,9 @@ static const char *const migrations[] = {
      "CREATE TABLE audit_chains ("
      "  account_id TEXT PRIMARY KEY, head_n INTEGER NOT NULL, head_hash TEXT NOT NULL,"
      "  base_n INTEGER NOT NULL DEFAULT 1, base_prev TEXT NOT NULL);"),
+    /* 8: an account's ended sandboxes, the last ended first (GET /v1/sandboxes?state=ended) */
+    ("CREATE INDEX sandboxes_ended ON sandboxes(account_id, deleted_at)"
+     " WHERE state IN ('deleted','failed');"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -211,6 +214,7 @@ const brig_store_ops brig_store_sqlite_ops = {
     .sandbox_get = brig_sqlite_sandbox_get,
     .sandbox_set_expiry = brig_sqlite_sandbox_set_expiry,
     .sandbox_each_live = brig_sqlite_sandbox_each_live,
+    .sandbox_ended = brig_sqlite_sandbox_ended,
     .sandbox_count_reason = brig_sqlite_sandbox_count_reason,
     .audit_chain = brig_sqlite_audit_chain,
     .audit_append = brig_sqlite_audit_append,
