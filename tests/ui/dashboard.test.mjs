@@ -96,6 +96,15 @@ describe("dashboard", () => {
     assert.equal((await fetch(`${brigd.url}/v1/sandboxes`)).status, 401);
     assert.equal((await fetch(`${brigd.url}/v1/account/ledger`)).status, 401);
 
+    // /ui and / lead to the page: a browser that types either lands on the sign-in.
+    for (const [path, status] of [["/ui", 301], ["/", 302]]) {
+      const r = await fetch(brigd.url + path, { redirect: "manual" });
+      assert.equal(r.status, status, path);
+      assert.equal(r.headers.get("location"), "/ui/", path);
+      await page.goto(brigd.url + path);
+      assert.equal(page.url(), `${brigd.url}/ui/`);
+      await page.getByRole("heading", { name: "Sign in" }).waitFor();
+    }
     await go("");
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
     assert.equal(await page.locator("#nav").isVisible(), false);
