@@ -3,7 +3,7 @@
 import { api, raw, ndjson } from "./api.js";
 import { h, fill, table, errorBox, field, ago, until, time, bytes, dur } from "./dom.js";
 import { lineChart } from "./charts.js";
-import { costOf } from "./sandboxes.js";
+import { costOf, extendBody } from "./sandboxes.js";
 
 const enc = encodeURIComponent;
 const ENDED = ["deleted", "failed"];
@@ -103,7 +103,7 @@ export function renderSandbox(view, ctx, id) {
   async function act(what) {
     try {
       if (what === "delete") await api("DELETE", `/v1/sandboxes/${enc(id)}`);
-      else await api("POST", `/v1/sandboxes/${enc(id)}/timeout`, { timeout: 600 });
+      else await api("POST", `/v1/sandboxes/${enc(id)}/timeout`, extendBody(sb));
       status.textContent = what === "delete" ? "Deleted." : "It now lives 10 more minutes.";
     } catch (e) {
       fill(status, errorBox(e));

@@ -1,7 +1,7 @@
 // sandboxes.js - the list: live sandboxes (GET /v1/sandboxes) and those that ended in the last
 // day (GET /v1/sandboxes?state=ended, the server's list: any key, within its retention period).
 import { api } from "./api.js";
-import { h, fill, link, table, errorBox, field, select, ago, until, usd } from "./dom.js";
+import { h, fill, link, table, errorBox, field, select, ago, until, usd, time } from "./dom.js";
 
 const REFRESH_MS = 3000;
 const RECENT_MS = 86400e3; // "recently ended": the last day
@@ -10,6 +10,13 @@ const RECENT_MAX = 100;
 async function recentlyEnded() {
   const since = new Date(Date.now() - RECENT_MS).toISOString();
   return (await api("GET", `/v1/sandboxes?state=ended&since=${encodeURIComponent(since)}&limit=${RECENT_MAX}`)).sandboxes;
+}
+
+/** The body of POST …/timeout that moves a sandbox's lifetime deadline 10 minutes later (the
+ * API's timeout counts from now: a bare 600 would cut a longer life short). */
+export function extendBody(sb, now = Date.now()) {
+  const left = sb.expires_at ? Math.max(0, Math.ceil((Date.parse(sb.expires_at) - now) / 1000)) : 0;
+  return { timeout: left + 600 };
 }
 
 /** What it has cost so far: an ended one's charge; a live one's estimate (60 s minimum). */
@@ -56,9 +63,13 @@ export function renderSandboxes(view, ctx) {
   async function act(what, sb) {
     status.textContent = "";
     try {
-      if (what === "delete") await api("DELETE", `/v1/sandboxes/${encodeURIComponent(sb.id)}`);
-      else await api("POST", `/v1/sandboxes/${encodeURIComponent(sb.id)}/timeout`, { timeout: 600 });
-      status.textContent = what === "delete" ? `Deleted ${sb.id}.` : `${sb.id} now lives 10 more minutes.`;
+      if (what === "delete") {
+        await api("DELETE", `/v1/sandboxes/${encodeURIComponent(sb.id)}`);
+        status.textContent = `Deleted ${sb.id}.`;
+      } else {
+        const r = await api("POST", `/v1/sandboxes/${encodeURIComponent(sb.id)}/timeout`, extendBody(sb));
+        status.textContent = `${sb.id} now lives 10 more minutes, until ${time(r.expires_at)}.`;
+      }
     } catch (e) {
       fill(status, errorBox(e));
     }

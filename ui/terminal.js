@@ -107,6 +107,10 @@ export function openTerminal(box, id, onState) {
       });
       pid = p.pid;
       box.dataset.pid = String(pid);
+      if (closed) { // closed while the shell was starting: it ends at once
+        await api("POST", base() + "/signal", { signal: "SIGHUP" }).catch(() => {});
+        return;
+      }
       onState(`Running: pid ${pid}, ${term.cols}×${term.rows}.`);
       pump();
       resize();
@@ -120,20 +124,24 @@ export function openTerminal(box, id, onState) {
   async function close() {
     if (closed) return;
     closed = true;
-    const wasRunning = pid !== null && !ended;
-    if (wasRunning) {
+    const running = pid !== null && !ended;
+    let how = "Closed.";
+    if (running) {
       try {
         await api("POST", base() + "/signal", { signal: "SIGHUP" });
         const p = await api("POST", base() + "/wait", { timeout: HANGUP_WAIT_S });
-        if (p.running) await api("POST", base() + "/signal", { signal: "SIGKILL" });
+        how = "Closed: the shell was hung up.";
+        if (p.running) {
+          await api("POST", base() + "/signal", { signal: "SIGKILL" });
+          how = `Closed: the shell outlived its hang-up by ${HANGUP_WAIT_S} s and was killed.`;
+        }
       } catch {
         /* it ended already, or the sandbox did */
       }
     }
     abort.abort();
     await started;
-    if (!ended) finish("Closed.");
-    else if (wasRunning) onState("Closed: the shell was hung up.");
+    if (running || !ended) finish(how); // an end seen before Close keeps its own words
     term.dispose();
   }
 

@@ -5,7 +5,7 @@
 // Screenshots of each page go to build/ui-screenshots/ (BRIG_UI_SHOTS overrides).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import http from "node:http";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -68,6 +68,10 @@ describe("dashboard", () => {
     [...document.querySelectorAll(".terminal-box .xterm-rows > div")].map((d) => d.textContent.replace(/\u00a0/g, " ").trimEnd()));
   const waitScreen = (re) => page.waitForFunction((src) => [...document.querySelectorAll(".terminal-box .xterm-rows > div")]
     .some((d) => new RegExp(src).test(d.textContent.replace(/\u00a0/g, " ").trimEnd())), re.source);
+  // Waits for the terminal's state line to read text; says what it read instead.
+  const termState = (text) => page.getByText(text).waitFor().catch(async (e) => {
+    throw new Error(`${e.message}\nthe terminal's state: ${await page.locator("#term-state").textContent()}`);
+  });
   async function openTerminal() {
     await page.getByRole("button", { name: "Open terminal" }).click();
     await page.getByText(/^Running: pid \d+/).waitFor();
@@ -183,7 +187,15 @@ except Exception: pass`;
     assert.match(await d.first().textContent(), /refused/);
     await page.getByRole("button", { name: "List" }).click();
     await page.getByRole("cell", { name: XSS_FILE, exact: true }).waitFor();
+    // The file browser downloads what the API holds.
+    await brigd.admin("PUT", `/v1/sandboxes/${sid}/files?path=/root/report.txt`, "forty-two\n");
+    await page.getByRole("button", { name: "List" }).click();
+    const [dl] = await Promise.all([page.waitForEvent("download"),
+      page.getByRole("button", { name: "Download report.txt" }).click()]);
+    assert.equal(dl.suggestedFilename(), "report.txt");
+    assert.equal(readFileSync(await dl.path(), "utf8"), "forty-two\n");
     await page.locator("svg.chart polyline").first().waitFor();
+    await page.getByRole("img", { name: /^Memory/ }).locator("line.limit").waitFor({ state: "attached" }); // the tariff's limit
     assert.equal(await page.evaluate(() => window.__xss), undefined, "no planted script ran");
     assert.equal(await page.locator("script").count(), 1, "only main.js is a script element");
     await shot("sandbox");
@@ -192,6 +204,9 @@ except Exception: pass`;
   test("a terminal: keys go in, output comes out, it resizes, and closing it ends the shell", async () => {
     const pid = await openTerminal();
     assert.equal(await page.evaluate(() => document.activeElement.getAttribute("aria-label")), "Terminal input");
+    await page.getByRole("button", { name: "Refresh processes" }).click();
+    await page.getByRole("row", { name: new RegExp(`^${pid} .*exec bash -l.* yes`) }).waitFor(); // in the processes
+    await page.getByLabel("Terminal input").focus();
     await page.keyboard.type("echo ui-$((6*7))-ok; stty size\n");
     await waitScreen(/^ui-42-ok$/);
     const size = async () => (await page.locator("#term-state").textContent()).match(/(\d+)×(\d+)/).slice(1).map(Number);
@@ -210,7 +225,7 @@ except Exception: pass`;
     await page.keyboard.press("Shift+Tab");
     assert.equal(await page.evaluate(() => document.activeElement.textContent), "Close terminal");
     await page.keyboard.press("Enter");
-    await page.getByText("Closed: the shell was hung up.").waitFor();
+    await termState("Closed: the shell was hung up.");
     const p = await brigd.admin("GET", `/v1/sandboxes/${sid}/processes/${pid}`);
     assert.equal(p.running, false);
     assert.equal(p.signal, 1, "hung up (SIGHUP)");
@@ -248,10 +263,13 @@ except Exception: pass`;
   });
 
   test("an admin changes the egress policy; the timeline shows it", async () => {
+    const p = (await brigd.admin("GET", "/v1/projects")).projects[0];
+    await brigd.admin("PUT", `/v1/projects/${p.id}/secrets/API_TOKEN`, { value: "tok-never-shown" });
     await page.getByRole("link", { name: "Projects" }).click();
     await page.getByRole("heading", { name: "Projects" }).waitFor();
-    const p = (await brigd.admin("GET", "/v1/projects")).projects[0];
     const sec = page.locator(`section[data-project="${p.id}"]`);
+    await sec.locator("ul.secrets code", { hasText: "API_TOKEN" }).waitFor(); // secrets by name
+    assert.doesNotMatch(await page.content(), /tok-never-shown/);
     await sec.getByLabel("Egress mode").selectOption("none");
     await sec.getByRole("button", { name: "Save egress policy" }).click();
     await sec.getByText("Saved: none").waitFor();
@@ -291,7 +309,7 @@ except Exception: pass`;
     await page.keyboard.type("echo sandbox-key-$((1+1))\n");
     await waitScreen(/^sandbox-key-2$/);
     await page.getByRole("button", { name: "Close terminal" }).click();
-    await page.getByText("Closed: the shell was hung up.").waitFor();
+    await termState("Closed: the shell was hung up.");
     const other = await brigd.admin("POST", "/v1/projects", { name: "other" });
     const osb = await brigd.admin("POST", "/v1/sandboxes", { template: "minimal", project: other.id });
     const oproc = await brigd.admin("POST", `/v1/sandboxes/${osb.id}/exec`, { argv: ["sleep", "60"], background: true });
@@ -309,6 +327,27 @@ except Exception: pass`;
     await brigd.admin("DELETE", `/v1/sandboxes/${osb.id}`);
     await signOut();
     await signIn(brigd.key);
+  });
+
+  test("from the list: +10 min moves the deadline later; the filters", async () => {
+    await page.getByRole("link", { name: "Sandboxes" }).click();
+    const before = Date.parse((await brigd.admin("GET", `/v1/sandboxes/${sid}`)).expires_at);
+    await page.getByRole("button", { name: `Extend ${sid} by 10 minutes` }).click();
+    await page.getByText(`${sid} now lives 10 more minutes`).waitFor();
+    const after = Date.parse((await brigd.admin("GET", `/v1/sandboxes/${sid}`)).expires_at);
+    assert.ok(after - before >= 595e3 && after - before <= 605e3, `${before} → ${after}`);
+    const row = page.locator(`tr[data-id="${sid}"]`);
+    await page.getByLabel("Template").selectOption("minimal");
+    await row.waitFor({ state: "detached" });
+    await page.getByLabel("Template").selectOption("base");
+    await row.waitFor();
+    await page.getByLabel("State").selectOption("ended");
+    await row.waitFor({ state: "detached" });
+    assert.deepEqual([...new Set(await page.locator("tbody tr").evaluateAll((rs) => rs.map((r) => r.dataset.state)))]
+      .filter((x) => x !== "deleted" && x !== "failed"), []);
+    await page.getByLabel("State").selectOption("");
+    await page.getByLabel("Template").selectOption("");
+    await row.waitFor();
   });
 
   test("delete from the list; the end reason shows in the list and the sandbox", async () => {
