@@ -81,7 +81,7 @@ ui-test: build-check
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) tests/ui/run
 
 # The committed copies in docs/img/ that docs/dashboard.md shows.
-DOC_SHOTS = signin sandboxes sandbox money projects host-operator
+DOC_SHOTS = signin sandboxes sandbox terminal money projects host-operator
 screenshots: ui-test
 	for s in $(DOC_SHOTS); do cp $(BUILD)/ui-screenshots/$$s.png docs/img/dashboard-$$s.png; done
 

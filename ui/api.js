@@ -47,6 +47,12 @@ export async function api(method, path, body, { signal } = {}) {
   return text ? JSON.parse(text) : null;
 }
 
+/** A POST of raw bytes (a process's stdin): the answer's JSON. */
+export async function postBytes(path, bytes) {
+  const init = { method: "POST", headers: headers({ "Content-Type": "application/octet-stream" }), body: bytes, cache: "no-store" };
+  return (await check(await fetch(path, init))).json();
+}
+
 /** The raw response of a GET (downloads, the Prometheus text). */
 export async function raw(path, { signal } = {}) {
   return check(await fetch(path, { headers: headers(), signal, cache: "no-store" }));

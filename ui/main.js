@@ -16,7 +16,6 @@ function signedOut(message = "") {
   cleanup();
   cleanup = () => {};
   session.clear();
-  sessionStorage.removeItem("brig.seen");
   ctx.who = null;
   $("nav").hidden = true;
   $("signout").hidden = true;

@@ -1,9 +1,9 @@
 // sandbox.js - one sandbox: its facts, its timeline (followed live while it runs), its metrics
-// as charts, its processes and a file browser.
+// as charts, its processes, a file browser and a terminal (terminal.js, loaded when opened).
 import { api, raw, ndjson } from "./api.js";
 import { h, fill, table, errorBox, field, ago, until, time, bytes, dur } from "./dom.js";
 import { lineChart } from "./charts.js";
-import { costOf } from "./sandboxes.js";
+import { costOf, extendBody } from "./sandboxes.js";
 
 const enc = encodeURIComponent;
 const ENDED = ["deleted", "failed"];
@@ -42,6 +42,10 @@ export function summary(e) {
       return `${d.state}: ${d.end_reason} (${d.reason})${d.last_words ? " — " + d.last_words : ""}`;
     case "process.signal":
       return `pid ${d.pid} ${d.name || d.signal}`;
+    case "process.stdin":
+      return `pid ${d.pid}: ${bytes(d.bytes)} of input`;
+    case "process.stdin_close":
+      return `pid ${d.pid}: input closed`;
     default:
       return JSON.stringify(d);
   }
@@ -73,13 +77,15 @@ export function renderSandbox(view, ctx, id) {
   const charts = h("div", { class: "charts" });
   const procs = h("div");
   const files = h("div");
+  const term = h("div");
   fill(view,
     h("h1", { tabindex: "-1" }, "Sandbox ", h("code", {}, id)),
     head, status,
     h("section", { "aria-labelledby": "h-timeline" }, h("h2", { id: "h-timeline" }, "Timeline"), tlState, tl),
     h("section", { "aria-labelledby": "h-metrics" }, h("h2", { id: "h-metrics" }, "Metrics"), charts),
     h("section", { "aria-labelledby": "h-procs" }, h("h2", { id: "h-procs" }, "Processes"), procs),
-    h("section", { "aria-labelledby": "h-files" }, h("h2", { id: "h-files" }, "Files"), files));
+    h("section", { "aria-labelledby": "h-files" }, h("h2", { id: "h-files" }, "Files"), files),
+    h("section", { "aria-labelledby": "h-term" }, h("h2", { id: "h-term" }, "Terminal"), term));
 
   let sb = null;
   async function loadInfo() {
@@ -97,7 +103,7 @@ export function renderSandbox(view, ctx, id) {
   async function act(what) {
     try {
       if (what === "delete") await api("DELETE", `/v1/sandboxes/${enc(id)}`);
-      else await api("POST", `/v1/sandboxes/${enc(id)}/timeout`, { timeout: 600 });
+      else await api("POST", `/v1/sandboxes/${enc(id)}/timeout`, extendBody(sb));
       status.textContent = what === "delete" ? "Deleted." : "It now lives 10 more minutes.";
     } catch (e) {
       fill(status, errorBox(e));
@@ -106,12 +112,23 @@ export function renderSandbox(view, ctx, id) {
   }
 
   const shown = new Set();
+  let typing = null; // the last line, while it counts one process's consecutive input writes
   function addEvent(e) {
     if (shown.has(e.seq)) return;
     shown.add(e.seq);
+    // A terminal sends each keystroke as one write: consecutive ones of a process are one line.
+    if (e.kind === "process.stdin" && typing?.pid === e.data?.pid && tl.lastElementChild === typing.li) {
+      typing.bytes += e.data.bytes || 0;
+      typing.writes++;
+      typing.li.querySelector(".what").textContent = `pid ${typing.pid}: ${bytes(typing.bytes)} of input in ${typing.writes} writes`;
+      return;
+    }
+    typing = null;
+    if (e.kind === "process.stdin") typing = { pid: e.data?.pid, bytes: e.data?.bytes || 0, writes: 1, li: null };
     tl.append(h("li", { "data-kind": e.kind, class: "ev-" + e.kind.replace(".", "-") },
       h("time", { datetime: e.at }, time(e.at)), " ", h("span", { class: "kind" }, e.kind), " ",
       h("span", { class: "what" }, summary(e))));
+    if (typing) typing.li = tl.lastElementChild;
   }
   async function timeline() {
     try {
@@ -204,6 +221,46 @@ export function renderSandbox(view, ctx, id) {
   fill(files, h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); list(pathIn.value); } },
     field("Directory", pathIn), h("button", { type: "submit" }, "List")), listing);
 
+  // The terminal: a shell on a pseudo-terminal through the API, opened on demand; leaving the
+  // view closes it (the shell is hung up), and so does closing the tab.
+  let shell = null;
+  const termState = h("p", { class: "status", role: "status", id: "term-state" });
+  const termBox = h("div", { class: "terminal-box", hidden: true });
+  const openBtn = h("button", { type: "button", onclick: () => openShell() }, "Open terminal");
+  const closeBtn = h("button", { type: "button", hidden: true, onclick: () => closeShell() }, "Close terminal");
+  async function openShell() {
+    openBtn.hidden = true;
+    closeBtn.hidden = false;
+    termBox.hidden = false;
+    termBox.replaceChildren();
+    termState.textContent = "Starting a shell…";
+    try {
+      const { openTerminal } = await import("./terminal.js");
+      if (stop) return;
+      shell = openTerminal(termBox, id, (text) => (termState.textContent = text));
+      termBox.scrollIntoView({ block: "nearest" }); // xterm.js draws only while it is in view
+    } catch (e) {
+      termState.textContent = "";
+      fill(termState, errorBox(e));
+    }
+  }
+  async function closeShell() {
+    closeBtn.hidden = true;
+    const s = shell;
+    shell = null;
+    await s?.close();
+    termBox.hidden = true;
+    openBtn.hidden = false;
+    openBtn.focus();
+  }
+  const hangUp = () => shell?.hangUp();
+  window.addEventListener("pagehide", hangUp);
+  function terminal() {
+    fill(term, h("p", { class: "note" }, "A shell in the sandbox on a pseudo-terminal, through the API (the key's own rights). " +
+      "Tab goes to the shell; Shift+Tab leaves the terminal. Closing it hangs the shell up."),
+      h("p", { class: "actions" }, openBtn, closeBtn), termState, termBox);
+  }
+
   (async () => {
     const [s, tariffs] = await Promise.all([loadInfo(), api("GET", "/v1/tariffs").catch(() => null)]);
     timeline();
@@ -213,14 +270,18 @@ export function renderSandbox(view, ctx, id) {
     if (!ENDED.includes(s.state)) {
       processes();
       list("/root");
+      terminal();
     } else {
       fill(procs, h("p", {}, "It ended: no processes."));
       fill(files, h("p", {}, "It ended: its files are gone."));
+      fill(term, h("p", {}, "It ended: no terminal."));
     }
   })();
   return () => {
     stop = true;
     abort.abort();
     timers.forEach(clearTimeout);
+    window.removeEventListener("pagehide", hangUp);
+    shell?.close();
   };
 }

@@ -1,37 +1,22 @@
-// sandboxes.js - the list: live sandboxes (GET /v1/sandboxes) and recently ended ones (an admin
-// key: the sandbox.ended events of the last day in GET /v1/audit; any key: those this tab saw).
-import { api, raw, ApiError } from "./api.js";
-import { h, fill, link, table, errorBox, field, select, ago, until, usd } from "./dom.js";
+// sandboxes.js - the list: live sandboxes (GET /v1/sandboxes) and those that ended in the last
+// day (GET /v1/sandboxes?state=ended, the server's list: any key, within its retention period).
+import { api } from "./api.js";
+import { h, fill, link, table, errorBox, field, select, ago, until, usd, time } from "./dom.js";
 
-const SEEN = "brig.seen"; // ids this tab listed, so one that ended stays in view (no key in it)
 const REFRESH_MS = 3000;
+const RECENT_MS = 86400e3; // "recently ended": the last day
+const RECENT_MAX = 100;
 
-function seen() {
-  try {
-    return JSON.parse(sessionStorage.getItem(SEEN) || "[]");
-  } catch {
-    return [];
-  }
+async function recentlyEnded() {
+  const since = new Date(Date.now() - RECENT_MS).toISOString();
+  return (await api("GET", `/v1/sandboxes?state=ended&since=${encodeURIComponent(since)}&limit=${RECENT_MAX}`)).sandboxes;
 }
 
-function remember(ids) {
-  const all = [...new Set([...seen(), ...ids])].slice(-200);
-  sessionStorage.setItem(SEEN, JSON.stringify(all));
-}
-
-async function endedIds(ctx, live) {
-  const ids = new Set(seen().filter((id) => !live.has(id)));
-  if (ctx.who.scope === "admin") {
-    const since = new Date(Date.now() - 86400e3).toISOString();
-    const r = await fetchAudit(since);
-    for (const e of r) if (e.kind === "sandbox.ended" && e.sandbox_id) ids.add(e.sandbox_id);
-  }
-  return [...ids].filter((id) => !live.has(id)).slice(-50);
-}
-
-async function fetchAudit(since) {
-  const r = await raw(`/v1/audit?since=${encodeURIComponent(since)}&limit=5000`);
-  return (await r.text()).split("\n").filter(Boolean).map((l) => JSON.parse(l));
+/** The body of POST …/timeout that moves a sandbox's lifetime deadline 10 minutes later (the
+ * API's timeout counts from now: a bare 600 would cut a longer life short). */
+export function extendBody(sb, now = Date.now()) {
+  const left = sb.expires_at ? Math.max(0, Math.ceil((Date.parse(sb.expires_at) - now) / 1000)) : 0;
+  return { timeout: left + 600 };
 }
 
 /** What it has cost so far: an ended one's charge; a live one's estimate (60 s minimum). */
@@ -78,9 +63,13 @@ export function renderSandboxes(view, ctx) {
   async function act(what, sb) {
     status.textContent = "";
     try {
-      if (what === "delete") await api("DELETE", `/v1/sandboxes/${encodeURIComponent(sb.id)}`);
-      else await api("POST", `/v1/sandboxes/${encodeURIComponent(sb.id)}/timeout`, { timeout: 600 });
-      status.textContent = what === "delete" ? `Deleted ${sb.id}.` : `${sb.id} now lives 10 more minutes.`;
+      if (what === "delete") {
+        await api("DELETE", `/v1/sandboxes/${encodeURIComponent(sb.id)}`);
+        status.textContent = `Deleted ${sb.id}.`;
+      } else {
+        const r = await api("POST", `/v1/sandboxes/${encodeURIComponent(sb.id)}/timeout`, extendBody(sb));
+        status.textContent = `${sb.id} now lives 10 more minutes, until ${time(r.expires_at)}.`;
+      }
     } catch (e) {
       fill(status, errorBox(e));
     }
@@ -109,18 +98,7 @@ export function renderSandboxes(view, ctx) {
     clearTimeout(timer);
     const mine = ++gen;
     try {
-      const live = (await api("GET", "/v1/sandboxes")).sandboxes;
-      const liveIds = new Set(live.map((x) => x.id));
-      remember([...liveIds]);
-      const ended = [];
-      for (const id of await endedIds(ctx, liveIds)) {
-        try {
-          ended.push(await api("GET", `/v1/sandboxes/${encodeURIComponent(id)}`));
-        } catch (e) {
-          if (!(e instanceof ApiError && e.status === 404)) throw e;
-        }
-      }
-      ended.sort((a, b) => (b.deleted_at || "").localeCompare(a.deleted_at || ""));
+      const [live, ended] = await Promise.all([api("GET", "/v1/sandboxes").then((r) => r.sandboxes), recentlyEnded()]);
       if (stop || mine !== gen) return;
       const now = Date.now();
       const rows = [...live, ...ended].filter(keep).map((sb) => row(sb, now));

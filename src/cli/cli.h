@@ -57,6 +57,10 @@ enum cli_opt_key {
     OPT_WAIT_TIMEOUT, /* --timeout of wait: how long to wait, not the command's limit */
     OPT_ISOLATION,
     OPT_SINCE,
+    OPT_ENDED,
+    OPT_DAYS,
+    OPT_LIMIT,
+    OPT_BEFORE,
 };
 
 /* Whether a command takes a remote command after its operands. */
@@ -157,6 +161,11 @@ int cli_get_sandbox(const cli_args *a, const char *suffix, json_t **out);
 /* Prints s for a table cell or a message: control characters become '?'. */
 void cli_print_clean(FILE *f, const char *s);
 
+/* Prints rows (a JSON array of objects) as a table: the n heads, then per row its fields keys
+ * (a string as it is, an integer in decimal, anything else "-"), each column as wide as its
+ * widest cell; control characters become '?'. */
+void cli_print_table(json_t *rows, const char *const *keys, const char *const *heads, size_t n);
+
 /* "/v1/sandboxes/<id>/processes/<pid><suffix>"; caller frees. */
 char *cli_process_path(const char *id, const char *pid, const char *suffix);
 
@@ -224,5 +233,9 @@ int brig_cmd_mv(const cli_args *a);
 int brig_cmd_template_ls(const cli_args *a);
 int brig_cmd_template_build(const cli_args *a);
 int brig_cmd_health(const cli_args *a);
+int brig_cmd_account_show(const cli_args *a);
+int brig_cmd_account_usage(const cli_args *a);
+int brig_cmd_account_ledger(const cli_args *a);
+int brig_cmd_account_ls(const cli_args *a);
 
 #endif

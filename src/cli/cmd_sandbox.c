@@ -73,61 +73,65 @@ int brig_cmd_create(const cli_args *a)
     return rc < 0 ? cli_fail(&err) : CLI_EXIT_OK;
 }
 
-/* A cell of the sandbox table: field `key` of row when it is a string. */
-static const char *cell(json_t *row, const char *key)
+/* GET /v1/sandboxes?state=ended, every page (since: NULL for the whole retention period), into
+ * *out as {"sandboxes": [...]}, the last ended first. */
+static int ended_sandboxes(brig_client *c, const char *since, json_t **out, brig_error **err)
 {
-    const char *s = json_string_value(json_object_get(row, key));
-    return s != NULL && *s ? s : "-";
+    _cleanup_free_ char *q = since ? brig_client_escape(since) : NULL;
+    json_t *all = json_array();
+    char before[64] = "";
+    for (;;) {
+        _cleanup_free_ char *path =
+            brig_asprintf("/v1/sandboxes?state=ended&limit=1000%s%s%s%s", q ? "&since=" : "",
+                          q ? q : "", before[0] ? "&before=" : "", before);
+        json_t *page = NULL;
+        if (brig_client_call(c, "GET", path, NULL, CLI_TIMEOUT_MS, &page, err) < 0) {
+            json_decref(all);
+            return -1;
+        }
+        json_array_extend(all, json_object_get(page, "sandboxes"));
+        const char *next = json_string_value(json_object_get(page, "next_before"));
+        snprintf(before, sizeof(before), "%s", next ? next : "");
+        json_decref(page);
+        if (before[0] == '\0')
+            break;
+    }
+    *out = json_pack("{s:o}", "sandboxes", all);
+    return 0;
 }
 
 int brig_cmd_ls(const cli_args *a)
 {
     static const char *const keys[] = {"id", "template", "state", "created_at"};
     static const char *const heads[] = {"ID", "TEMPLATE", "STATE", "CREATED"};
+    static const char *const ended_keys[] = {"id",         "template",   "state", "created_at",
+                                             "deleted_at", "end_reason", "cost"};
+    static const char *const ended_heads[] = {"ID",    "TEMPLATE", "STATE", "CREATED",
+                                              "ENDED", "REASON",   "COST"};
+    bool ended = cli_opt_has(a, OPT_ENDED);
+    if (cli_opt_has(a, OPT_SINCE) && !ended)
+        return cli_usage_error(a->cmd, "--since goes with --ended");
     brig_error *err = NULL;
     brig_client *c = cli_client(true, &err);
     if (c == NULL)
         return cli_fail(&err);
     json_t *list = NULL;
-    if (brig_client_call(c, "GET", "/v1/sandboxes", NULL, CLI_TIMEOUT_MS, &list, &err) < 0)
+    if ((ended
+             ? ended_sandboxes(c, cli_opt_get(a, OPT_SINCE), &list, &err)
+             : brig_client_call(c, "GET", "/v1/sandboxes", NULL, CLI_TIMEOUT_MS, &list, &err)) < 0)
         return cli_fail(&err);
+    json_t *rows = json_object_get(list, "sandboxes");
     if (cli_opt_has(a, OPT_JSON)) {
         cli_print_json(list);
-        json_decref(list);
-        return CLI_EXIT_OK;
-    }
-    json_t *rows = json_object_get(list, "sandboxes");
-    if (!json_is_array(rows)) {
-        json_decref(list);
+    } else if (!json_is_array(rows)) {
         brig_error_set(&err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: no sandbox list");
-        return cli_fail(&err);
-    }
-    size_t width[BRIG_ARRAY_LEN(keys)];
-    for (size_t k = 0; k < BRIG_ARRAY_LEN(keys); k++)
-        width[k] = strlen(heads[k]);
-    for (size_t i = 0; i < json_array_size(rows); i++) {
-        json_t *row = json_array_get(rows, i);
-        for (size_t k = 0; k < BRIG_ARRAY_LEN(keys); k++) {
-            size_t n = strlen(cell(row, keys[k]));
-            if (n > width[k])
-                width[k] = n;
-        }
-    }
-    for (size_t k = 0; k < BRIG_ARRAY_LEN(keys); k++)
-        printf("%-*s%s", k + 1 < BRIG_ARRAY_LEN(keys) ? (int)width[k] : 0, heads[k],
-               k + 1 < BRIG_ARRAY_LEN(keys) ? "  " : "\n");
-    for (size_t i = 0; i < json_array_size(rows); i++) {
-        json_t *row = json_array_get(rows, i);
-        for (size_t k = 0; k < BRIG_ARRAY_LEN(keys); k++) {
-            const char *s = cell(row, keys[k]);
-            cli_print_clean(stdout, s);
-            if (k + 1 < BRIG_ARRAY_LEN(keys))
-                printf("%*s", (int)(width[k] - strlen(s) + 2), "");
-        }
-        putchar('\n');
+    } else if (ended) {
+        cli_print_table(rows, ended_keys, ended_heads, BRIG_ARRAY_LEN(ended_keys));
+    } else {
+        cli_print_table(rows, keys, heads, BRIG_ARRAY_LEN(keys));
     }
     json_decref(list);
-    return CLI_EXIT_OK;
+    return err ? cli_fail(&err) : CLI_EXIT_OK;
 }
 
 int brig_cmd_inspect(const cli_args *a)

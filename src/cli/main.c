@@ -49,6 +49,10 @@ static const cli_opt options[] = {
     {OPT_PARENTS, "parents", NULL, "create missing parents; no error if the directory exists"},
     {OPT_WAIT_TIMEOUT, "timeout", "SECONDS", "stop waiting after this long (exit 124)"},
     {OPT_SINCE, "since", "TIME", "from this time on (ISO 8601, or ms since the epoch)"},
+    {OPT_ENDED, "ended", NULL, "the ended sandboxes (within brigd's retention period)"},
+    {OPT_DAYS, "days", "N", "the last N UTC days, today included (default 30)"},
+    {OPT_LIMIT, "limit", "N", "at most N entries, newest first (default 100, at most 1000)"},
+    {OPT_BEFORE, "before", "SEQ", "only entries older than SEQ (the next page of a listing)"},
     {OPT_HELP, "help", NULL, "show this help"},
 };
 
@@ -74,6 +78,9 @@ static const int opts_download[] = {OPT_RECURSIVE, 0};
 static const int opts_logs[] = {OPT_FOLLOW, 0};
 static const int opts_timeline[] = {OPT_FOLLOW, OPT_JSON, 0};
 static const int opts_export[] = {OPT_SINCE, 0};
+static const int opts_ls[] = {OPT_ENDED, OPT_SINCE, OPT_JSON, 0};
+static const int opts_usage[] = {OPT_DAYS, OPT_JSON, 0};
+static const int opts_ledger[] = {OPT_LIMIT, OPT_BEFORE, OPT_JSON, 0};
 static const int opts_kill[] = {OPT_SIGNAL, 0};
 static const int opts_wait[] = {OPT_WAIT_TIMEOUT, OPT_JSON, 0};
 static const int opts_stdin[] = {OPT_CLOSE, 0};
@@ -115,6 +122,13 @@ static int cmd_help(const cli_args *a);
     "Prints TIME KIND ACTOR DATA per event, oldest first (--json: each event as brigd\n"           \
     "sends it).  With --follow it keeps printing new events and ends with the sandbox.\n"
 #define RM_FILE_DETAILS "A directory needs --recursive unless it is empty.\n"
+#define LS_DETAILS                                                                                 \
+    "--ended lists the sandboxes that ended (every page), the last ended first, from\n"            \
+    "--since on, within brigd's retention period (7 days by default), with why they\n"             \
+    "ended and what they cost.\n"
+#define LEDGER_DETAILS                                                                             \
+    "Credits and charges, newest first, one page (an admin key).  When there are older\n"          \
+    "entries brig says on stderr which --before shows the next page.\n"
 #define TEMPLATE_BUILD_DETAILS                                                                     \
     "brigd builds in the background; brig prints the build's output on stderr as it\n"             \
     "comes, then 'built NAME (key KEY)' (--json: the build's record).  Exits 0 once\n"             \
@@ -136,7 +150,9 @@ static int cmd_help(const cli_args *a);
 static const cli_cmd commands[] = {
     {"create", brig_cmd_create, "[--template NAME] [--isolation MODE] [--json]",
      "create a sandbox and print its id", NULL, opts_create, 0, 0, CLI_REST_NONE},
-    {"ls", brig_cmd_ls, "[--json]", "list sandboxes", NULL, opts_json, 0, 0, CLI_REST_NONE},
+    {"ls", brig_cmd_ls, "[--ended [--since TIME]] [--json]",
+     "list the live sandboxes, or (--ended) the ended ones", LS_DETAILS, opts_ls, 0, 0,
+     CLI_REST_NONE},
     {"inspect", brig_cmd_inspect, "ID", "print a sandbox as JSON", NULL, opts_none, 1, 1,
      CLI_REST_NONE},
     {"exec", brig_cmd_exec,
@@ -196,6 +212,18 @@ static const cli_cmd commands[] = {
     {"audit verify", brig_cmd_audit_verify, "[--json]",
      "recompute the audit hash chains; exits 1 naming the first broken record", NULL, opts_json, 0,
      0, CLI_REST_NONE},
+    {"account show", brig_cmd_account_show, "[--json]",
+     "the account: balance, spend today and this month against the limits", NULL, opts_json, 0, 0,
+     CLI_REST_NONE},
+    {"account usage", brig_cmd_account_usage, "[--days N] [--json]",
+     "what the account spent on each of its last N UTC days", NULL, opts_usage, 0, 0,
+     CLI_REST_NONE},
+    {"account ledger", brig_cmd_account_ledger, "[--limit N] [--before SEQ] [--json]",
+     "the account's credits and charges, newest first", LEDGER_DETAILS, opts_ledger, 0, 0,
+     CLI_REST_NONE},
+    {"account ls", brig_cmd_account_ls, "[--json]",
+     "every account (the operator key: BRIG_API_KEY, else operator.key)", NULL, opts_json, 0, 0,
+     CLI_REST_NONE},
     {"health", brig_cmd_health, "", "check that brigd answers (no key needed)", NULL, opts_none, 0,
      0, CLI_REST_NONE},
     {"version", cmd_version, "", "print brig's version", NULL, opts_none, 0, 0, CLI_REST_NONE},

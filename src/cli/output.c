@@ -1,7 +1,8 @@
 /*
  * output.c - what exec, logs and wait share (cli.h): an event's output written
  * byte-exact to stdout or stderr (base64 chunks decoded, NUL bytes kept), and the exit
- * code brig itself ends with for a command's exit event.
+ * code brig itself ends with for a command's exit event; and the tables that ls, account
+ * and the like print.
  */
 #include <errno.h>
 #include <math.h>
@@ -78,4 +79,41 @@ int cli_write_event(json_t *event, int fd, brig_error **err)
 {
     return cli_write_text(json_object_get(event, "data"), json_object_get(event, "encoding"), fd,
                           fd == 2 ? "stderr" : "stdout", true, err);
+}
+
+/* A table cell: field key of row, a string as it is, an integer in decimal, else "-". */
+static const char *cell(json_t *row, const char *key, char *buf, size_t size)
+{
+    json_t *v = json_object_get(row, key);
+    if (json_is_integer(v)) {
+        snprintf(buf, size, "%lld", (long long)json_integer_value(v));
+        return buf;
+    }
+    const char *s = json_string_value(v);
+    return s != NULL && *s ? s : "-";
+}
+
+void cli_print_table(json_t *rows, const char *const *keys, const char *const *heads, size_t n)
+{
+    size_t *width = brig_xcalloc(n, sizeof(*width));
+    char buf[32];
+    for (size_t k = 0; k < n; k++)
+        width[k] = strlen(heads[k]);
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        for (size_t k = 0; k < n; k++) {
+            size_t len = strlen(cell(json_array_get(rows, i), keys[k], buf, sizeof(buf)));
+            width[k] = len > width[k] ? len : width[k];
+        }
+    for (size_t k = 0; k < n; k++)
+        printf("%-*s%s", k + 1 < n ? (int)width[k] : 0, heads[k], k + 1 < n ? "  " : "\n");
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        for (size_t k = 0; k < n; k++) {
+            const char *s = cell(json_array_get(rows, i), keys[k], buf, sizeof(buf));
+            cli_print_clean(stdout, s);
+            if (k + 1 < n)
+                printf("%*s", (int)(width[k] - strlen(s) + 2), "");
+        }
+        putchar('\n');
+    }
+    free(width);
 }

@@ -12,7 +12,7 @@ import urllib.parse
 
 import pytest
 
-from brigtest import ApiError, Api, Brigd, Sandbox, leftovers, sandbox_processes
+from brigtest import ApiError, Api, Brigd, Sandbox, leftovers, sandbox_processes, wait_for
 
 
 # ---- auth and errors -----------------------------------------------------------
@@ -120,6 +120,76 @@ def test_create_list_get_delete(api):
     assert gone["deleted_at"].endswith("Z")
     assert api.request("DELETE", f"/v1/sandboxes/{sb['id']}").status == 404
     assert api.request("POST", f"/v1/sandboxes/{sb['id']}/exec", {"cmd": "true"}).status == 404
+
+
+def test_recently_ended_sandboxes_are_listed_by_the_server(api, tmp_path):
+    """GET /v1/sandboxes?state=ended: the caller's ended sandboxes, the last ended first, page
+    by page, from `since` and within the retention period; a sandbox key sees its project's
+    only (the dashboard's "recently ended" comes from here, not from the browser)."""
+    project = api.ok("POST", "/v1/projects", {"name": "ended-list"}).json()["id"]
+    k = api.ok("POST", f"/v1/projects/{project}/keys", {"scope": "sandbox"}).json()
+    sk = Api(api.base_url, k["key"])
+    try:
+        ids = [sk.create("minimal")["id"] for _ in range(3)]
+        live = sk.create("minimal")["id"]
+        for sid in ids:
+            sk.delete(sid)
+        first_end = sk.ok("GET", f"/v1/sandboxes/{ids[0]}").json()["deleted_at"]
+        listed = sk.ok("GET", "/v1/sandboxes?state=ended").json()
+        assert [s["id"] for s in listed["sandboxes"]] == ids[::-1] and listed["next_before"] is None
+        one = listed["sandboxes"][0]
+        assert one["state"] == "deleted" and one["end_reason"] == "deleted"
+        assert one["reason"] == "deleted_by_api" and one["cost_micro_usd"] == 600
+        assert set(one) >= {"project_id", "template", "tariff", "isolation", "created_at",
+                            "deleted_at", "cost"}
+        # the live list and the ended one do not overlap
+        assert [s["id"] for s in sk.ok("GET", "/v1/sandboxes").json()["sandboxes"]] == [live]
+        assert sk.ok("GET", "/v1/sandboxes?state=live").json()["sandboxes"][0]["id"] == live
+        # page by page: next_before is the next page's `before`
+        page = sk.ok("GET", "/v1/sandboxes?state=ended&limit=2").json()
+        assert [s["id"] for s in page["sandboxes"]] == [ids[2], ids[1]]
+        assert page["next_before"] == ids[1]
+        page = sk.ok("GET", f"/v1/sandboxes?state=ended&limit=2&before={ids[1]}").json()
+        assert [s["id"] for s in page["sandboxes"]] == [ids[0]] and page["next_before"] is None
+        # since: ended at or after it
+        later = sk.ok("GET", "/v1/sandboxes?" + urllib.parse.urlencode(
+            {"state": "ended", "since": first_end})).json()["sandboxes"]
+        assert ids[0] in [s["id"] for s in later]
+        assert sk.ok("GET", "/v1/sandboxes?state=ended&since=2999-01-01T00:00:00Z"
+                     ).json()["sandboxes"] == []
+        # the admin key sees them too; a sandbox key of another project does not
+        assert {s["id"] for s in api.ok("GET", "/v1/sandboxes?state=ended&limit=1000").json()
+                ["sandboxes"]} >= set(ids)
+        other = api.ok("GET", "/v1/account").json()["default_project_id"]
+        ok = api.ok("POST", f"/v1/projects/{other}/keys", {"scope": "sandbox"}).json()
+        assert not {s["id"] for s in Api(api.base_url, ok["key"]).ok(
+            "GET", "/v1/sandboxes?state=ended&limit=1000").json()["sandboxes"]} & set(ids)
+        r = Api(api.base_url, ok["key"]).request("GET", f"/v1/sandboxes?state=ended&before={ids[1]}")
+        assert r.status == 400 and "before" in r.json()["error"]["message"]
+        api.ok("DELETE", f"/v1/projects/{other}/keys/{ok['id']}", expect=(204,))
+        for bad in ("state=gone", "state=ended&limit=0", "state=ended&limit=1001",
+                    "state=ended&since=never", f"state=ended&before=sbx_{'a' * 26}",
+                    f"state=ended&before={live}", "limit=5", "since=0"):
+            r = sk.request("GET", f"/v1/sandboxes?{bad}")
+            assert r.status == 400 and r.json()["error"]["code"] == "invalid_request", bad
+        assert api.request("GET", "/v1/sandboxes?state=ended", key=None).status == 401
+    finally:
+        api.delete(live)
+        api.ok("DELETE", f"/v1/projects/{project}/keys/{k['id']}", expect=(204,))
+    # Past the retention period an ended sandbox is listed no more (nor found by its id).
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nretention = 0\n")
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        sid = a.create("minimal")["id"]
+        a.delete(sid)
+        # (retention 0: gone from the next millisecond on)
+        wait_for(lambda: a.ok("GET", "/v1/sandboxes?state=ended").json()["sandboxes"] == [],
+                 what="the ended sandbox to leave the list")
+        assert a.request("GET", f"/v1/sandboxes/{sid}").status == 404
+    finally:
+        d.stop()
 
 
 def test_delete_answers_once_every_process_is_dead(api, daemon):

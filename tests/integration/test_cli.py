@@ -15,9 +15,10 @@ import struct
 import subprocess
 import termios
 import fcntl
+import json
 import time
 
-from brigtest import BUILD
+from brigtest import BUILD, Api
 
 BRIG = os.path.join(BUILD, "brig")
 DEADLINE = 60  # seconds any single expected event may take
@@ -379,3 +380,65 @@ def test_shell_restores_the_terminal_when_killed(api):
         os.close(master)
         os.close(slave)
         remove(api, sid)
+
+
+# ---- the account and ended sandboxes ---------------------------------------------------
+
+def test_account_usage_ledger_and_accounts(api, daemon):
+    """account show, usage, ledger (pages), ls (the operator's), each against the API's answer;
+    ls --ended lists a sandbox that ended."""
+    sid = create(api)
+    remove(api, sid)
+    acc = api.ok("GET", "/v1/account").json()
+    show = brig(api, "account", "show").stdout.decode()
+    assert f"balance     {acc['balance']}\n" in show and acc["id"] in show
+    assert f"today       {acc['usage_today']}" in show
+    assert json.loads(brig(api, "account", "show", "--json").stdout) == \
+        api.ok("GET", "/v1/account").json()
+
+    usage = brig(api, "account", "usage", "--days", "3").stdout.decode().splitlines()
+    assert usage[0].split() == ["DATE", "SPENT"] and len(usage) == 4
+    assert usage[-1].split()[0] == time.strftime("%Y-%m-%d", time.gmtime())
+    assert json.loads(brig(api, "account", "usage", "--days", "3", "--json").stdout) == \
+        api.ok("GET", "/v1/account/usage?days=3").json()
+
+    r = brig(api, "account", "ledger", "--limit", "1")
+    rows = r.stdout.decode().splitlines()
+    assert rows[0].split() == ["SEQ", "AT", "KIND", "AMOUNT", "SANDBOX", "SECONDS", "NOTE"]
+    seq, _, kind, amount, sandbox = rows[1].split()[:5]
+    assert (kind, amount, sandbox) == ("charge", "$0.000600", sid), rows
+    assert r.stderr.decode() == f"brig: more: --before {seq}\n"
+    older = json.loads(brig(api, "account", "ledger", "--before", seq, "--limit", "1000",
+                            "--json").stdout)
+    assert older == api.ok("GET", f"/v1/account/ledger?before={seq}&limit=1000").json()
+    assert older["entries"] and all(e["seq"] < int(seq) for e in older["entries"])
+    for bad in (["ledger", "--limit", "0"], ["ledger", "--before", "x"], ["usage", "--days", "367"]):
+        assert brig(api, "account", *bad, check=False).returncode == 2, bad
+
+    ended = brig(api, "ls", "--ended").stdout.decode().splitlines()
+    assert ended[0].split() == ["ID", "TEMPLATE", "STATE", "CREATED", "ENDED", "REASON", "COST"]
+    mine = [line.split() for line in ended[1:] if line.startswith(sid)]
+    assert mine and mine[0][2] == "deleted" and mine[0][5:] == ["deleted", "$0.000600"], ended
+    listed = json.loads(brig(api, "ls", "--ended", "--json").stdout)["sandboxes"]
+    assert sid in [s["id"] for s in listed]
+    assert brig(api, "ls", "--ended", "--since", "2999-01-01T00:00:00Z").stdout.decode() \
+        .splitlines()[1:] == []
+    assert brig(api, "ls", "--since", "0", check=False).returncode == 2
+
+    # account ls is the operator's; an account's admin key is refused by brigd
+    r = brig(api, "account", "ls", check=False)
+    assert r.returncode == 1 and b"needs the operator key (HTTP 403" in r.stderr, r.stderr
+    op = Api(api.base_url, daemon.operator_key)
+    out = brig(op, "account", "ls").stdout.decode().splitlines()
+    assert out[0].split() == ["ID", "NAME", "BALANCE", "TODAY", "LIVE", "CREATED"]
+    assert any(line.startswith(acc["id"]) for line in out[1:])
+    assert json.loads(brig(op, "account", "ls", "--json").stdout) == \
+        op.ok("GET", "/v1/accounts").json()
+    # the ledger is an admin's: a sandbox key is refused
+    k = api.ok("POST", f"/v1/projects/{acc['default_project_id']}/keys", {"scope": "sandbox"}).json()
+    try:
+        r = brig(Api(api.base_url, k["key"]), "account", "ledger", check=False)
+        assert r.returncode == 1 and b"(HTTP 403 forbidden)" in r.stderr, r.stderr
+    finally:
+        api.ok("DELETE", f"/v1/projects/{acc['default_project_id']}/keys/{k['id']}",
+               expect=(204,))

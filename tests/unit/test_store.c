@@ -443,6 +443,52 @@ static void test_blackboxes(void **state)
     free(data);
 }
 
+/* The ids of a listing of ended sandboxes, "a,b,". */
+static void ended_ids(fixture *f, const brig_ended_query *q, int max, char *out, size_t size)
+{
+    brig_sandbox_row rows[8];
+    int n = -1;
+    assert_int_equal(brig_store_sandbox_ended(f->st, q, rows, max, &n, NULL), 0);
+    out[0] = '\0';
+    for (int i = 0; i < n; i++)
+        snprintf(out + strlen(out), size - strlen(out), "%s,", rows[i].id);
+}
+
+static void test_ended_sandboxes(void **state)
+{
+    fixture *f = *state;
+    make_account(f, "acc_1", "prj_1", "key_1", "h1");
+    const char *ids[] = {"sbx_a", "sbx_b", "sbx_c", "sbx_d", "sbx_live"};
+    for (int i = 0; i < 5; i++)
+        add_sandbox(f, ids[i], 1000 + i, 1);
+    /* b and c end in the same millisecond: the id orders them, descending */
+    assert_int_equal(brig_store_sandbox_set_state(f->st, "sbx_a", "deleted", "x", 10, NULL), 0);
+    assert_int_equal(brig_store_sandbox_set_state(f->st, "sbx_b", "deleted", "x", 20, NULL), 0);
+    assert_int_equal(brig_store_sandbox_set_state(f->st, "sbx_c", "failed", "x", 20, NULL), 0);
+    assert_int_equal(brig_store_sandbox_set_state(f->st, "sbx_d", "deleting", "x", 30, NULL), 0);
+    char got[128];
+    brig_ended_query q = {.account_id = "acc_1"};
+    ended_ids(f, &q, 8, got, sizeof(got));
+    assert_string_equal(got, "sbx_c,sbx_b,sbx_a,"); /* deleting and live ones are not ended */
+    ended_ids(f, &q, 2, got, sizeof(got));
+    assert_string_equal(got, "sbx_c,sbx_b,");
+    q.before_at = 20, q.before_id = "sbx_c"; /* the next page after c: b (same ms), then a */
+    ended_ids(f, &q, 8, got, sizeof(got));
+    assert_string_equal(got, "sbx_b,sbx_a,");
+    q.before_id = "sbx_b";
+    ended_ids(f, &q, 8, got, sizeof(got));
+    assert_string_equal(got, "sbx_a,");
+    q = (brig_ended_query){.account_id = "acc_1", .since = 20};
+    ended_ids(f, &q, 8, got, sizeof(got));
+    assert_string_equal(got, "sbx_c,sbx_b,");
+    q = (brig_ended_query){.account_id = "acc_1", .project_id = "prj_other"};
+    ended_ids(f, &q, 8, got, sizeof(got));
+    assert_string_equal(got, "");
+    q = (brig_ended_query){.account_id = "acc_other"};
+    ended_ids(f, &q, 8, got, sizeof(got));
+    assert_string_equal(got, "");
+}
+
 static void test_reopen_and_backends(void **state)
 {
     fixture *f = *state;
@@ -472,6 +518,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blackboxes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ended_sandboxes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_and_backends, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

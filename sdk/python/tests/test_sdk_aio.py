@@ -190,3 +190,29 @@ def test_cancelled_create_leaves_no_sandbox(daemon):
         assert await aio.Sandbox.list() == []
 
     run(main())
+
+
+def test_money_routes_and_ended_sandboxes(daemon):
+    async def main():
+        c = aio.Client()
+        try:
+            async with aio.Sandbox.create("minimal", client=c) as sb:
+                sid = sb.id
+            assert len(await c.usage(days=2)) == 2
+            page = await c.ledger(limit=1)
+            assert page["entries"][0]["sandbox_id"] == sid
+            every = [e async for e in c.ledger_entries(page=2)]
+            assert every[0] == page["entries"][0] and every[-1]["kind"] == "credit"
+            with pytest.raises(brig.Forbidden):
+                await c.accounts()
+            op = aio.Client(daemon.url, daemon.operator_key)
+            try:
+                assert (await c.account())["id"] in [a["id"] for a in await op.accounts()]
+            finally:
+                await op.aclose()
+            ended = await c.ended_sandboxes()
+            assert sid in [e.id for e in ended] and all(e.deleted_at for e in ended)
+        finally:
+            await c.aclose()
+
+    run(main())

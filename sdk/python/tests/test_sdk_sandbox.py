@@ -206,6 +206,41 @@ def test_timeline_and_black_box_after_the_end(client):
     assert m["state"] == "ended" and m["end_reason"] == "deleted" and m["execs"] == 2
 
 
+def test_money_routes_and_ended_sandboxes(daemon, client):
+    """usage, ledger (page by page), accounts (the operator's) and the ended sandboxes, each
+    against brigd's own answer."""
+    with Sandbox.create("minimal", client=client) as s:
+        sid = s.id
+    days = client.usage(days=3)
+    assert len(days) == 3 and days == client.call("GET", "/v1/account/usage",
+                                                  query={"days": 3})["days"]
+    assert days[-1]["spent_micro_usd"] == client.account()["usage_today_micro_usd"]
+    first = client.ledger(limit=1)
+    assert first["entries"][0]["kind"] == "charge" and first["entries"][0]["sandbox_id"] == sid
+    assert first["next_before"] == first["entries"][0]["seq"]
+    rest = client.ledger(before=first["next_before"])
+    assert all(e["seq"] < first["next_before"] for e in rest["entries"])
+    every = list(client.ledger_entries(page=1))
+    assert every[0] == first["entries"][0] and every[-1]["kind"] == "credit"
+    assert [e["seq"] for e in every] == sorted((e["seq"] for e in every), reverse=True)
+    with pytest.raises(brig.InvalidRequest):
+        client.usage(days=0)
+    with pytest.raises(brig.Forbidden):
+        client.accounts()  # an admin key: the operator's route
+    op = brig.Client(daemon.url, daemon.operator_key)
+    assert client.account()["id"] in [a["id"] for a in op.accounts()]
+
+    ended = client.ended_sandboxes()
+    mine = [e for e in ended if e.id == sid]
+    assert mine and mine[0].deleted and mine[0].end_reason == "deleted"
+    assert mine[0].raw["cost"] == "$0.000600" and mine[0].deleted_at is not None
+    assert ended == sorted(ended, key=lambda e: e.deleted_at, reverse=True)
+    assert sid in [e.id for e in client.ended_sandboxes(since=mine[0].deleted_at)]
+    assert client.ended_sandboxes(since="2999-01-01T00:00:00Z") == []
+    with pytest.raises(brig.InvalidRequest):
+        client.ended_sandboxes(since="never")
+
+
 def test_isolation(client):
     with Sandbox.create("minimal", isolation="container", client=client) as s:
         assert s.info.isolation == "container"

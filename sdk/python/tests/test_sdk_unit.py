@@ -423,3 +423,18 @@ def test_connections_are_reused_after_empty_answers():
             c.list_sandboxes()
         c.close()
         assert len({r["client"] for r in f.requests}) == 1
+
+
+def test_time_and_ended_query():
+    import datetime as dt
+    assert _common.time_param(None) is None
+    assert _common.time_param("2026-12-01T10:00:00Z") == "2026-12-01T10:00:00Z"
+    assert _common.time_param(1700000000123) == "1700000000123"
+    assert _common.time_param(dt.datetime(1970, 1, 1, 0, 0, 1)) == "1000"  # naive: UTC
+    utc2 = dt.timezone(dt.timedelta(hours=2))
+    assert _common.time_param(dt.datetime(1970, 1, 1, 2, 0, 1, tzinfo=utc2)) == "1000"
+    with pytest.raises(TypeError):
+        _common.time_param(True)
+    assert _common.ended_query(None, None, 5) == {"state": "ended", "limit": 5}
+    assert _common.ended_query(7, "sbx_x", 5) == {"state": "ended", "limit": 5, "since": "7",
+                                                  "before": "sbx_x"}

@@ -11,6 +11,8 @@ import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import * as https from "node:https";
 import { BrigError, ConnectionError, errorFromBody } from "./errors.js";
+import type { LedgerEntry, LedgerPage, UsageDay } from "./types.js";
+import { camel } from "./util.js";
 
 export interface ClientOptions {
   /** brigd's base URL; default `$BRIG_URL`, else `http://127.0.0.1:7070`. A path prefix is kept. */
@@ -119,6 +121,42 @@ export class BrigClient {
   /** `GET /v1/account`: the caller's account (balance, usage, limits), as brigd sends it. */
   async account(): Promise<Record<string, unknown>> {
     return this.json("GET", "/v1/account");
+  }
+
+  /**
+   * `GET /v1/account/usage`: what the account spent on each of its last `days` UTC days
+   * (1..366, default 30), oldest first, today last.
+   */
+  async usage(days = 30): Promise<UsageDay[]> {
+    const r = await this.json<{ days: unknown[] }>("GET", "/v1/account/usage", { query: { days } });
+    return r.days.map((d) => camel<UsageDay>(d));
+  }
+
+  /**
+   * `GET /v1/account/ledger` (an admin key): one page of the account's credits and charges,
+   * newest first, at most `limit` (1..1000, default 100) entries older than `before`.
+   */
+  async ledger(options: { limit?: number; before?: number } = {}): Promise<LedgerPage> {
+    const r = await this.json<{ entries: unknown[]; next_before: number | null }>("GET", "/v1/account/ledger", {
+      query: { limit: options.limit, before: options.before },
+    });
+    return { entries: r.entries.map((e) => camel<LedgerEntry>(e)), nextBefore: r.next_before };
+  }
+
+  /** Every entry of the ledger, newest first, fetched `page` entries at a time. */
+  async *ledgerEntries(page = 1000): AsyncGenerator<LedgerEntry> {
+    let before: number | undefined;
+    for (;;) {
+      const p = await this.ledger({ limit: page, before });
+      yield* p.entries;
+      if (p.nextBefore === null) return;
+      before = p.nextBefore;
+    }
+  }
+
+  /** `GET /v1/accounts` (the operator key): every account as `account()` shows one, oldest first. */
+  async accounts(): Promise<Record<string, unknown>[]> {
+    return (await this.json<{ accounts: Record<string, unknown>[] }>("GET", "/v1/accounts")).accounts;
   }
 
   /**

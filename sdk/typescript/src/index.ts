@@ -39,9 +39,12 @@ export type {
   FileEntry,
   FileMode,
   Isolation,
+  LedgerEntry,
+  LedgerPage,
   ProcessEvent,
   ProcessInfo,
   PtySize,
   SandboxEndReason,
   SandboxInfo,
+  UsageDay,
 } from "./types.js";

@@ -86,6 +86,28 @@ export class Sandbox {
     return r.sandboxes.map((s) => sandboxInfo(s));
   }
 
+  /**
+   * The caller's ended sandboxes (`GET /v1/sandboxes?state=ended`, every page), the last
+   * ended first: those that ended at or after `since` (a Date, ISO 8601 text or ms since
+   * the epoch; default and earliest: the start of brigd's retention period, 7 days by
+   * default), each with `state`, `reason`, `endReason`, `deletedAt` and its cost.
+   */
+  static async listEnded(options: ConnectOptions & { since?: Date | string | number } = {}): Promise<SandboxInfo[]> {
+    const client = BrigClient.from(options);
+    const s = options.since;
+    const since = s instanceof Date ? String(s.getTime()) : s === undefined ? undefined : String(s);
+    const out: SandboxInfo[] = [];
+    let before: string | undefined;
+    for (;;) {
+      const r = await client.json<{ sandboxes: unknown[]; next_before: string | null }>("GET", "/v1/sandboxes", {
+        query: { state: "ended", limit: 1000, since, before },
+      });
+      out.push(...r.sandboxes.map((x) => sandboxInfo(x)));
+      if (r.next_before === null) return out;
+      before = r.next_before;
+    }
+  }
+
   /** Fetches the sandbox's current state. */
   async refresh(): Promise<SandboxInfo> {
     return (this.info = sandboxInfo(await this.client.json("GET", this.#path)));

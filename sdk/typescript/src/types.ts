@@ -44,6 +44,38 @@ export interface SandboxInfo {
   [key: string]: unknown;
 }
 
+/** What the account spent on one UTC day (`GET /v1/account/usage`). */
+export interface UsageDay {
+  /** `YYYY-MM-DD`. */
+  date: string;
+  spentMicroUsd: number;
+  /** Formatted: `"$0.000600"`. */
+  spent: string;
+}
+
+/** One entry of the account's ledger (`GET /v1/account/ledger`). */
+export interface LedgerEntry {
+  seq: number;
+  /** ISO 8601. */
+  at: string;
+  kind: "credit" | "charge";
+  amountMicroUsd: number;
+  /** Formatted: `"$0.000600"`. */
+  amount: string;
+  /** A charge's sandbox; `null` for a credit. */
+  sandboxId: string | null;
+  /** The seconds a charge covers; `null` for a credit. */
+  seconds: number | null;
+  note: string | null;
+  [key: string]: unknown;
+}
+
+/** One page of the ledger, newest first; `nextBefore` is the next page's `before` (`null`: the last). */
+export interface LedgerPage {
+  entries: LedgerEntry[];
+  nextBefore: number | null;
+}
+
 /**
  * How a sandbox is kept from the host: `container` (the host's kernel under
  * namespaces and a seccomp allow-list) or `gvisor` (a user-space kernel of its own).

@@ -140,6 +140,51 @@ describe("sandboxes", () => {
     assert.equal(typeof acct.balance_micro_usd, "number");
   });
 
+  test("usage, ledger page by page, accounts (operator), ended sandboxes", async () => {
+    const c = client();
+    const sb = await Sandbox.create({ template: "minimal", client: c });
+    await sb.kill();
+    const days = await c.usage(3);
+    assert.equal(days.length, 3);
+    assert.match(days[2]!.date, /^\d{4}-\d{2}-\d{2}$/);
+    assert.equal(days[2]!.spentMicroUsd, (await c.account()).usage_today_micro_usd);
+    assert.equal(days[2]!.spent, (await c.json<{ days: { spent: string }[] }>("GET", "/v1/account/usage?days=3")).days[2]!.spent);
+    await assert.rejects(c.usage(0), InvalidRequestError);
+
+    const first = await c.ledger({ limit: 1 });
+    assert.equal(first.entries.length, 1);
+    const charge = first.entries[0]!;
+    assert.equal(charge.kind, "charge");
+    assert.equal(charge.sandboxId, sb.id);
+    assert.equal(charge.amountMicroUsd, 600);
+    assert.equal(first.nextBefore, charge.seq);
+    const rest = await c.ledger({ before: first.nextBefore! });
+    assert.ok(rest.entries.every((e) => e.seq < charge.seq));
+    const every: number[] = [];
+    for await (const e of c.ledgerEntries(1)) every.push(e.seq);
+    assert.deepEqual(every, [...every].sort((a, b) => b - a));
+    assert.equal(every[0], charge.seq);
+
+    await assert.rejects(c.accounts(), ForbiddenError);
+    const op = new BrigClient({ url: brigd().url, apiKey: brigd().operatorKey });
+    try {
+      const ids = (await op.accounts()).map((a) => a.id);
+      assert.ok(ids.includes((await c.account()).id));
+    } finally {
+      op.close();
+    }
+
+    const ended = await Sandbox.listEnded({ client: c });
+    const mine = ended.find((e) => e.id === sb.id);
+    assert.ok(mine, "the ended sandbox is listed");
+    assert.equal(mine.state, "deleted");
+    assert.equal(mine.endReason, "deleted");
+    assert.equal(mine.cost, "$0.000600");
+    assert.ok((await Sandbox.listEnded({ client: c, since: new Date(Date.parse(mine.deletedAt!)) })).some((e) => e.id === sb.id));
+    assert.deepEqual(await Sandbox.listEnded({ client: c, since: "2999-01-01T00:00:00Z" }), []);
+    await assert.rejects(Sandbox.listEnded({ client: c, since: "never" }), InvalidRequestError);
+  });
+
   test("create with tariff, env, secrets, timeouts; setTimeout; network log", async () => {
     const before = Date.now();
     await using sb = await Sandbox.create({

@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "handlers.h"
 #include "stream.h"
@@ -17,30 +16,6 @@
 #define EXPORT_DEFAULT 10000
 #define EXPORT_MAX     100000
 #define FOLLOW_WAIT_MS 1000 /* a follower looks at its client this often */
-
-/* "since": ms since the epoch, or "2026-12-01T10:00:00[.123]Z"; -1 when neither. */
-static int64_t query_since(brig_req *r)
-{
-    const char *v = brig_http_query(r, "since");
-    if (v == NULL || *v == '\0')
-        return 0;
-    if (strchr(v, 'T') == NULL)
-        return api_query_int(r, "since", 0, INT64_MAX / 2);
-    struct tm tm = {0};
-    const char *rest = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (rest == NULL)
-        return -1;
-    int64_t ms = 0;
-    if (*rest == '.') {
-        char *end = NULL;
-        double frac = strtod(rest, &end);
-        ms = (int64_t)(frac * 1000);
-        rest = end;
-    }
-    if (strcmp(rest, "Z") != 0 && *rest != '\0')
-        return -1;
-    return (int64_t)timegm(&tm) * 1000 + ms;
-}
 
 static json_t *last_seq(json_t *events)
 {
@@ -178,7 +153,7 @@ void api_audit_export(brig_req *r)
 {
     int64_t after = api_query_int(r, "after", 0, INT64_MAX / 2);
     int64_t limit = api_query_int(r, "limit", EXPORT_DEFAULT, EXPORT_MAX);
-    int64_t since = query_since(r);
+    int64_t since = api_query_time(r, "since");
     if (after < 0 || limit < 1 || since < 0) {
         brig_http_fail(r, BRIG_E_INVALID,
                        "'since' must be a time (ISO 8601, or ms since the epoch), 'after' an "

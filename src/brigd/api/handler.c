@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/format.h"
@@ -89,4 +91,27 @@ int64_t api_query_int(brig_req *r, const char *name, int64_t def, int64_t max)
     if (errno || *end || n < 0 || n > max)
         return -1;
     return n;
+}
+
+int64_t api_query_time(brig_req *r, const char *name)
+{
+    const char *v = brig_http_query(r, name);
+    if (v == NULL || *v == '\0')
+        return 0;
+    if (strchr(v, 'T') == NULL)
+        return api_query_int(r, name, 0, INT64_MAX / 2);
+    struct tm tm = {0};
+    const char *rest = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (rest == NULL)
+        return -1;
+    int64_t ms = 0;
+    if (*rest == '.') {
+        char *end = NULL;
+        double frac = strtod(rest, &end);
+        ms = (int64_t)(frac * 1000);
+        rest = end;
+    }
+    if (strcmp(rest, "Z") != 0 && *rest != '\0')
+        return -1;
+    return (int64_t)timegm(&tm) * 1000 + ms;
 }

@@ -14,6 +14,10 @@
  * above max. */
 int64_t api_query_int(brig_req *r, const char *name, int64_t def, int64_t max);
 
+/* A time query argument: ms since the epoch, or "2026-12-01T10:00:00[.123]Z" (absent or
+ * empty: 0); -1 when it is neither. */
+int64_t api_query_time(brig_req *r, const char *name);
+
 /* Borrows the request's sandbox ({id}) and opens an agent connection to it.
  * On failure replies (404, 503…) and returns -1; on success the caller owns
  * *sb (brig_sandbox_put) and the fd. */

@@ -65,6 +65,7 @@ void api_audit_verify(brig_req *r);
 /* ui.c: the dashboard's files (no key: they hold no data) */
 void api_ui_index(brig_req *r);
 void api_ui_file(brig_req *r);
+void api_ui_redirect(brig_req *r);
 
 /* Shared by uploads (files, tar, process stdin): a body streamed to the agent. */
 void api_upload_body(brig_req *r, const char *data, size_t n);

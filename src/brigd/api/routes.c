@@ -143,9 +143,36 @@ static void h_tariffs(brig_req *r)
                    json_pack("{s:o, s:s}", "tariffs", arr, "default", r->d->cfg.default_tariff));
 }
 
+/* GET /v1/sandboxes: the live ones; ?state=ended&since=TIME&before=ID&limit=N: the ended ones
+ * (within the retention period), the last ended first, a page at a time. */
 static void h_sandbox_list(brig_req *r)
 {
-    brig_http_json(r, 200, json_pack("{s:o}", "sandboxes", brig_sandbox_list(r->d, &r->caller)));
+    const char *state = brig_http_query(r, "state");
+    const char *before = brig_http_query(r, "before");
+    bool ended = state && strcmp(state, "ended") == 0;
+    if (state && !ended && strcmp(state, "live") != 0) {
+        brig_http_fail(r, BRIG_E_INVALID, "'state' must be \"live\" or \"ended\"");
+        return;
+    }
+    if (!ended) {
+        if (brig_http_query(r, "since") || before || brig_http_query(r, "limit"))
+            brig_http_fail(r, BRIG_E_INVALID, "'since', 'before' and 'limit' go with state=ended");
+        else
+            brig_http_json(r, 200,
+                           json_pack("{s:o}", "sandboxes", brig_sandbox_list(r->d, &r->caller)));
+        return;
+    }
+    int64_t since = api_query_time(r, "since"), limit = api_query_int(r, "limit", 100, 1000);
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if (since < 0 || limit < 1)
+        brig_error_set(&err, BRIG_E_INVALID, 0,
+                       "'since' must be a time (ISO 8601, or ms since the epoch) and 'limit' an "
+                       "integer in [1, 1000]");
+    else
+        brig_sandbox_list_ended(r->d, &r->caller, since, before && *before ? before : NULL,
+                                (int)limit, &out, &err);
+    brig_http_answer(r, err, 200, out);
 }
 
 static void h_sandbox_get(brig_req *r)
@@ -206,6 +233,8 @@ void brig_api_explain(brig_req *r, brig_error **err)
 const brig_route brig_api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC, NULL, NULL},
     {"GET", "/openapi.json", h_openapi, ROUTE_PUBLIC, NULL, NULL},
+    {"GET", "/", api_ui_redirect, ROUTE_PUBLIC, NULL, NULL},
+    {"GET", "/ui", api_ui_redirect, ROUTE_PUBLIC, NULL, NULL},
     {"GET", "/ui/", api_ui_index, ROUTE_PUBLIC, NULL, NULL},
     {"GET", "/ui/{file}", api_ui_file, ROUTE_PUBLIC, NULL, NULL},
     {"POST", "/v1/sandboxes", h_sandbox_create, 0, NULL, NULL},

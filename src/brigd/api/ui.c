@@ -62,3 +62,13 @@ void api_ui_file(brig_req *r)
 {
     serve(r, r->params[0]);
 }
+
+/* GET /ui and GET /: to the dashboard's page.  /ui is /ui/ spelt without its slash, for good
+ * (301); / only for now (302), so that a later use of / is not held in browsers' caches. */
+void api_ui_redirect(brig_req *r)
+{
+    bool root = strcmp(r->route->pattern, "/") == 0;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, "Location", "/ui/");
+    brig_http_response(r, root ? 302 : 301, resp);
+}

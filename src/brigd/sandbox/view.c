@@ -90,6 +90,46 @@ static json_t *ended_json(brigd *d, const brig_caller *c, const brig_sandbox_row
     return j;
 }
 
+int brig_sandbox_list_ended(brigd *d, const brig_caller *c, int64_t since, const char *before,
+                            int limit, json_t **out, brig_error **err)
+{
+    int64_t kept = brig_now_real_ms() - d->cfg.retention_ms;
+    brig_ended_query q = {.account_id = c->account_id,
+                          .project_id = strcmp(c->scope, "admin") == 0 ? NULL : c->project_id,
+                          .since = since > kept ? since : kept};
+    brig_sandbox_row cursor;
+    if (before != NULL) {
+        int found = brig_store_sandbox_get(d->store, before, &cursor, err);
+        if (found < 0)
+            return -1;
+        int state = found ? brig_sb_state_parse(cursor.state) : -1;
+        if ((state != BRIG_SB_DELETED && state != BRIG_SB_FAILED) ||
+            !brig_caller_sees(c, cursor.account_id, cursor.project_id))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'before' must be one of your ended sandboxes (a page's "
+                                  "next_before), not '%.40s'",
+                                  before);
+        q.before_at = cursor.deleted_at;
+        q.before_id = cursor.id;
+    }
+    brig_sandbox_row *rows = brig_xcalloc((size_t)limit, sizeof(*rows));
+    int n = 0;
+    if (brig_store_sandbox_ended(d->store, &q, rows, limit, &n, err) < 0) {
+        free(rows);
+        return -1;
+    }
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *j = ended_json(d, c, &rows[i]);
+        if (j)
+            json_array_append_new(arr, j);
+    }
+    json_t *next = n == limit ? json_string(rows[n - 1].id) : json_null();
+    free(rows);
+    *out = json_pack("{s:o, s:o}", "sandboxes", arr, "next_before", next);
+    return 0;
+}
+
 int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **out,
                       brig_error **err)
 {

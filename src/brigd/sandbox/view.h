@@ -22,6 +22,14 @@ int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **o
                       brig_error **err);
 json_t *brig_sandbox_list(brigd *d, const brig_caller *c);
 
+/* The ended sandboxes the caller may see (a sandbox key: its project's) that ended at or after
+ * since (and within the retention period), the last ended first, at most limit of them, after
+ * the one named `before` (NULL: from the last ended): {"sandboxes", "next_before"}, the latter
+ * the id to pass as `before` for the next page, null on the last.  BRIG_E_INVALID when before
+ * is not one of the caller's ended sandboxes. */
+int brig_sandbox_list_ended(brigd *d, const brig_caller *c, int64_t since, const char *before,
+                            int limit, json_t **out, brig_error **err);
+
 /* The network log of a sandbox (shown through its redactor). */
 int brig_sandbox_network_log(brigd *d, const brig_caller *c, const char *id, json_t **out,
                              brig_error **err);

@@ -105,6 +105,9 @@ static const char *const migrations[] = {
      "  sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id), ended_at INTEGER NOT NULL,"
      "  data TEXT NOT NULL);"
      "CREATE INDEX blackboxes_ended ON blackboxes(ended_at);"),
+    /* 9: an account's ended sandboxes, the last ended first (GET /v1/sandboxes?state=ended) */
+    ("CREATE INDEX sandboxes_ended ON sandboxes(account_id, deleted_at)"
+     " WHERE state IN ('deleted','failed');"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -217,6 +220,7 @@ const brig_store_ops brig_store_sqlite_ops = {
     .sandbox_get = brig_sqlite_sandbox_get,
     .sandbox_set_expiry = brig_sqlite_sandbox_set_expiry,
     .sandbox_each_live = brig_sqlite_sandbox_each_live,
+    .sandbox_ended = brig_sqlite_sandbox_ended,
     .sandbox_count_reason = brig_sqlite_sandbox_count_reason,
     .blackbox_put = brig_sqlite_blackbox_put,
     .blackbox_get = brig_sqlite_blackbox_get,

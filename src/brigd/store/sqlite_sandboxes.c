@@ -129,24 +129,53 @@ static void read_sandbox(sqlite3_stmt *s, brig_sandbox_row *row)
     brig_sqlite_text(s, 12, row->isolation, sizeof(row->isolation));
 }
 
+/* SANDBOX_COLS and what an ended one adds, for read_ended. */
+#define ENDED_COLS SANDBOX_COLS ", reason, deleted_at, cost_micro_usd"
+
+static void read_ended(sqlite3_stmt *s, brig_sandbox_row *row)
+{
+    memset(row, 0, sizeof(*row));
+    read_sandbox(s, row);
+    brig_sqlite_text(s, 13, row->reason, sizeof(row->reason));
+    row->deleted_at = sqlite3_column_int64(s, 14);
+    row->cost = sqlite3_column_int64(s, 15);
+}
+
 int brig_sqlite_sandbox_get(brig_store_conn *c, const char *id, brig_sandbox_row *out,
                             brig_error **err)
 {
     memset(out, 0, sizeof(*out));
     brig_sqlite_lock(c);
-    sqlite3_stmt *s = brig_sqlite_prepare(
-        c, SANDBOX_COLS ", reason, deleted_at, cost_micro_usd FROM sandboxes WHERE id = ?", "s",
-        id);
+    sqlite3_stmt *s = brig_sqlite_prepare(c, ENDED_COLS " FROM sandboxes WHERE id = ?", "s", id);
     int r = brig_sqlite_step(c, s, "read sandbox", err);
-    if (r == 1) {
-        read_sandbox(s, out);
-        brig_sqlite_text(s, 13, out->reason, sizeof(out->reason));
-        out->deleted_at = sqlite3_column_int64(s, 14);
-        out->cost = sqlite3_column_int64(s, 15);
-    }
+    if (r == 1)
+        read_ended(s, out);
     sqlite3_finalize(s);
     brig_sqlite_unlock(c);
     return r;
+}
+
+int brig_sqlite_sandbox_ended(brig_store_conn *c, const brig_ended_query *q, brig_sandbox_row *rows,
+                              int max, int *n, brig_error **err)
+{
+    const char *prj = q->project_id ? q->project_id : "";
+    const char *bid = q->before_id ? q->before_id : "";
+    *n = 0;
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = brig_sqlite_prepare(
+        c,
+        ENDED_COLS " FROM sandboxes WHERE account_id = ? AND state IN ('deleted','failed')"
+                   " AND deleted_at >= ? AND (? = '' OR project_id = ?)"
+                   " AND (? = 0 OR deleted_at < ? OR (deleted_at = ? AND id < ?))"
+                   " ORDER BY deleted_at DESC, id DESC LIMIT ?",
+        "sissiiisi", q->account_id, q->since, prj, prj, q->before_at, q->before_at, q->before_at,
+        bid, (int64_t)max);
+    int r = 0;
+    while (*n < max && (r = brig_sqlite_step(c, s, "list ended sandboxes", err)) == 1)
+        read_ended(s, &rows[(*n)++]);
+    sqlite3_finalize(s);
+    brig_sqlite_unlock(c);
+    return r < 0 ? -1 : 0;
 }
 
 int brig_sqlite_sandbox_set_expiry(brig_store_conn *c, const char *id, int64_t expires_at,

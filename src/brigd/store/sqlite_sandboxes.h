@@ -29,6 +29,8 @@ int brig_sqlite_sandbox_set_expiry(brig_store_conn *c, const char *id, int64_t e
                                    brig_error **err);
 int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sandbox_row *, void *),
                                   void *ctx, brig_error **err);
+int brig_sqlite_sandbox_ended(brig_store_conn *c, const brig_ended_query *q, brig_sandbox_row *rows,
+                              int max, int *n, brig_error **err);
 int brig_sqlite_sandbox_count_reason(brig_store_conn *c, const char *account_id, const char *reason,
                                      int64_t *n, brig_error **err);
 

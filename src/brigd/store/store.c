@@ -213,6 +213,12 @@ int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_r
     return st->ops->sandbox_each_live(st->conn, fn, ctx, err);
 }
 
+int brig_store_sandbox_ended(brig_store *st, const brig_ended_query *q, brig_sandbox_row *rows,
+                             int max, int *n, brig_error **err)
+{
+    return st->ops->sandbox_ended(st->conn, q, rows, max, n, err);
+}
+
 int brig_store_sandbox_count_reason(brig_store *st, const char *account_id, const char *reason,
                                     int64_t *n, brig_error **err)
 {

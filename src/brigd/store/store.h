@@ -81,6 +81,8 @@ int brig_store_sandbox_set_expiry(brig_store *st, const char *id, int64_t expire
                                   brig_error **err);
 int brig_store_sandbox_each_live(brig_store *st, void (*fn)(const brig_sandbox_row *, void *),
                                  void *ctx, brig_error **err);
+int brig_store_sandbox_ended(brig_store *st, const brig_ended_query *q, brig_sandbox_row *rows,
+                             int max, int *n, brig_error **err);
 int brig_store_sandbox_count_reason(brig_store *st, const char *account_id, const char *reason,
                                     int64_t *n, brig_error **err);
 

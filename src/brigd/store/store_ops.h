@@ -133,6 +133,15 @@ typedef struct brig_sandbox_row {
     int64_t cost;                 /* micro-dollars charged so far */
 } brig_sandbox_row;
 
+/* Which ended sandboxes a listing wants (brig_store_sandbox_ended). */
+typedef struct brig_ended_query {
+    const char *account_id;
+    const char *project_id; /* "" or NULL: every project of the account */
+    int64_t since;          /* ended at or after this (ms since the epoch) */
+    int64_t before_at;      /* 0: from the last ended; else only those before (before_at, */
+    const char *before_id;  /* before_id) in the listing's order */
+} brig_ended_query;
+
 /* One record of the audit timeline (audit/audit.h says what they mean).  Records form
  * one hash chain per account: n counts the account's records from 1, prev is the hash
  * of record n - 1 (64 zeros for the first), hash the record's own. */
@@ -276,6 +285,10 @@ typedef struct brig_store_ops {
      * and reason (the row is lent for the call; fn may use the store). */
     int (*sandbox_each_live)(brig_store_conn *c, void (*fn)(const brig_sandbox_row *, void *),
                              void *ctx, brig_error **err);
+    /* Up to max sandboxes in a final state that match q, the last ended first (equal
+     * times: by id, descending), into rows (env_json NULL); *n = how many. */
+    int (*sandbox_ended)(brig_store_conn *c, const brig_ended_query *q, brig_sandbox_row *rows,
+                         int max, int *n, brig_error **err);
     /* *n = how many sandboxes of the account ended for `reason`. */
     int (*sandbox_count_reason)(brig_store_conn *c, const char *account_id, const char *reason,
                                 int64_t *n, brig_error **err);

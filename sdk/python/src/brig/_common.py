@@ -5,6 +5,7 @@ tar streaming for directory up- and downloads.  No I/O on sockets here."""
 from __future__ import annotations
 
 import base64
+import datetime as _dt
 import io
 import json
 import os
@@ -586,3 +587,35 @@ def check_json_object(j: Any, what: str) -> dict[str, Any]:
         raise ProtocolError(f"{what}: expected a JSON object, got {j!r:.200}")
     return j
 
+
+
+def check_json_list(j: Any, field: str, what: str) -> list[Any]:
+    """j[field] of an answer object, which must be a list."""
+    v = check_json_object(j, what).get(field)
+    if not isinstance(v, list):
+        raise ProtocolError(f"{what}: expected a list in {field!r}, got {v!r:.200}")
+    return v
+
+
+def time_param(t: Union[str, int, float, _dt.datetime, None]) -> Optional[str]:
+    """A time for a query: an ISO 8601 string as it is, a number as ms since the epoch, a
+    datetime (naive: UTC) as ms; None stays None."""
+    if t is None or isinstance(t, str):
+        return t
+    if isinstance(t, _dt.datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=_dt.timezone.utc)
+        return str(int(t.timestamp() * 1000))
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise TypeError(f"a time must be a datetime, an ISO 8601 string or ms, not {t!r:.60}")
+    return str(int(t))
+
+
+def ended_query(since: Any, before: Optional[str], limit: int) -> dict[str, Any]:
+    """The query of GET /v1/sandboxes?state=ended."""
+    qry: dict[str, Any] = {"state": "ended", "limit": limit}
+    if since is not None:
+        qry["since"] = time_param(since)
+    if before is not None:
+        qry["before"] = before
+    return qry

@@ -63,6 +63,58 @@ class Client:
         """The caller's account: balance, usage, limits (``GET /v1/account``)."""
         return C.check_json_object(self._t.request("GET", "/v1/account").json(), "account")
 
+    def usage(self, days: int = 30) -> builtins.list[dict[str, Any]]:
+        """What the account spent on each of its last ``days`` UTC days (1..366), oldest
+        first, today last: ``[{"date", "spent_micro_usd", "spent"}, …]``
+        (``GET /v1/account/usage``)."""
+        j = self._t.request("GET", "/v1/account/usage", query={"days": days}).json()
+        return list(C.check_json_list(j, "days", "usage"))
+
+    def ledger(self, *, limit: int = 100, before: Optional[int] = None) -> dict[str, Any]:
+        """One page of the account's ledger, newest first (an admin key):
+        ``{"entries": [{"seq", "at", "kind", "amount_micro_usd", "amount", "sandbox_id",
+        "seconds", "note"}, …], "next_before"}``; ``next_before`` is the next page's
+        ``before``, ``None`` on the last (``GET /v1/account/ledger``)."""
+        qry: dict[str, Any] = {"limit": limit}
+        if before is not None:
+            qry["before"] = before
+        j = self._t.request("GET", "/v1/account/ledger", query=qry).json()
+        C.check_json_list(j, "entries", "ledger")
+        return C.check_json_object(j, "ledger")
+
+    def ledger_entries(self, *, page: int = 1000) -> Iterator[dict[str, Any]]:
+        """Every entry of the account's ledger, newest first, fetched a page at a time."""
+        before: Optional[int] = None
+        while True:
+            p = self.ledger(limit=page, before=before)
+            yield from p["entries"]
+            before = p.get("next_before")
+            if before is None:
+                return
+
+    def accounts(self) -> builtins.list[dict[str, Any]]:
+        """Every account as :meth:`account` shows one, oldest first (``GET /v1/accounts``:
+        the operator key)."""
+        return list(C.check_json_list(self._t.request("GET", "/v1/accounts").json(),
+                                      "accounts", "accounts"))
+
+    def ended_sandboxes(self, *, since: Any = None) -> builtins.list[SandboxInfo]:
+        """The caller's ended sandboxes, the last ended first, every page
+        (``GET /v1/sandboxes?state=ended``): those that ended at or after ``since`` (a
+        datetime, an ISO 8601 string or ms since the epoch; default and earliest: the start
+        of brigd's retention period). ``state``, ``reason``, ``end_reason`` and
+        ``deleted_at`` say how each ended, ``raw["cost"]`` what it cost."""
+        out: builtins.list[SandboxInfo] = []
+        before: Optional[str] = None
+        while True:
+            j = self._t.request("GET", "/v1/sandboxes",
+                                query=C.ended_query(since, before, 1000)).json()
+            rows = C.check_json_list(j, "sandboxes", "sandboxes")
+            out += [SandboxInfo.from_json(s) for s in rows]
+            before = j.get("next_before")
+            if before is None:
+                return out
+
     def call(self, method: str, path: str, *, json: Any = None,
              query: Optional[Mapping[str, Any]] = None) -> Any:
         """Any other JSON route (accounts, projects, keys, secrets …): the

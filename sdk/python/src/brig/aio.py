@@ -87,6 +87,49 @@ class Client:
         return C.check_json_object((await self._t.request("GET", "/v1/account")).json(),
                                    "account")
 
+    async def usage(self, days: int = 30) -> builtins.list[dict[str, Any]]:
+        """See :meth:`brig.Client.usage`."""
+        j = (await self._t.request("GET", "/v1/account/usage", query={"days": days})).json()
+        return list(C.check_json_list(j, "days", "usage"))
+
+    async def ledger(self, *, limit: int = 100, before: Optional[int] = None) -> dict[str, Any]:
+        """See :meth:`brig.Client.ledger`."""
+        qry: dict[str, Any] = {"limit": limit}
+        if before is not None:
+            qry["before"] = before
+        j = (await self._t.request("GET", "/v1/account/ledger", query=qry)).json()
+        C.check_json_list(j, "entries", "ledger")
+        return C.check_json_object(j, "ledger")
+
+    async def ledger_entries(self, *, page: int = 1000) -> AsyncIterator[dict[str, Any]]:
+        """See :meth:`brig.Client.ledger_entries`."""
+        before: Optional[int] = None
+        while True:
+            p = await self.ledger(limit=page, before=before)
+            for e in p["entries"]:
+                yield e
+            before = p.get("next_before")
+            if before is None:
+                return
+
+    async def accounts(self) -> builtins.list[dict[str, Any]]:
+        """See :meth:`brig.Client.accounts` (the operator key)."""
+        j = (await self._t.request("GET", "/v1/accounts")).json()
+        return list(C.check_json_list(j, "accounts", "accounts"))
+
+    async def ended_sandboxes(self, *, since: Any = None) -> builtins.list[SandboxInfo]:
+        """See :meth:`brig.Client.ended_sandboxes`."""
+        out: builtins.list[SandboxInfo] = []
+        before: Optional[str] = None
+        while True:
+            j = (await self._t.request("GET", "/v1/sandboxes",
+                                       query=C.ended_query(since, before, 1000))).json()
+            rows = C.check_json_list(j, "sandboxes", "sandboxes")
+            out += [SandboxInfo.from_json(s) for s in rows]
+            before = j.get("next_before")
+            if before is None:
+                return out
+
     async def call(self, method: str, path: str, *, json: Any = None,
                    query: Optional[Mapping[str, Any]] = None) -> Any:
         """Any other JSON route (see :meth:`brig.Client.call`)."""
