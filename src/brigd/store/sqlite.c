@@ -183,6 +183,7 @@ static void sqlite_close(brig_store_conn *c)
 {
     if (c == NULL)
         return;
+    brig_sqlite_cache_clear(c);
     sqlite3_close(c->db);
     pthread_mutex_destroy(&c->lock);
     free(c);

@@ -54,7 +54,7 @@ int brig_sqlite_account_each(brig_store_conn *c, void (*fn)(const char *id, void
         ids = brig_xrealloc(ids, (n + 1) * sizeof(*ids));
         brig_sqlite_text(s, 0, ids[n++], sizeof(ids[0]));
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     for (size_t i = 0; r == 0 && i < n; i++)
         fn(ids[i], ctx);
@@ -84,7 +84,7 @@ int brig_sqlite_account_get(brig_store_conn *c, const char *id, brig_account_row
         out->created_at = brig_sqlite_int(s, 6, 0);
         brig_sqlite_text(s, 7, out->tariffs, sizeof(out->tariffs));
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }
@@ -157,7 +157,7 @@ int brig_sqlite_project_get(brig_store_conn *c, const char *id, brig_project_row
     int r = brig_sqlite_step(c, s, "read project", err);
     if (r == 1)
         read_project(s, out);
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }
@@ -178,7 +178,7 @@ int brig_sqlite_project_each(brig_store_conn *c, const char *account_id,
         memset(&rows[n], 0, sizeof(rows[n]));
         read_project(s, &rows[n++]);
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     for (size_t i = 0; i < n; i++) {
         if (r == 0)
@@ -229,7 +229,7 @@ int brig_sqlite_key_lookup(brig_store_conn *c, const char *hash, brig_key_row *o
         brig_sqlite_text(s, 3, out->scope, sizeof(out->scope));
         snprintf(out->hash, sizeof(out->hash), "%s", hash);
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }
@@ -328,7 +328,7 @@ static int charge_state(brig_store_conn *c, const char *sandbox_id, brig_charge_
         st->price = brig_sqlite_int(s, 3, 0);
         st->cost = brig_sqlite_int(s, 4, 0);
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     if (r == 1 && brig_sqlite_query_int(c, err, &st->balance, "read balance",
                                         "SELECT balance_micro_usd FROM accounts WHERE id = ?", "s",
                                         st->account_id) < 0)
@@ -405,7 +405,7 @@ int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t 
         l->seconds = brig_sqlite_int(s, 5, -1);
         brig_sqlite_text(s, 6, l->note, sizeof(l->note));
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r < 0 ? -1 : 0;
 }

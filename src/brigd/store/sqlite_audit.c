@@ -34,7 +34,7 @@ int brig_sqlite_audit_chain(brig_store_conn *c, const char *account_id, brig_aud
     int r = brig_sqlite_step(c, s, "read audit chain", err);
     if (r == 1)
         read_chain(s, out);
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }
@@ -48,7 +48,7 @@ static int append_one(brig_store_conn *c, brig_audit_row *w, brig_error **err)
         "siisssssss", w->account_id, w->n, w->at, w->kind, w->sandbox_id[0] ? w->sandbox_id : NULL,
         w->project_id[0] ? w->project_id : NULL, w->actor, w->data, w->prev, w->hash);
     int r = brig_sqlite_step(c, s, "append audit record", err);
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     if (r < 0)
         return -1;
     w->seq = sqlite3_last_insert_rowid(c->db);
@@ -59,7 +59,7 @@ static int append_one(brig_store_conn *c, brig_audit_row *w, brig_error **err)
                             " head_hash = excluded.head_hash",
                             "sis", w->account_id, w->n, w->hash);
     r = brig_sqlite_step(c, s, "move audit head", err);
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     return r < 0 ? -1 : 0;
 }
 
@@ -115,7 +115,7 @@ int brig_sqlite_audit_each(brig_store_conn *c, const brig_audit_query *q,
             break;
         }
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }
@@ -131,7 +131,7 @@ int brig_sqlite_audit_chains(brig_store_conn *c, void (*fn)(const brig_audit_cha
         read_chain(s, &ch);
         fn(&ch, ctx);
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }

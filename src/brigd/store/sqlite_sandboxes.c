@@ -43,7 +43,7 @@ int brig_sqlite_secret_each(brig_store_conn *c, const char *owner,
             break;
         }
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }
@@ -61,7 +61,7 @@ int brig_sqlite_secret_totals(brig_store_conn *c, const char *owner, int64_t *co
         *count = sqlite3_column_int64(s, 0);
         *box_bytes = sqlite3_column_int64(s, 1);
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r < 0 ? -1 : 0;
 }
@@ -150,7 +150,7 @@ int brig_sqlite_sandbox_get(brig_store_conn *c, const char *id, brig_sandbox_row
     int r = brig_sqlite_step(c, s, "read sandbox", err);
     if (r == 1)
         read_ended(s, out);
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }
@@ -173,7 +173,7 @@ int brig_sqlite_sandbox_ended(brig_store_conn *c, const brig_ended_query *q, bri
     int r = 0;
     while (*n < max && (r = brig_sqlite_step(c, s, "list ended sandboxes", err)) == 1)
         read_ended(s, &rows[(*n)++]);
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r < 0 ? -1 : 0;
 }
@@ -208,7 +208,7 @@ int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sand
         row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
         brig_sqlite_text(s, 14, row->reason, sizeof(row->reason));
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     for (size_t i = 0; i < n; i++) {
         if (r == 0)
@@ -256,7 +256,7 @@ int brig_sqlite_blackbox_get(brig_store_conn *c, const char *sandbox_id, char **
         const unsigned char *text = sqlite3_column_text(s, 1);
         *data = brig_xstrdup(text ? (const char *)text : "");
     }
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }

@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 void brig_sqlite_lock(brig_store_conn *c)
 {
@@ -58,10 +59,65 @@ void brig_sqlite_rollback(brig_store_conn *c)
     brig_sqlite_unlock(c);
 }
 
+/* The cache slot of sql: its own, a free one, or NULL (taken by other text, or busy: a
+ * statement of the same text still being read, as in a nested call). */
+static brig_sqlite_cached *cache_slot(brig_store_conn *c, const char *sql)
+{
+    size_t h = ((uintptr_t)sql >> 3) % BRIG_SQLITE_STMT_CACHE;
+    for (size_t i = 0; i < 4; i++) {
+        brig_sqlite_cached *e = &c->cache[(h + i) % BRIG_SQLITE_STMT_CACHE];
+        if (e->s == NULL)
+            return e;
+        /* The address first; the text too, for SQL a caller built in memory it reused. */
+        if (e->sql == sql && strcmp(sqlite3_sql(e->s), sql) == 0)
+            return e->busy ? NULL : e;
+    }
+    return NULL;
+}
+
+static sqlite3_stmt *take(brig_store_conn *c, const char *sql)
+{
+    brig_sqlite_cached *e = cache_slot(c, sql);
+    sqlite3_stmt *s = NULL;
+    if (e && e->s) {
+        e->busy = true;
+        return e->s;
+    }
+    if (e == NULL)
+        return sqlite3_prepare_v2(c->db, sql, -1, &s, NULL) == SQLITE_OK ? s : NULL;
+    if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK)
+        return NULL;
+    *e = (brig_sqlite_cached){.sql = sql, .s = s, .busy = true};
+    return s;
+}
+
+void brig_sqlite_release(brig_store_conn *c, sqlite3_stmt *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < BRIG_SQLITE_STMT_CACHE; i++) {
+        if (c->cache[i].s == s) {
+            sqlite3_reset(s);
+            sqlite3_clear_bindings(s);
+            c->cache[i].busy = false;
+            return;
+        }
+    }
+    sqlite3_finalize(s);
+}
+
+void brig_sqlite_cache_clear(brig_store_conn *c)
+{
+    for (size_t i = 0; i < BRIG_SQLITE_STMT_CACHE; i++) {
+        sqlite3_finalize(c->cache[i].s);
+        c->cache[i] = (brig_sqlite_cached){0};
+    }
+}
+
 static sqlite3_stmt *vprepare(brig_store_conn *c, const char *sql, const char *fmt, va_list ap)
 {
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(c->db, sql, -1, &s, NULL) != SQLITE_OK)
+    sqlite3_stmt *s = take(c, sql);
+    if (s == NULL)
         return NULL;
     for (int i = 0; fmt[i]; i++) {
         if (fmt[i] == 's') {
@@ -117,7 +173,7 @@ int brig_sqlite_exec(brig_store_conn *c, brig_error **err, int64_t *changes, con
     int r = brig_sqlite_step(c, s, what, err);
     if (r == 0 && changes)
         *changes = sqlite3_changes(c->db);
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r < 0 ? -1 : 0;
 }
@@ -133,7 +189,7 @@ int brig_sqlite_query_int(brig_store_conn *c, brig_error **err, int64_t *out, co
     int r = brig_sqlite_step(c, s, what, err);
     if (r == 1)
         *out = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
+    brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);
     return r;
 }

@@ -10,6 +10,7 @@
 #define BRIG_SQLITE_STMT_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,9 +18,19 @@
 #include "error.h"
 #include "store_ops.h"
 
+#define BRIG_SQLITE_STMT_CACHE 64
+
+/* A prepared statement kept for the next use of the same SQL (brig_sqlite_prepare). */
+typedef struct brig_sqlite_cached {
+    const char *sql; /* the caller's text, compared by address, then by content */
+    sqlite3_stmt *s;
+    bool busy; /* handed out, not yet released */
+} brig_sqlite_cached;
+
 struct brig_store_conn {
     sqlite3 *db;
     pthread_mutex_t lock; /* recursive; serialises every use of db */
+    brig_sqlite_cached cache[BRIG_SQLITE_STMT_CACHE];
 };
 
 void brig_sqlite_lock(brig_store_conn *c);
@@ -35,13 +46,22 @@ void brig_sqlite_rollback(brig_store_conn *c);
 /* Sets *err from the connection's last error; returns -1. */
 int brig_sqlite_error(brig_store_conn *c, brig_error **err, const char *what);
 
-/* Prepares sql and binds its parameters per fmt, one character each:
+/* Prepares sql (or takes the statement cached for the same text: SQLite parses each of
+ * brigd's statements once, not on every call) and binds its parameters per fmt, one
+ * character each:
  *   's' a string (const char *; NULL binds NULL)
  *   'i' an int64_t
  *   'n' an int64_t, where a negative one binds NULL (a limit of "none")
  *   'b' a blob (const void *, size_t)
  * NULL when sql does not prepare (brig_sqlite_step then reports it). */
 sqlite3_stmt *brig_sqlite_prepare(brig_store_conn *c, const char *sql, const char *fmt, ...);
+
+/* Done with a statement of brig_sqlite_prepare: a cached one is reset for its next use,
+ * another finalized.  s may be NULL. */
+void brig_sqlite_release(brig_store_conn *c, sqlite3_stmt *s);
+
+/* Finalizes every cached statement (before the connection closes). */
+void brig_sqlite_cache_clear(brig_store_conn *c);
 
 /* Steps a prepared statement: 1 for a row, 0 when done (or when *changes rows
  * changed), -1 with *err (`what` failed).  s may be NULL (a failed prepare). */
