@@ -35,12 +35,6 @@ int cli_check_id(const cli_args *a, const char *id)
     return 0;
 }
 
-void cli_print_clean(FILE *f, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
-}
-
 int brig_cmd_create(const cli_args *a)
 {
     brig_error *err = NULL;

@@ -15,6 +15,12 @@
 #include "cli.h"
 #include "util.h"
 
+void cli_print_clean(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+}
+
 int cli_exit_code(json_t *v)
 {
     json_t *code = json_object_get(v, "exit_code");
