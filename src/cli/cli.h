@@ -158,7 +158,6 @@ int cli_check_id(const cli_args *a, const char *id);
  * usage or failure it printed). */
 int cli_get_sandbox(const cli_args *a, const char *suffix, json_t **out);
 
-
 /* output.c: prints s for a table cell or a message: control characters become '?'. */
 void cli_print_clean(FILE *f, const char *s);
 
