@@ -224,7 +224,8 @@ def ended_by_oom(api, sid, timeout=20):
     brigd names the end from the cgroup's oom_kill count (a host-side fact); the
     sandbox's record is returned."""
     sb = brigtest.wait_for(
-        lambda: (s := api.ok("GET", f"/v1/sandboxes/{sid}").json())["state"] != "running" and s,
+        lambda: (s := api.ok("GET", f"/v1/sandboxes/{sid}").json())["state"]
+        not in ("running", "deleting") and s,
         timeout=timeout, interval=0.05, what=f"{sid} to end")
     assert sb["state"] == "deleted" and sb["reason"] == "oom_killed", sb
     return sb
