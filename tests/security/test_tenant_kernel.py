@@ -872,13 +872,13 @@ def test_pty_pool_per_sandbox(sec):
     sid = sec.sandbox()
     before = _pty_exec(sec.victim.api, sec.victim.id)
     assert before.status == 200 and before.json()["stdout"].startswith("/dev/pts/"), before.body
-    nr0, mem0 = _pty_nr(), sec.gvisor and sectest.memory_charged(sid)
+    nr0, mem0 = _pty_nr(), sectest.memory_charged(sid)
     want = sec.mode(100000, 10000)  # gVisor: within RLIMIT_NOFILE
     pid = background(sec.api, sid, argv=["python3", "-c", py_program(HOLD_PTYS), str(want)])
     try:
         held = json.loads(wait_output(sec.api, sid, pid, "}\n", timeout=60).strip()
                           .splitlines()[-1])
-        charged = sec.gvisor and sectest.memory_charged(sid) - mem0
+        charged = sectest.memory_charged(sid) - mem0
         during = _pty_exec(sec.victim.api, sec.victim.id)
         own = _pty_exec(sec.api, sid)
         nr = _pty_nr()
