@@ -218,6 +218,27 @@ def host_uid(pid):
     return int(proc_status(pid, "Uid")[0])
 
 
+def ended_by_oom(api, sid, timeout=20):
+    """A gVisor sandbox that its host memory cgroup's OOM killer ended: runsc's Sentry
+    holds every program's memory, so the killer takes the sandbox, not one program.
+    brigd names the end from the cgroup's oom_kill count (a host-side fact); the
+    sandbox's record is returned."""
+    sb = brigtest.wait_for(
+        lambda: (s := api.ok("GET", f"/v1/sandboxes/{sid}").json())["state"]
+        not in ("running", "deleting") and s,
+        timeout=timeout, interval=0.05, what=f"{sid} to end")
+    assert sb["state"] == "deleted" and sb["reason"] == "oom_killed", sb
+    return sb
+
+
+def memory_charged(sid):
+    """The sandbox's memory cgroup's anonymous and shared memory (memory.stat rss +
+    shmem): under gVisor the Sentry's heap and its memory file, which hold everything
+    the sandbox's kernel keeps (files of its own file systems, sockets, ptys...)."""
+    st = dict(line.split() for line in cgroup_file("memory", sid, "memory.stat").splitlines())
+    return int(st["rss"]) + int(st["shmem"])
+
+
 def cgroup_file(ctrl, sid, name):
     with open(f"/sys/fs/cgroup/{ctrl}/brig/{sid}/{name}") as f:
         return f.read()

@@ -33,9 +33,10 @@ import pytest
 
 import brigtest
 
-# One mode for now: secrets caps, the redactor and `brig download -r` are brigd's and the
-# CLI's; the non-UTF-8 names test under gVisor's file system is still to be written.
-pytestmark = pytest.mark.isolation("container")
+# Both modes, but the tests of brigd's secret caps and redactor (brigd alone sees those
+# bytes, the same from either mode's agent): each says why.  Downloads and the network log
+# come from the sandbox's disk and network; `brig download -r` writes what a sandbox
+# sends onto the host; non-UTF-8 names are the sandbox's file system's (gVisor's own).
 
 
 MAX_SECRETS = 100  # max_secrets' default (docs/operations.md)
@@ -129,6 +130,7 @@ def forms(value):
 # ---- 12: secrets are capped, and the redactor is built once ------------------------------
 
 
+@pytest.mark.isolation("container")  # brigd refuses the creates before any sandbox exists
 def test_secrets_beyond_the_caps_are_refused_clearly_and_fast(sec):
     """40,000 secrets (what took an exec 95 s) are a 400 naming max_secrets, at once; so is
     one more than the cap, and values (inline or referenced) beyond max_secret_bytes.  The
@@ -178,6 +180,7 @@ def test_secrets_beyond_the_caps_are_refused_clearly_and_fast(sec):
     assert live == [], live
 
 
+@pytest.mark.isolation("container")  # brigd's redactor and CPU: the same output in any mode
 def test_execs_with_the_most_secrets_stay_fast_and_leave_others_alone(sec):
     """A sandbox with max_secrets secrets of max_secret_bytes in all (values with characters
     that URL-encoding expands: the most patterns per byte): its execs cost about what a plain
