@@ -196,13 +196,12 @@ def test_stuck_teardown_delays_no_one_and_is_retried(sec, daemon):
     assert ended["reason"] == "deleted_by_api", ended
 
 
-@pytest.mark.gvisor_finding("G2: runsc runs as host uid 0, so gVisor sandboxes show no uid range")
 def test_failed_teardown_is_retried_and_keeps_its_uid_range(sec, daemon):
     """A host process sits in the attacked sandbox's pids cgroup when it is deleted, so
     its cgroup cannot be removed.  The cleanup must not count as done: its user-id range
     is not given to the next sandbox while the cleanup is incomplete, and once the host
-    process is gone the cleanup is retried and removes every cgroup of it.  (The ranges
-    are compared last: under gVisor runsc runs as host uid 0 for now, finding G2.)"""
+    process is gone the cleanup is retried and removes every cgroup of it.  (Under gVisor
+    the uid is runsc's Sentry's, which runs as the sandbox's range too.)"""
     sid = sec.sandbox("minimal")
     uid = sectest.host_uid(sec.init_pid(sid))
     with _cgroup_holder(sid) as release:
