@@ -87,11 +87,14 @@ static size_t source_read(char *buffer, size_t size, size_t nitems, void *userda
     }
 }
 
+/* curl's progress callback: reports to the client's progress hook, aborts when interrupted. */
 static int interrupt_check(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                            curl_off_t ulnow)
 {
-    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-    return interrupted(userdata);
+    brig_client *c = userdata;
+    if (c->progress != NULL)
+        c->progress(dlnow, dltotal, ulnow, ultotal, c->progress_ctx);
+    return interrupted(c);
 }
 
 /* NDJSON */
