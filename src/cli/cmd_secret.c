@@ -45,10 +45,10 @@ static ssize_t read_prompted(int fd, const char *name, char *buf, brig_error **e
     quiet = saved;
     quiet.c_lflag &= ~(tcflag_t)ECHO;
     quiet.c_lflag |= ECHONL;
+    cli_catch_signals();              /* no SA_RESTART: read() returns at Ctrl-C */
+    tcsetattr(fd, TCSAFLUSH, &quiet); /* what was typed before the prompt is dropped */
     fprintf(stderr, "value of %s (not echoed): ", name);
     fflush(stderr);
-    cli_catch_signals(); /* no SA_RESTART: read() returns at Ctrl-C */
-    tcsetattr(fd, TCSAFLUSH, &quiet);
     size_t n = 0;
     int rc = 0;
     while (n <= SECRET_READ_MAX) {
@@ -63,7 +63,7 @@ static ssize_t read_prompted(int fd, const char *name, char *buf, brig_error **e
             break;
         n++;
     }
-    tcsetattr(fd, TCSAFLUSH, &saved);
+    tcsetattr(fd, TCSANOW, &saved);
     return rc < 0 ? -1 : (ssize_t)n;
 }
 

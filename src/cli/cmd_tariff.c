@@ -34,7 +34,7 @@ static int tariff_ls(const cli_args *a)
         mib_cell(t, "memory_mib", "memory");
         mib_cell(t, "disk_mib", "disk");
         json_object_set_new(t, "is_default",
-                            json_string(strcmp(cli_str(t, "name", ""), def) == 0 ? "yes" : ""));
+                            json_string(strcmp(cli_str(t, "name", ""), def) == 0 ? "yes" : "no"));
     }
     return cli_print_rows(a, v, "tariffs", keys, heads, BRIG_ARRAY_LEN(keys));
 }

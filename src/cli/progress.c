@@ -1,7 +1,8 @@
 /*
  * progress.c - a long transfer's progress on stderr (upload, download and their --recursive
  * forms): the bytes so far, of how many when the size is known, and the average rate,
- * redrawn in place at most five times a second, then one last line with the total.
+ * redrawn in place at most five times a second once bytes move, then one last line with the
+ * total (none when the transfer failed: the error follows the last state drawn, if any).
  *
  * Only when stderr is a terminal.  In a pipe, a file or a CI log brig prints nothing: a
  * meter redrawn with '\r' is noise there, and scripts read stderr for errors.  The line is
@@ -86,7 +87,7 @@ static void on_progress(int64_t down, int64_t down_total, int64_t up, int64_t up
     m.bytes = m.up ? up : down;
     m.total = m.up ? up_total : down_total;
     int64_t now = brig_now_mono_ms();
-    if (now - (m.drawn_ms ? m.drawn_ms : m.start_ms) >= REDRAW_MS)
+    if (m.bytes > 0 && now - (m.drawn_ms ? m.drawn_ms : m.start_ms) >= REDRAW_MS)
         redraw(now);
 }
 
