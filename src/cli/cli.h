@@ -65,6 +65,7 @@ enum cli_opt_key {
     OPT_MAX_LIVE,
     OPT_TARIFFS,
     OPT_ADD,
+    OPT_DEFAULT,
     OPT_SINCE,
     OPT_ENDED,
     OPT_DAYS,

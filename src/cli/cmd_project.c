@@ -1,7 +1,8 @@
 /*
  * cmd_project.c - an account's projects (docs/api.md "Projects, keys and secrets"):
- * `brig project ls`, `project create NAME` (an admin key) and `project show [ID]` (its egress
- * and isolation policies; default: the account's default project).
+ * `brig project ls`, `project create NAME`, `project show [ID]` (its egress and isolation
+ * policies; default: the account's default project), `project rename ID NAME` and `project
+ * isolation ID MODES|all` (the isolation policy).  Changes need an admin key.
  */
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +60,8 @@ static int project_create(const cli_args *a)
     return CLI_EXIT_OK;
 }
 
+static int print_project(const cli_args *a, json_t *p);
+
 static int project_show(const cli_args *a)
 {
     _cleanup_free_ char *id = NULL;
@@ -73,6 +76,12 @@ static int project_show(const cli_args *a)
     json_t *p = NULL;
     if ((rc = cli_call("GET", path, NULL, NULL, &p)) != CLI_EXIT_OK)
         return rc;
+    return print_project(a, p);
+}
+
+/* A project for people (--json: as brigd sent it); consumes p. */
+static int print_project(const cli_args *a, json_t *p)
+{
     if (cli_opt_has(a, OPT_JSON)) {
         cli_print_json(p);
         json_decref(p);
@@ -97,7 +106,51 @@ static int project_show(const cli_args *a)
     return CLI_EXIT_OK;
 }
 
+/* PATCH the project pos[0] with body (consumed) and show it as project show does. */
+static int patch(const cli_args *a, json_t *body)
+{
+    _cleanup_free_ char *path = cli_project_path(a->pos[0], "");
+    json_t *p = NULL;
+    int rc = cli_call("PATCH", path, body, NULL, &p);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    return print_project(a, p);
+}
+
+static int project_rename(const cli_args *a)
+{
+    return patch(a, json_pack("{s:s}", "name", a->pos[1]));
+}
+
+/* MODES: "all" (no policy: every mode, the operator's default) or modes separated by commas. */
+static int project_isolation(const cli_args *a)
+{
+    const char *modes = a->pos[1], *def = cli_opt_get(a, OPT_DEFAULT);
+    if (strcmp(modes, "all") == 0) {
+        if (def != NULL)
+            return cli_usage_error(a->cmd, "--default goes with a list of MODES, not all");
+        return patch(a, json_pack("{s:n}", "isolation"));
+    }
+    json_t *allowed = json_array();
+    for (const char *p = modes;;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0) {
+            json_decref(allowed);
+            return cli_usage_error(a->cmd, "MODES: modes separated by commas, or all");
+        }
+        json_array_append_new(allowed, json_stringn(p, n));
+        if (p[n] == '\0')
+            break;
+        p += n + 1;
+    }
+    json_t *pol = json_pack("{s:o}", "allowed", allowed); /* brigd checks the modes */
+    json_object_set_new(pol, "default",
+                        def && strcmp(def, "none") ? json_string(def) : json_null());
+    return patch(a, json_pack("{s:o}", "isolation", pol));
+}
+
 static const int opts_json[] = {OPT_JSON, 0};
+static const int opts_isolation[] = {OPT_DEFAULT, OPT_JSON, 0};
 
 const cli_cmd cli_project_commands[] = {
     {"project ls", project_ls, "[--json]", "list the account's projects", NULL, opts_json, 0, 0,
@@ -107,5 +160,13 @@ const cli_cmd cli_project_commands[] = {
     {"project show", project_show, "[--json] [ID]",
      "a project and its egress and isolation policies",
      "Without ID: the account's default project.\n", opts_json, 0, 1, CLI_REST_NONE},
+    {"project rename", project_rename, "[--json] ID NAME", "rename a project (an admin key)", NULL,
+     opts_json, 2, 2, CLI_REST_NONE},
+    {"project isolation", project_isolation, "[--default MODE|none] [--json] ID MODES|all",
+     "set which isolation modes the project's sandboxes may use (an admin key)",
+     "MODES: container, gvisor or both (container,gvisor); --default: the mode of a create\n"
+     "that names none (none: the operator's isolation_default if allowed, else the first).\n"
+     "all removes the policy.  Running sandboxes keep their mode.\n",
+     opts_isolation, 2, 2, CLI_REST_NONE},
     {0},
 };

@@ -41,6 +41,7 @@ static const cli_opt options[] = {
     {OPT_MAX_LIVE, "max-live", "N", "the most live sandboxes the account may have at once"},
     {OPT_TARIFFS, "tariffs", "LIST", "the tariffs it may use, separated by commas, or all"},
     {OPT_ADD, "add", NULL, "add SECONDS to the time the sandbox has left"},
+    {OPT_DEFAULT, "default", "MODE", "the mode of a create that names none (none: no default)"},
     {OPT_JSON, "json", NULL, "print brigd's JSON answer as it is"},
     {OPT_CWD, "cwd", "DIR", "working directory of the command"},
     {OPT_ENV, "env", "K=V", "set a variable for the command (repeatable; K alone: its value here)"},

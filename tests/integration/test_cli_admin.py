@@ -222,6 +222,27 @@ def test_projects_and_keys(api):
     assert field(brig(api, "project", "show").stdout.decode(), "project").startswith(
         acc["default_project_id"])
 
+    # rename; the isolation policy: a list and a default, then all (no policy)
+    out = brig(api, "project", "rename", pid, "cli-renamed").stdout.decode()
+    assert field(out, "project") == f"{pid} (cli-renamed)"
+    out = brig(api, "project", "isolation", "--default", "gvisor", pid,
+               "gvisor,container").stdout.decode()
+    assert field(out, "isolation") == "container,gvisor (default: gvisor)"  # brigd's order
+    assert api.ok("GET", f"/v1/projects/{pid}").json()["isolation"] == \
+        {"allowed": ["container", "gvisor"], "default": "gvisor"}
+    got = json.loads(brig(api, "project", "isolation", "--json", pid, "container").stdout)
+    assert got["isolation"] == {"allowed": ["container"], "default": None}
+    brig(api, "project", "isolation", pid, "all")
+    assert api.ok("GET", f"/v1/projects/{pid}").json()["isolation"] == \
+        {"allowed": ["container", "gvisor"], "default": None}
+    refused(api, "project", "isolation", pid, "kvm", says=b"(HTTP 400 invalid_request)")
+    refused(api, "project", "isolation", "--default", "gvisor", pid, "container",
+            says=b"(HTTP 400 invalid_request)")
+    refused(api, "project", "isolation", pid, "container,", code=2, says=b"MODES")
+    refused(api, "project", "isolation", "--default", "gvisor", pid, "all", code=2,
+            says=b"--default")
+    refused(api, "project", "rename", pid, "", says=b"(HTTP 400 invalid_request)")
+
     # key create: the key alone on stdout, usable at once; revoke: it stops working
     r = brig(api, "key", "create", "--project", pid)
     key = r.stdout.decode().strip()
@@ -242,6 +263,7 @@ def test_projects_and_keys(api):
     # refusals: scope, input, another's project
     sk = sandbox_key(api, pid)
     refused(sk, "project", "create", "nope", says=b"(HTTP 403 forbidden)")
+    refused(sk, "project", "isolation", pid, "container", says=b"(HTTP 403 forbidden)")
     refused(sk, "key", "create", "--project", pid, says=b"(HTTP 403 forbidden)")
     refused(api, "key", "create", "--scope", "root", code=2, says=b"--scope")
     refused(api, "key", "revoke", code=2, says=b"missing operand")
@@ -468,7 +490,7 @@ def test_progress_on_a_terminal_and_silence_in_a_pipe(api, tmp_path):
 
 @pytest.mark.parametrize("cmd", [
     "account create", "account credit", "account configure", "account limits", "project ls",
-    "project create", "project show", "key create", "key revoke", "secret set", "secret ls",
+    "project create", "project show", "project rename", "project isolation", "key create", "key revoke", "secret set", "secret ls",
     "secret rm", "policy show", "policy mode", "policy add", "policy remove", "tariff ls",
     "timeout", "netlog"])
 def test_every_new_command_has_help(cmd):
