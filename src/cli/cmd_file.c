@@ -185,7 +185,8 @@ int brig_cmd_download(const cli_args *a)
         return cli_fail(&err);
     _cleanup_free_ char *path = files_path(id, remote, NULL);
     if (strcmp(local, "-") == 0) {
-        cli_progress_begin(c, false, "download");
+        if (!isatty(1)) /* not over the data on the same terminal */
+            cli_progress_begin(c, false, "download");
         int rc = brig_client_get_file(c, path, 1, &err);
         cli_progress_end(c, rc >= 0);
         if (rc < 0) {
