@@ -56,6 +56,16 @@ enum cli_opt_key {
     OPT_CLOSE,
     OPT_WAIT_TIMEOUT, /* --timeout of wait: how long to wait, not the command's limit */
     OPT_ISOLATION,
+    OPT_PROJECT, /* the account and project commands' options (cmd_account.c .. cmd_netlog.c) */
+    OPT_SCOPE,
+    OPT_FILE,
+    OPT_NOTE,
+    OPT_DAILY,
+    OPT_MONTHLY,
+    OPT_MAX_LIVE,
+    OPT_TARIFFS,
+    OPT_ADD,
+    OPT_DEFAULT,
     OPT_SINCE,
     OPT_ENDED,
     OPT_DAYS,
@@ -108,6 +118,17 @@ typedef struct cli_cmd {
     int min_pos, max_pos;          /* operand count; max_pos -1: no limit */
     enum cli_rest rest;            /* takes "[--] CMD [ARG...]" after the operands */
 } cli_cmd;
+
+/* Commands whose rows live beside their handlers, one table per family; each ends with a
+ * row whose name is NULL.  main.c lists them after its own. */
+extern const cli_cmd cli_account_commands[];
+extern const cli_cmd cli_project_commands[];
+extern const cli_cmd cli_key_commands[];
+extern const cli_cmd cli_secret_commands[];
+extern const cli_cmd cli_policy_commands[];
+extern const cli_cmd cli_tariff_commands[];
+extern const cli_cmd cli_timeout_commands[];
+extern const cli_cmd cli_netlog_commands[];
 
 /* The last value of option key, NULL when absent ("" for a given flag). */
 const char *cli_opt_get(const cli_args *a, int key);
@@ -165,6 +186,40 @@ void cli_print_clean(FILE *f, const char *s);
  * (a string as it is, an integer in decimal, anything else "-"), each column as wide as its
  * widest cell; control characters become '?'. */
 void cli_print_table(json_t *rows, const char *const *keys, const char *const *heads, size_t n);
+
+/* output.c: field key of v when it is a string, else def. */
+const char *cli_str(json_t *v, const char *key, const char *def);
+
+/* output.c: prints the answer v as JSON (--json), else as a table of its array `field` (a
+ * malformed answer is a failure); consumes v.  An exit code. */
+int cli_print_rows(const cli_args *a, json_t *v, const char *field, const char *const *keys,
+                   const char *const *heads, size_t n);
+
+/* output.c: an egress policy for people: "egress MODE", then for an allowlist its domains,
+ * cidrs and ports, one line each. */
+void cli_print_egress(json_t *egress);
+
+/* request.c: sends method to path with body as JSON (consumed; NULL: none) with the client of
+ * key_file (NULL: the admin key's, cli_client) and sets *out (if out) to the answer (NULL
+ * when empty).  Prints a failure; returns an exit code. */
+int cli_call(const char *method, const char *path, json_t *body, const char *key_file,
+             json_t **out);
+
+/* request.c: the project the command is about: --project, else the account's default project
+ * (GET /v1/account).  Sets *id (caller frees); an exit code, the failure printed. */
+int cli_project_id(const cli_args *a, char **id);
+
+/* request.c: "/v1/projects/<id escaped><suffix>"; caller frees. */
+char *cli_project_path(const char *id, const char *suffix);
+
+/* progress.c: while a transfer of c runs, its bytes so far (of how many, when known) and
+ * its rate on stderr, redrawn in place; at the end a line with the total.  Only when
+ * stderr is a terminal: otherwise nothing is printed.  up: count what is sent, else what
+ * is received; what names the transfer ("upload", "download"). */
+void cli_progress_begin(brig_client *c, bool up, const char *what);
+/* Stops the meter of c: ok prints the last line (total and average rate); otherwise the line
+ * drawn so far is ended, so a message can follow. */
+void cli_progress_end(brig_client *c, bool ok);
 
 /* "/v1/sandboxes/<id>/processes/<pid><suffix>"; caller frees. */
 char *cli_process_path(const char *id, const char *pid, const char *suffix);

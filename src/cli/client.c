@@ -50,6 +50,12 @@ void brig_client_set_interrupt(brig_client *c, volatile sig_atomic_t *flag)
     c->interrupt = flag;
 }
 
+void brig_client_set_progress(brig_client *c, brig_progress_fn fn, void *ctx)
+{
+    c->progress = fn;
+    c->progress_ctx = ctx;
+}
+
 char *brig_client_escape(const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";

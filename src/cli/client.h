@@ -49,6 +49,14 @@ const char *brig_client_url(const brig_client *c);
  * flag is not owned; a signal handler may set it. */
 void brig_client_set_interrupt(brig_client *c, volatile sig_atomic_t *flag);
 
+/* Told how a transfer goes: the bytes received and sent so far and their totals (0 while
+ * unknown).  Called from curl's progress callback: as bytes move, and at least once a second. */
+typedef void (*brig_progress_fn)(int64_t down, int64_t down_total, int64_t up, int64_t up_total,
+                                 void *ctx);
+
+/* While fn is non-NULL, the client's transfers report to it (NULL, the default: none). */
+void brig_client_set_progress(brig_client *c, brig_progress_fn fn, void *ctx);
+
 /* Returns s percent-encoded for a URL path segment or query value (every byte
  * but [A-Za-z0-9._~-] escaped).  Caller frees. */
 char *brig_client_escape(const char *s);

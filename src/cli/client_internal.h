@@ -32,6 +32,8 @@ struct brig_client {
     char *base_url;                   /* owned; no trailing '/' */
     char *auth_header;                /* owned "Authorization: Bearer ..."; NULL without key */
     volatile sig_atomic_t *interrupt; /* not owned; NULL: transfers are not interruptible */
+    brig_progress_fn progress;        /* NULL: no progress reports */
+    void *progress_ctx;               /* progress's */
 };
 
 /* Where a response body goes. */

@@ -155,7 +155,9 @@ int brig_cmd_upload(const cli_args *a)
     if (fd < 0)
         return cli_fail(&err);
     _cleanup_free_ char *path = files_path(id, remote, mode ? modebuf : NULL);
+    cli_progress_begin(c, true, "upload");
     int rc = brig_client_put_file(c, path, fd, size, &err);
+    cli_progress_end(c, rc >= 0);
     if (owned)
         close(fd);
     if (rc < 0) {
@@ -183,7 +185,11 @@ int brig_cmd_download(const cli_args *a)
         return cli_fail(&err);
     _cleanup_free_ char *path = files_path(id, remote, NULL);
     if (strcmp(local, "-") == 0) {
-        if (brig_client_get_file(c, path, 1, &err) < 0) {
+        if (!isatty(1)) /* not over the data on the same terminal */
+            cli_progress_begin(c, false, "download");
+        int rc = brig_client_get_file(c, path, 1, &err);
+        cli_progress_end(c, rc >= 0);
+        if (rc < 0) {
             brig_error_prefix(&err, "download %s", remote);
             return cli_fail(&err);
         }
@@ -211,7 +217,9 @@ int brig_cmd_download(const cli_args *a)
     }
     cli_catch_signals();
     brig_client_set_interrupt(c, &cli_interrupted);
+    cli_progress_begin(c, false, "download");
     int rc = brig_client_get_file(c, path, fd, &err);
+    cli_progress_end(c, rc >= 0);
     brig_client_set_interrupt(c, NULL);
     if (rc < 0)
         brig_error_prefix(&err, "download %s", remote);

@@ -178,7 +178,9 @@ int cli_upload_tree(const cli_args *a)
         return cli_fail(&err);
     _cleanup_free_ char *path = tar_path(id, remote);
     brig_client_set_interrupt(c, &cli_interrupted);
+    cli_progress_begin(c, true, "upload");
     int rc = brig_client_put_stream(c, path, "application/x-tar", t.fd, upload_eof, &t, &err);
+    cli_progress_end(c, rc >= 0);
     brig_client_set_interrupt(c, NULL);
     tar_abandon(&t);
     if (cli_interrupted) {
@@ -494,7 +496,9 @@ int cli_download_tree(const cli_args *a)
     _cleanup_free_ char *path = tar_path(id, remote);
     cli_catch_signals();
     brig_client_set_interrupt(c, &cli_interrupted);
+    cli_progress_begin(c, false, "download");
     int rc = brig_client_get_body(c, path, download_write, &d, &err);
+    cli_progress_end(c, rc >= 0);
     brig_client_set_interrupt(c, NULL);
     bool extracted = d.began;
     if (rc >= 0 && !extracted) {

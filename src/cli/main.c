@@ -32,6 +32,16 @@ static const cli_opt options[] = {
     {OPT_TEMPLATE, "template", "NAME", "template to start from (brigd's default: base)"},
     {OPT_ISOLATION, "isolation", "MODE",
      "container or gvisor (default: the project's, else the operator's)"},
+    {OPT_PROJECT, "project", "ID", "the project (default: the account's default project)"},
+    {OPT_SCOPE, "scope", "SCOPE", "sandbox (the default) or admin"},
+    {OPT_FILE, "file", "PATH", "read the value from this file instead of stdin"},
+    {OPT_NOTE, "note", "TEXT", "a note kept in the ledger"},
+    {OPT_DAILY, "daily", "USD", "the daily spend limit in dollars, or none"},
+    {OPT_MONTHLY, "monthly", "USD", "the monthly spend limit in dollars, or none"},
+    {OPT_MAX_LIVE, "max-live", "N", "the most live sandboxes the account may have at once"},
+    {OPT_TARIFFS, "tariffs", "LIST", "the tariffs it may use, separated by commas, or all"},
+    {OPT_ADD, "add", NULL, "add SECONDS to the time the sandbox has left"},
+    {OPT_DEFAULT, "default", "MODE", "the mode of a create that names none (none: no default)"},
     {OPT_JSON, "json", NULL, "print brigd's JSON answer as it is"},
     {OPT_CWD, "cwd", "DIR", "working directory of the command"},
     {OPT_ENV, "env", "K=V", "set a variable for the command (repeatable; K alone: its value here)"},
@@ -133,6 +143,9 @@ static int cmd_help(const cli_args *a);
     "brigd builds in the background; brig prints the build's output on stderr as it\n"             \
     "comes, then 'built NAME (key KEY)' (--json: the build's record).  Exits 0 once\n"             \
     "built, 1 when the build failed.  Ctrl-C stops following, not the build.\n"
+#define ACCOUNT_SHOW_DETAILS                                                                       \
+    "With ACCOUNT: that account, as the operator sees it (the operator key: BRIG_API_KEY,\n"       \
+    "else $BRIG_STATE_DIR/operator.key).\n"
 #define RUN_DETAILS                                                                                \
     "The sandbox is deleted whatever happens: when the command fails, when brigd\n"                \
     "cannot run it, and on SIGINT, SIGTERM or SIGHUP.  Exits with the command's exit code.\n"
@@ -212,9 +225,9 @@ static const cli_cmd commands[] = {
     {"audit verify", brig_cmd_audit_verify, "[--json]",
      "recompute the audit hash chains; exits 1 naming the first broken record", NULL, opts_json, 0,
      0, CLI_REST_NONE},
-    {"account show", brig_cmd_account_show, "[--json]",
-     "the account: balance, spend today and this month against the limits", NULL, opts_json, 0, 0,
-     CLI_REST_NONE},
+    {"account show", brig_cmd_account_show, "[--json] [ACCOUNT]",
+     "the account: balance, spend today and this month against the limits", ACCOUNT_SHOW_DETAILS,
+     opts_json, 0, 1, CLI_REST_NONE},
     {"account usage", brig_cmd_account_usage, "[--days N] [--json]",
      "what the account spent on each of its last N UTC days", NULL, opts_usage, 0, 0,
      CLI_REST_NONE},
@@ -230,6 +243,25 @@ static const cli_cmd commands[] = {
     {"help", cmd_help, "[COMMAND]", "show help for brig or a command", NULL, opts_none, 0, 2,
      CLI_REST_NONE},
 };
+
+/* The families' tables (cli.h), listed after this file's. */
+static const cli_cmd *const families[] = {
+    cli_account_commands, cli_project_commands, cli_key_commands,     cli_secret_commands,
+    cli_policy_commands,  cli_tariff_commands,  cli_timeout_commands, cli_netlog_commands,
+};
+
+/* The i-th command row of all tables, NULL past the last. */
+static const cli_cmd *command_at(size_t i)
+{
+    if (i < BRIG_ARRAY_LEN(commands))
+        return &commands[i];
+    i -= BRIG_ARRAY_LEN(commands);
+    for (size_t f = 0; f < BRIG_ARRAY_LEN(families); f++)
+        for (const cli_cmd *c = families[f]; c->name != NULL; c++)
+            if (i-- == 0)
+                return c;
+    return NULL;
+}
 
 /* shared helpers (cli.h) */
 
@@ -363,8 +395,21 @@ static void print_overview(FILE *f)
     fputs("usage: brig COMMAND [OPTIONS] [ARGS]\n\n"
           "brig drives brigd, the sandbox service, from a shell.\n\nCommands:\n",
           f);
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(commands); i++)
-        fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].summary);
+    /* in table order, but a group's rows together (some live in the families' tables) */
+    const cli_cmd *c, *d;
+    for (size_t i = 0; (c = command_at(i)) != NULL; i++) {
+        size_t wl = strcspn(c->name, " ");
+        if (c->name[wl] == '\0') {
+            fprintf(f, "  %-18s %s\n", c->name, c->summary);
+            continue;
+        }
+        size_t first = 0; /* the group's first row prints the whole group */
+        while (strncmp(command_at(first)->name, c->name, wl + 1) != 0)
+            first++;
+        for (size_t j = i; first == i && (d = command_at(j)) != NULL; j++)
+            if (strncmp(d->name, c->name, wl + 1) == 0)
+                fprintf(f, "  %-18s %s\n", d->name, d->summary);
+    }
     fputs(
         "\nEnvironment:\n"
         "  BRIG_URL         brigd's address (default " BRIG_CONFIG_DEFAULT_URL ")\n"
@@ -403,15 +448,15 @@ static void print_command_help(FILE *f, const cli_cmd *cmd)
 static const cli_cmd *find_command(const char *word, const char *next, bool *is_group)
 {
     size_t wl = strlen(word);
+    const cli_cmd *c;
     *is_group = false;
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(commands); i++) {
-        const char *name = commands[i].name;
-        if (strcmp(name, word) == 0)
-            return &commands[i];
-        if (strncmp(name, word, wl) == 0 && name[wl] == ' ') {
+    for (size_t i = 0; (c = command_at(i)) != NULL; i++) {
+        if (strcmp(c->name, word) == 0)
+            return c;
+        if (strncmp(c->name, word, wl) == 0 && c->name[wl] == ' ') {
             *is_group = true;
-            if (next != NULL && strcmp(name + wl + 1, next) == 0)
-                return &commands[i];
+            if (next != NULL && strcmp(c->name + wl + 1, next) == 0)
+                return c;
         }
     }
     return NULL;
@@ -420,10 +465,11 @@ static const cli_cmd *find_command(const char *word, const char *next, bool *is_
 static void print_group(FILE *f, const char *group)
 {
     size_t gl = strlen(group);
+    const cli_cmd *c;
     fprintf(f, "usage: brig %s COMMAND\n\nCommands:\n", group);
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(commands); i++)
-        if (strncmp(commands[i].name, group, gl) == 0 && commands[i].name[gl] == ' ')
-            fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].summary);
+    for (size_t i = 0; (c = command_at(i)) != NULL; i++)
+        if (strncmp(c->name, group, gl) == 0 && c->name[gl] == ' ')
+            fprintf(f, "  %-18s %s\n", c->name, c->summary);
 }
 
 static int cmd_help(const cli_args *a)

@@ -2,7 +2,7 @@
  * output.c - what exec, logs and wait share (cli.h): an event's output written
  * byte-exact to stdout or stderr (base64 chunks decoded, NUL bytes kept), and the exit
  * code brig itself ends with for a command's exit event; and the tables that ls, account
- * and the like print.
+ * and the like print (cli_print_rows: the answer as JSON with --json, else its rows).
  */
 #include <errno.h>
 #include <math.h>
@@ -87,7 +87,7 @@ int cli_write_event(json_t *event, int fd, brig_error **err)
                           fd == 2 ? "stderr" : "stdout", true, err);
 }
 
-/* A table cell: field key of row, a string as it is, an integer in decimal, else "-". */
+/* A table cell: field key of row, a string as it is, a number in decimal, else "-". */
 static const char *cell(json_t *row, const char *key, char *buf, size_t size)
 {
     json_t *v = json_object_get(row, key);
@@ -95,8 +95,66 @@ static const char *cell(json_t *row, const char *key, char *buf, size_t size)
         snprintf(buf, size, "%lld", (long long)json_integer_value(v));
         return buf;
     }
+    if (json_is_real(v)) {
+        snprintf(buf, size, "%g", json_real_value(v));
+        return buf;
+    }
     const char *s = json_string_value(v);
     return s != NULL && *s ? s : "-";
+}
+
+const char *cli_str(json_t *v, const char *key, const char *def)
+{
+    const char *s = json_string_value(json_object_get(v, key));
+    return s ? s : def;
+}
+
+int cli_print_rows(const cli_args *a, json_t *v, const char *field, const char *const *keys,
+                   const char *const *heads, size_t n)
+{
+    json_t *rows = json_object_get(v, field);
+    int rc = CLI_EXIT_OK;
+    if (cli_opt_has(a, OPT_JSON)) {
+        cli_print_json(v);
+    } else if (!json_is_array(rows)) {
+        brig_error *err = NULL;
+        brig_error_set(&err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: no '%s'", field);
+        rc = cli_fail(&err);
+    } else {
+        cli_print_table(rows, keys, heads, n);
+    }
+    json_decref(v);
+    return rc;
+}
+
+/* One line of an allowlist: label, then the array's items separated by ", " ("-" if none). */
+static void list_line(const char *label, json_t *items)
+{
+    char buf[32];
+    printf("%-12s", label);
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *v = json_array_get(items, i);
+        if (json_is_integer(v))
+            snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+        fputs(i ? ", " : "", stdout);
+        cli_print_clean(stdout, json_is_integer(v)  ? buf
+                                : json_is_string(v) ? json_string_value(v)
+                                                    : "?");
+    }
+    puts(json_array_size(items) ? "" : "-");
+}
+
+void cli_print_egress(json_t *egress)
+{
+    const char *mode = cli_str(egress, "mode", "-");
+    printf("%-12s", "egress");
+    cli_print_clean(stdout, mode);
+    putchar('\n');
+    if (strcmp(mode, "allowlist") != 0)
+        return;
+    list_line("domains", json_object_get(egress, "domains"));
+    list_line("cidrs", json_object_get(egress, "cidrs"));
+    list_line("ports", json_object_get(egress, "ports"));
 }
 
 void cli_print_table(json_t *rows, const char *const *keys, const char *const *heads, size_t n)

@@ -87,11 +87,15 @@ static size_t source_read(char *buffer, size_t size, size_t nitems, void *userda
     }
 }
 
+/* curl's progress callback: reports to the client's progress hook (not the bytes of an error
+ * answer), aborts when interrupted. */
 static int interrupt_check(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                            curl_off_t ulnow)
 {
-    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-    return interrupted(userdata);
+    xfer *x = userdata;
+    if (x->c->progress != NULL && (!x->out.decided || x->out.ok))
+        x->c->progress(dlnow, dltotal, ulnow, ultotal, x->c->progress_ctx);
+    return interrupted(x->c);
 }
 
 /* NDJSON */
@@ -226,7 +230,7 @@ void brig_xfer_setup(xfer *x, brig_client *c, CURL *h, const request *rq, brig_b
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &x->out);
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, interrupt_check);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
     if (rq->long_lived) {
         curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
         curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
