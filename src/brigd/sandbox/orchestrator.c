@@ -205,6 +205,22 @@ typedef struct create {
     brig_volset vols;     /* its volumes, resolved in its project (volumes.h) */
 } create;
 
+/* Its volumes: an admin key's, of its project, mountable at their paths in its template
+ * (volumes.h). */
+static int resolve_volumes(create *x, brig_error **err)
+{
+    if (x->o->volumes == NULL || x->o->volumes->n == 0)
+        return 0;
+    if (!brig_caller_is(x->c, "admin"))
+        return brig_error_set(err, BRIG_E_FORBIDDEN, 0,
+                              "a sandbox-scoped key cannot mount volumes (an admin key can)");
+    x->vols = *x->o->volumes;
+    return brig_volset_check_root(x->t.rootfs, &x->vols, err) < 0 ||
+                   brig_volmounts_resolve(x->d, x->project, &x->vols, err) < 0
+               ? -1
+               : 0;
+}
+
 /* What the request names: the tariff (the account may use it), the project (the
  * caller's, or one of its account's for an admin key), the isolation (the project's
  * policy allows it, this host runs it), a built template. */
@@ -245,14 +261,6 @@ static int resolve(create *x, brig_error **err)
                               brig_isolation_name(x->iso));
         return -1;
     }
-    if (x->o->volumes && x->o->volumes->n > 0) { /* its volumes, in its project */
-        if (!brig_caller_is(c, "admin"))
-            return brig_error_set(err, BRIG_E_FORBIDDEN, 0,
-                                  "a sandbox-scoped key cannot mount volumes (an admin key can)");
-        x->vols = *x->o->volumes;
-        if (brig_volmounts_resolve(d, x->project, &x->vols, err) < 0)
-            return -1;
-    }
     if (brig_template_lookup(&d->cfg, tname, &x->t, err) < 0) {
         if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
             (*err)->kind = BRIG_E_INVALID;
@@ -263,6 +271,10 @@ static int resolve(create *x, brig_error **err)
         return brig_error_set(err, BRIG_E_CONFLICT, 0,
                               "template '%s' is not built yet: run `brig template build %s`", tname,
                               tname);
+    }
+    if (resolve_volumes(x, err) < 0) {
+        brig_template_dispose(&x->t);
+        return -1;
     }
     return 0;
 }

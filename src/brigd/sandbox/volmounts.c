@@ -10,10 +10,13 @@
  * while it is being created (claimed, not recorded yet) or listed and not deleting.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "registry.h"
@@ -135,6 +138,50 @@ int brig_volset_parse(const json_t *in, brig_volset *out, brig_error **err)
         out->n = i + 1;
     }
     return 0;
+}
+
+/* Whether path, in the root file system at rootfs, can take a mount: 0 when it is a
+ * directory or missing (the runtime makes it), or when a symlink is on the way (the
+ * runtime follows it, inside the sandbox's root); BRIG_E_INVALID when it, or a component
+ * of it, is a file of the template.  Reads the template only (never a sandbox's files). */
+static int mountable(int root, const char *path, brig_error **err)
+{
+    char buf[BRIG_VOLUME_PATH_MAX + 1];
+    snprintf(buf, sizeof(buf), "%s", path + 1);
+    int dir = dup(root);
+    int r = 0;
+    char *save = NULL;
+    for (char *c = strtok_r(buf, "/", &save); c && dir >= 0; c = strtok_r(NULL, "/", &save)) {
+        struct stat st;
+        if (fstatat(dir, c, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode))
+            break; /* missing, or a symlink: the runtime's */
+        if (!S_ISDIR(st.st_mode)) {
+            r = brig_error_set(err, BRIG_E_INVALID, 0,
+                               "volume path '%s' names a file of the template, not a directory",
+                               path);
+            break;
+        }
+        int next = openat(dir, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(dir);
+        dir = next;
+    }
+    if (dir >= 0)
+        close(dir);
+    return r;
+}
+
+int brig_volset_check_root(const char *rootfs, const brig_volset *vs, brig_error **err)
+{
+    if (vs->n == 0)
+        return 0;
+    int root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return brig_error_sys(err, "open the template %s", rootfs);
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < vs->n; i++)
+        r = mountable(root, vs->v[i].path, err);
+    close(root);
+    return r;
 }
 
 /* ---- who holds what ----------------------------------------------------------------------- */

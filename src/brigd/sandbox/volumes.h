@@ -76,6 +76,9 @@ typedef struct brig_volset {
  * unknown field, a bad name, a path that is relative, not normal ("..", "."), under /.brig,
  * /proc, /sys or /dev, or nested in another). */
 int brig_volset_parse(const json_t *in, brig_volset *out, brig_error **err);
+/* BRIG_E_INVALID when a path of vs is a file (not a directory) in the template's root
+ * file system rootfs: a mount there would fail the create. */
+int brig_volset_check_root(const char *rootfs, const brig_volset *vs, brig_error **err);
 /* The ids of vs's volumes in project_id (BRIG_E_INVALID for a name it has not), and a
  * first look for a sandbox that holds one of them the way this one cannot share
  * (BRIG_E_CONFLICT). */
