@@ -57,6 +57,9 @@ enum cli_opt_key {
     OPT_WAIT_TIMEOUT, /* --timeout of wait: how long to wait, not the command's limit */
     OPT_ISOLATION,
     OPT_SINCE,
+    OPT_VOLUME,
+    OPT_SIZE,
+    OPT_PROJECT,
 };
 
 /* Whether a command takes a remote command after its operands. */
@@ -193,6 +196,10 @@ json_t *cli_pty_size(void);
  * close.  0, or -1 with *err set. */
 int cli_feed_stdin(brig_client *c, const char *id, const char *pid, bool close, brig_error **err);
 
+/* The --volume NAME:/PATH[:ro] options of create and run into body's "volumes"
+ * (cmd_volume.c): 0, or CLI_EXIT_USAGE (printed). */
+int cli_add_volumes(const cli_args *a, json_t *body);
+
 /* upload --recursive and download --recursive (cmd_tar.c) */
 int cli_upload_tree(const cli_args *a);
 int cli_download_tree(const cli_args *a);
@@ -224,5 +231,9 @@ int brig_cmd_mv(const cli_args *a);
 int brig_cmd_template_ls(const cli_args *a);
 int brig_cmd_template_build(const cli_args *a);
 int brig_cmd_health(const cli_args *a);
+int brig_cmd_volume_create(const cli_args *a);
+int brig_cmd_volume_ls(const cli_args *a);
+int brig_cmd_volume_inspect(const cli_args *a);
+int brig_cmd_volume_rm(const cli_args *a);
 
 #endif

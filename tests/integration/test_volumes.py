@@ -11,6 +11,7 @@ also finds a volume left mounted on the host or a loop device left on an image.
 import json
 import os
 import secrets
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -445,3 +446,40 @@ def test_disk_budget_and_account_total(tmp_path):
         assert os.listdir(state / "volumes") == []
     finally:
         d.stop()
+
+
+def test_cli(api, daemon):
+    """`brig volume create|ls|inspect|rm`, `brig create --volume`, `brig run --volume`."""
+    exe = os.path.join(brigtest.BUILD, "brig")
+    env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY=api.key)
+
+    def brig(*args, check=True):
+        r = subprocess.run([exe, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert not check or r.returncode == 0, (args, r.returncode, r.stderr)
+        return r
+
+    name = f"cli-{secrets.token_hex(3)}"
+    vid = brig("volume", "create", "--size", "32", name).stdout.strip()
+    assert vid.startswith("vol_")
+    r = brig("volume", "create", name, check=False)
+    assert r.returncode == 2 and "--size" in r.stderr
+    r = brig("volume", "create", "--size", "32", name, check=False)
+    assert r.returncode == 1 and "already" in r.stderr
+    sid = brig("create", "--template", "minimal", "--volume", f"{name}:/data").stdout.strip()
+    try:
+        assert sh(api, sid, "echo cli > /data/f")["exit_code"] == 0
+        ls = brig("volume", "ls").stdout
+        assert name in ls and f"{sid}(rw)" in ls, ls
+        assert json.loads(brig("volume", "inspect", name).stdout)["mounted_by"][0]["sandbox_id"] == sid
+        r = brig("volume", "rm", name, check=False)
+        assert r.returncode == 1 and "mounted" in r.stderr
+    finally:
+        brig("rm", sid)
+    r = brig("run", "--template", "minimal", "--volume", f"{name}:/v:ro", "--", "cat", "/v/f")
+    assert r.stdout == "cli\n"
+    r = brig("create", "--volume", "no-colon", check=False)
+    assert r.returncode == 2 and "NAME:/PATH" in r.stderr
+    assert [v["id"] for v in json.loads(brig("volume", "ls", "--json").stdout)["volumes"]
+            if v["name"] == name] == [vid]
+    brig("volume", "rm", vid)
+    assert name not in brig("volume", "ls").stdout
