@@ -8,6 +8,8 @@
  */
 export { Sandbox } from "./sandbox.js";
 export type { ConnectOptions } from "./sandbox.js";
+export { Volume } from "./volume.js";
+export type { VolumeOptions } from "./volume.js";
 export { Process } from "./process.js";
 export type { OutputOptions } from "./process.js";
 export { BrigClient } from "./client.js";
@@ -44,4 +46,6 @@ export type {
   PtySize,
   SandboxEndReason,
   SandboxInfo,
+  VolumeInfo,
+  VolumeMount,
 } from "./types.js";
