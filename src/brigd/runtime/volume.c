@@ -164,6 +164,41 @@ int brig_oci_volume_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **
 
 /* ---- a sandbox's mounts ------------------------------------------------------------------ */
 
+/* The loop device (its name into dev) that still has the image open, when one has: an
+ * earlier mount of the volume whose last user has not let go yet (a clone detached while
+ * busy).  A second file system instance over the same image would corrupt it. */
+static bool image_attached(const char *img, char dev[32])
+{
+    struct stat want;
+    if (stat(img, &want) < 0)
+        return false;
+    DIR *d = opendir("/sys/block");
+    if (d == NULL)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "loop", 4) != 0)
+            continue;
+        char path[300], backing[4096];
+        snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, backing, sizeof(backing) - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n <= 0)
+            continue;
+        backing[n] = '\0';
+        backing[strcspn(backing, "\n")] = '\0';
+        struct stat st;
+        found = stat(backing, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino;
+        if (found)
+            snprintf(dev, 32, "/dev/%.20s", e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
 /* The volume's one host mount, made when it has none yet.  Needs vol_lock. */
 static int host_mount_locked(const oci *o, const char *id, brig_error **err)
 {
@@ -173,6 +208,12 @@ static int host_mount_locked(const oci *o, const char *id, brig_error **err)
         return 0;
     if (mkdir(mnt, 0700) < 0 && errno != EEXIST)
         return brig_error_sys(err, "mkdir %s", mnt);
+    char held[32];
+    if (image_attached(img, held))
+        return brig_error_set(err, BRIG_E_CONFLICT, 0,
+                              "volume %s is still attached to %s by an earlier mount that has "
+                              "not gone yet; try again",
+                              id, held);
     int fd = open(img, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return brig_error_sys(err, "open volume image %s", img);
