@@ -39,6 +39,13 @@
  * mount one volume at once must find (not make) each other's mount. */
 static pthread_mutex_t vol_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* "<state>/sandboxes/<id>/<name>" (oci_bundle.c's layout; not its brig_oci_path: the bundle
+ * calls this file, never the other way round); caller frees. */
+static char *sb_path(const oci *o, const char *id, const char *name)
+{
+    return brig_asprintf("%s/%s/%s", o->sb_dir, id, name);
+}
+
 /* "<state>/volumes/<id><suffix>"; caller frees. */
 static char *vol_path(const oci *o, const char *id, const char *suffix)
 {
@@ -279,7 +286,7 @@ int brig_oci_volumes_bind(const oci *o, const brig_rt_spec *spec, int dirfd, int
         snprintf(name, sizeof(name), "vol/%zu", i);
         if (mkdirat(dirfd, name, 0755) < 0)
             return brig_error_sys(err, "mkdir %s in the sandbox directory of %s", name, spec->id);
-        _cleanup_free_ char *dst = brig_oci_path(o, spec->id, name);
+        _cleanup_free_ char *dst = sb_path(o, spec->id, name);
         pthread_mutex_lock(&vol_lock);
         int r = host_mount_locked(o, spec->volumes[i].id, err);
         if (r == 0)
@@ -297,7 +304,7 @@ void brig_oci_volumes_spec(const oci *o, const brig_rt_spec *spec, json_t *cfg)
     for (size_t i = 0; i < spec->n_volumes; i++) {
         char name[32];
         snprintf(name, sizeof(name), "vol/%zu", i);
-        _cleanup_free_ char *src = brig_oci_path(o, spec->id, name);
+        _cleanup_free_ char *src = sb_path(o, spec->id, name);
         json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:[s, s, s, s]}", "destination",
                                                 spec->volumes[i].path, "type", "bind", "source",
                                                 src, "options", "rbind",
@@ -308,7 +315,7 @@ void brig_oci_volumes_spec(const oci *o, const brig_rt_spec *spec, json_t *cfg)
 
 int brig_oci_volumes_unmount(const oci *o, const char *id, brig_error **err)
 {
-    _cleanup_free_ char *dir = brig_oci_path(o, id, "vol");
+    _cleanup_free_ char *dir = sb_path(o, id, "vol");
     DIR *d = opendir(dir);
     if (d == NULL)
         return errno == ENOENT ? 0 : brig_error_sys(err, "open %s", dir);

@@ -7,7 +7,7 @@
  *             disk reserve;
  *   reserve   host capacity (slot, memory, disk; may wait), then its id and uid range,
  *             or a warm sandbox's (the pool's; none for a sandbox with volumes); its
- *             volumes (one writer or many readers: volumes.h);
+ *             volumes (one writer or many readers: volmounts.h);
  *   seal      its secrets, under its id; its redactor;
  *   record    its store row (creating); listed (the list counts it from now on);
  *   start     the runtime driver starts it (a warm one runs already; a gVisor one gets its
@@ -202,11 +202,11 @@ typedef struct create {
     int64_t t0;           /* mono ms: when it got its capacity */
     bool claimed;         /* a warm sandbox of the pool */
     int64_t begun;        /* mono ms: when the request came */
-    brig_volset vols;     /* its volumes, resolved in its project (volumes.h) */
+    brig_volset vols;     /* its volumes, resolved in its project (volmounts.h) */
 } create;
 
 /* Its volumes: an admin key's, of its project, mountable at their paths in its template
- * (volumes.h). */
+ * (volmounts.h). */
 static int resolve_volumes(create *x, brig_error **err)
 {
     if (x->o->volumes == NULL || x->o->volumes->n == 0)

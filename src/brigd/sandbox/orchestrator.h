@@ -13,7 +13,7 @@
 #include "account/auth.h"
 #include "error.h"
 #include "server.h"
-#include "volumes.h"
+#include "volmounts.h"
 
 typedef struct brig_sandbox_opts {
     const char *template;       /* NULL: the configured default */

@@ -10,7 +10,7 @@
 #include "core/worker.h"
 #include "log.h"
 #include "util.h"
-#include "volumes.h"
+#include "volmounts.h"
 
 #define WORKERS             4
 #define LAST_KILL_WAIT_MS   1000  /* per sandbox, for the last attempt (shutdown) */

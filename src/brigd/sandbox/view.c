@@ -15,7 +15,7 @@
 #include "util.h"
 #include "vault/redact.h"
 #include "vault/vault.h"
-#include "volumes.h"
+#include "volmounts.h"
 
 static json_t *time_or_null(int64_t ms)
 {

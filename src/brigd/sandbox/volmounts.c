@@ -1,5 +1,5 @@
 /*
- * volmounts.c - which sandbox mounts which volume (see volumes.h).
+ * volmounts.c - which sandbox mounts which volume (see volmounts.h).
  *
  * One table in memory, under one lock, with a row in the store for each mount of a
  * sandbox that was recorded: a restart of brigd finds who still mounts what.  A mount
@@ -21,7 +21,7 @@
 #include "log.h"
 #include "registry.h"
 #include "util.h"
-#include "volumes.h"
+#include "volmounts.h"
 
 #define WAIT_ENDED_MS 30000 /* for ended holders' teardowns */
 
@@ -37,6 +37,20 @@ struct brig_volmounts {
     pthread_cond_t released; /* (monotonic) a sandbox let go of its volumes */
     att *atts;
 };
+
+bool brig_volume_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > BRIG_VOLUME_NAME_MAX || strncmp(name, "vol_", 4) == 0) /* ids start so */
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+        if (!alnum && (i == 0 || (ch != '-' && ch != '_')))
+            return false;
+    }
+    return true;
+}
 
 /* ---- checking a request ----------------------------------------------------------------- */
 

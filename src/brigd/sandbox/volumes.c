@@ -24,20 +24,6 @@
 /* Creates one at a time: the account's total is checked and taken together. */
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
-bool brig_volume_name_ok(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > BRIG_VOLUME_NAME_MAX || strncmp(name, "vol_", 4) == 0) /* ids start so */
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = name[i];
-        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
-        if (!alnum && (i == 0 || (ch != '-' && ch != '_')))
-            return false;
-    }
-    return true;
-}
-
 static json_t *volume_json(brigd *d, const brig_volume_row *v)
 {
     char created[32];
