@@ -407,6 +407,7 @@ int main(int argc, char **argv)
     brig_janitor_stop(&d);
     brig_pool_stop(&d);       /* warm sandboxes belong to nobody: they go */
     brig_teardown_stop(&d);   /* what was deleted is cleaned up before we exit */
+    brig_volumes_stop(&d);    /* after the teardown: it lets go of volumes */
     brig_audit_stop(d.audit); /* the last events stored; before its resolver's registry goes */
     brig_registry_free(&d);   /* the live ones are forgotten: the next start re-attaches them */
     brig_net_free(d.net);

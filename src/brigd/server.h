@@ -47,6 +47,8 @@ typedef struct brigd {
     int64_t audit_pruned_at;    /* when the janitor last pruned it (ms since the epoch) */
     struct brig_usage *usage;   /* each sandbox's usage samples (sandbox/usage.c) */
     struct MHD_Daemon *metrics_http; /* the metrics_listen server; NULL: none */
+    struct brig_volmounts *volumes;  /* who mounts which volume (sandbox/volmounts.c) */
+    int64_t volumes_billed_at;       /* when the janitor last charged volumes (ms) */
 } brigd;
 
 #endif

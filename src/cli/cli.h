@@ -71,6 +71,8 @@ enum cli_opt_key {
     OPT_DAYS,
     OPT_LIMIT,
     OPT_BEFORE,
+    OPT_VOLUME,
+    OPT_SIZE,
 };
 
 /* Whether a command takes a remote command after its operands. */
@@ -257,6 +259,10 @@ json_t *cli_pty_size(void);
  * close.  0, or -1 with *err set. */
 int cli_feed_stdin(brig_client *c, const char *id, const char *pid, bool close, brig_error **err);
 
+/* The --volume NAME:/PATH[:ro] options of create and run into body's "volumes"
+ * (cmd_volume.c): 0, or CLI_EXIT_USAGE (printed). */
+int cli_add_volumes(const cli_args *a, json_t *body);
+
 /* upload --recursive and download --recursive (cmd_tar.c) */
 int cli_upload_tree(const cli_args *a);
 int cli_download_tree(const cli_args *a);
@@ -292,5 +298,9 @@ int brig_cmd_account_show(const cli_args *a);
 int brig_cmd_account_usage(const cli_args *a);
 int brig_cmd_account_ledger(const cli_args *a);
 int brig_cmd_account_ls(const cli_args *a);
+int brig_cmd_volume_create(const cli_args *a);
+int brig_cmd_volume_ls(const cli_args *a);
+int brig_cmd_volume_inspect(const cli_args *a);
+int brig_cmd_volume_rm(const cli_args *a);
 
 #endif

@@ -390,6 +390,11 @@ int brig_cmd_run(const cli_args *a)
     const char *iso = cli_opt_get(a, OPT_ISOLATION); /* brigd checks it */
     if (iso != NULL)
         json_object_set_new(create, "isolation", json_string(iso));
+    if (cli_add_volumes(a, create) != 0) {
+        json_decref(create);
+        json_decref(body);
+        return CLI_EXIT_USAGE;
+    }
     json_t *sbx = NULL;
     int rc = brig_client_call(c, "POST", "/v1/sandboxes", create, CLI_TIMEOUT_MS, &sbx, &err);
     json_decref(create);

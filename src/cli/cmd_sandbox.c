@@ -37,11 +37,17 @@ int cli_check_id(const cli_args *a, const char *id)
 
 int brig_cmd_create(const cli_args *a)
 {
+    json_t *body = json_object();
+    if (cli_add_volumes(a, body) != 0) {
+        json_decref(body);
+        return CLI_EXIT_USAGE;
+    }
     brig_error *err = NULL;
     brig_client *c = cli_client(true, &err);
-    if (c == NULL)
+    if (c == NULL) {
+        json_decref(body);
         return cli_fail(&err);
-    json_t *body = json_object();
+    }
     const char *tpl = cli_opt_get(a, OPT_TEMPLATE);
     if (tpl != NULL)
         json_object_set_new(body, "template", json_string(tpl));

@@ -63,6 +63,9 @@ static const cli_opt options[] = {
     {OPT_DAYS, "days", "N", "the last N UTC days, today included (default 30)"},
     {OPT_LIMIT, "limit", "N", "at most N entries, newest first (default 100, at most 1000)"},
     {OPT_BEFORE, "before", "SEQ", "only entries older than SEQ (the next page of a listing)"},
+    {OPT_VOLUME, "volume", "NAME:/PATH[:ro]",
+     "mount a volume of the project at PATH, read-only with :ro (repeatable)"},
+    {OPT_SIZE, "size", "MIB", "the volume's size in MiB"},
     {OPT_HELP, "help", NULL, "show this help"},
 };
 
@@ -77,12 +80,13 @@ static const cli_opt *option_row(int key)
 /* command rows */
 
 static const int opts_none[] = {0};
-static const int opts_create[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_JSON, 0};
+static const int opts_create[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_VOLUME, OPT_JSON, 0};
 static const int opts_json[] = {OPT_JSON, 0};
 static const int opts_exec[] = {OPT_CWD,   OPT_ENV,        OPT_TIMEOUT, OPT_SHELL, OPT_USER,
                                 OPT_STDIN, OPT_BACKGROUND, OPT_PTY,     OPT_JSON,  0};
-static const int opts_run[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_CWD,   OPT_ENV, OPT_TIMEOUT,
-                               OPT_SHELL,    OPT_USER,      OPT_STDIN, 0};
+static const int opts_run[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_VOLUME, OPT_CWD,   OPT_ENV,
+                               OPT_TIMEOUT,  OPT_SHELL,     OPT_USER,   OPT_STDIN, 0};
+static const int opts_volume_create[] = {OPT_SIZE, OPT_PROJECT, OPT_JSON, 0};
 static const int opts_upload[] = {OPT_MODE, OPT_RECURSIVE, 0};
 static const int opts_download[] = {OPT_RECURSIVE, 0};
 static const int opts_logs[] = {OPT_FOLLOW, 0};
@@ -146,6 +150,10 @@ static int cmd_help(const cli_args *a);
 #define ACCOUNT_SHOW_DETAILS                                                                       \
     "With ACCOUNT: that account, as the operator sees it (the operator key: BRIG_API_KEY,\n"       \
     "else $BRIG_STATE_DIR/operator.key).\n"
+#define VOLUME_DETAILS                                                                             \
+    "A volume is a project's file system of a bounded size that outlives sandboxes:\n"             \
+    "mount it at create with `brig create --volume NAME:/PATH[:ro]` (one sandbox\n"                \
+    "writes it at a time, or many read it).  NAME, inspect and rm also take its id.\n"
 #define RUN_DETAILS                                                                                \
     "The sandbox is deleted whatever happens: when the command fails, when brigd\n"                \
     "cannot run it, and on SIGINT, SIGTERM or SIGHUP.  Exits with the command's exit code.\n"
@@ -161,7 +169,8 @@ static int cmd_help(const cli_args *a);
     "contents are extracted into the directory LOCAL (made if missing) by tar.\n"
 
 static const cli_cmd commands[] = {
-    {"create", brig_cmd_create, "[--template NAME] [--isolation MODE] [--json]",
+    {"create", brig_cmd_create,
+     "[--template NAME] [--isolation MODE] [--volume NAME:/PATH[:ro]]... [--json]",
      "create a sandbox and print its id", NULL, opts_create, 0, 0, CLI_REST_NONE},
     {"ls", brig_cmd_ls, "[--ended [--since TIME]] [--json]",
      "list the live sandboxes, or (--ended) the ended ones", LS_DETAILS, opts_ls, 0, 0,
@@ -205,8 +214,8 @@ static const cli_cmd commands[] = {
      3, CLI_REST_NONE},
     {"rm", brig_cmd_rm, "ID [ID...]", "delete sandboxes", NULL, opts_none, 1, -1, CLI_REST_NONE},
     {"run", brig_cmd_run,
-     "[--template NAME] [--isolation MODE] [--cwd DIR] [--env K=V]... [--timeout SECONDS] "
-     "[--shell] [--user NAME] [--stdin] -- CMD [ARG...]",
+     "[--template NAME] [--isolation MODE] [--volume NAME:/PATH[:ro]]... [--cwd DIR] "
+     "[--env K=V]... [--timeout SECONDS] [--shell] [--user NAME] [--stdin] -- CMD [ARG...]",
      "create a sandbox, run one command in it, delete it", RUN_DETAILS, opts_run, 0, 0,
      CLI_REST_REQUIRED},
     {"template ls", brig_cmd_template_ls, "[--json]", "list templates", NULL, opts_json, 0, 0,
@@ -237,6 +246,14 @@ static const cli_cmd commands[] = {
     {"account ls", brig_cmd_account_ls, "[--json]",
      "every account (the operator key: BRIG_API_KEY, else operator.key)", NULL, opts_json, 0, 0,
      CLI_REST_NONE},
+    {"volume create", brig_cmd_volume_create, "--size MIB [--project ID] [--json] NAME",
+     "create a volume (prints its id)", VOLUME_DETAILS, opts_volume_create, 1, 1, CLI_REST_NONE},
+    {"volume ls", brig_cmd_volume_ls, "[--json]", "list volumes", NULL, opts_json, 0, 0,
+     CLI_REST_NONE},
+    {"volume inspect", brig_cmd_volume_inspect, "NAME", "print a volume as JSON", NULL, opts_none,
+     1, 1, CLI_REST_NONE},
+    {"volume rm", brig_cmd_volume_rm, "NAME [NAME...]", "delete volumes and their data", NULL,
+     opts_none, 1, -1, CLI_REST_NONE},
     {"health", brig_cmd_health, "", "check that brigd answers (no key needed)", NULL, opts_none, 0,
      0, CLI_REST_NONE},
     {"version", cmd_version, "", "print brig's version", NULL, opts_none, 0, 0, CLI_REST_NONE},

@@ -303,6 +303,21 @@ def mounts_under(path):
     return found
 
 
+def loop_devices_under(path):
+    """(device, backing file) of each loop device whose file lies below path."""
+    path = os.path.realpath(path)
+    found = []
+    for dev in os.listdir("/sys/block"):
+        try:
+            with open(f"/sys/block/{dev}/loop/backing_file") as f:
+                backing = f.read().strip()
+        except OSError:
+            continue
+        if backing.startswith(path + "/"):
+            found.append((dev, backing))
+    return found
+
+
 def known_sandbox_ids(state_dir):
     """Every sandbox id this brigd ever created (from its SQLite store)."""
     db = os.path.join(state_dir, "brig.db")
@@ -378,6 +393,9 @@ def leftovers_now(state_dir):
     left += [f"runsc sandbox {c}" for c in runsc_containers(state_dir)]
     left += [f"runsc process {p}" for p in runsc_processes(state_dir)]
     left += [f"mount {m}" for m in mounts_under(os.path.join(state_dir, "sandboxes"))]
+    # A volume stays mounted on the host only while a sandbox mounts it.
+    left += [f"volume mount {m}" for m in mounts_under(os.path.join(state_dir, "volumes"))]
+    left += [f"loop device {dev} -> {f}" for dev, f in loop_devices_under(state_dir)]
     sdir = os.path.join(state_dir, "sandboxes")
     if os.path.isdir(sdir):
         left += [f"sandbox dir {d}" for d in os.listdir(sdir)]

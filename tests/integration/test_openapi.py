@@ -29,6 +29,7 @@ FAKE = {
     "template_name": "no-such-template",
     "build_id": "bld_" + "a" * 26,
     "file": "main.js",
+    "volume_name": "no-such-volume",
 }
 
 
@@ -458,6 +459,22 @@ def test_tenant_answers_match_the_schemas(daemon, node):
     a.call("GET", f"/v1/projects/{FAKE['account_id'].replace('acc', 'prj')}", expect=404)
     a.call("GET", "/v1/projects", expect=200)
     a.call("GET", "/v1/account", expect=200)
+
+    # Volumes: made, mounted, listed, refused, deleted; a volume's charge in the ledger.
+    v = a.call("POST", "/v1/volumes", {"name": "data", "size_mib": 16}, expect=201).json()
+    a.call("POST", "/v1/volumes", {"name": "data", "size_mib": 16}, expect=409)
+    a.call("POST", "/v1/volumes", {"name": "../x", "size_mib": 16}, expect=400)
+    sb = a.call("POST", "/v1/sandboxes", {"template": "minimal", "volumes": [
+        {"name": "data", "path": "/data", "read_only": False}]}, expect=201).json()
+    a.call("GET", "/v1/volumes", expect=200)
+    a.call("GET", f"/v1/volumes/data?project={p['id']}", expect=404)
+    a.call("GET", f"/v1/volumes/{v['id']}", expect=200)
+    a.call("DELETE", "/v1/volumes/data", expect=409)
+    a.call("GET", f"/v1/sandboxes/{sb['id']}", expect=200)
+    a.call("DELETE", f"/v1/sandboxes/{sb['id']}", expect=204)
+    a.call("DELETE", "/v1/volumes/data", expect=204)
+    a.call("GET", "/v1/volumes/data", expect=404)
+    a.call("GET", "/v1/account/ledger?limit=5", expect=200)
     c.verify(node)
 
 

@@ -1,7 +1,8 @@
 /*
  * test_billing.c - ledger arithmetic: the 60-second minimum, partial seconds,
  * incremental charging that never charges a second twice, money formatting,
- * and UTC day/month boundaries (the clock is an argument: injected).
+ * UTC day/month boundaries (the clock is an argument: injected), and volumes' charges
+ * by size and second with what is below a micro-dollar carried.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,6 +101,37 @@ static void test_checked_money(void **state)
     assert_int_equal(brig_money_times(0, INT64_MAX), 0);
 }
 
+static void test_volume_charges(void **state)
+{
+    (void)state;
+    int64_t rem = 0, amount = -1;
+    /* 1 GiB at 3,600,000 micro-dollars per GiB-hour: 1000 a second, exactly. */
+    brig_bill_volume(1024, 7, 3600000, false, &rem, &amount);
+    assert_int_equal(amount, 7000);
+    assert_int_equal(rem, 0);
+    /* Below a micro-dollar: carried, never lost, never charged twice. */
+    brig_bill_volume(1024, 1800, 1, false, &rem, &amount); /* half a micro-dollar */
+    assert_int_equal(amount, 0);
+    assert_int_equal(rem, 1024 * 1800);
+    brig_bill_volume(1024, 1800, 1, false, &rem, &amount);
+    assert_int_equal(amount, 1);
+    assert_int_equal(rem, 0);
+    /* The final charge rounds what is carried up. */
+    brig_bill_volume(16, 1, 1, true, &rem, &amount);
+    assert_int_equal(amount, 1);
+    assert_int_equal(rem, 0);
+    brig_bill_volume(16, 0, 1, true, &rem, &amount);
+    assert_int_equal(amount, 0);
+    /* Nothing for nothing; negative inputs charge nothing. */
+    brig_bill_volume(1024, 100, 0, false, &rem, &amount);
+    assert_int_equal(amount, 0);
+    brig_bill_volume(-1, 100, 5, false, &rem, &amount);
+    assert_int_equal(amount, 0);
+    /* Huge: no overflow, held at the money bound. */
+    brig_bill_volume((int64_t)1 << 22, (int64_t)1 << 40, 1000000000, false, &rem, &amount);
+    assert_int_equal(amount, BRIG_MONEY_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -108,6 +140,7 @@ int main(void)
         cmocka_unit_test(test_money),
         cmocka_unit_test(test_boundaries),
         cmocka_unit_test(test_checked_money),
+        cmocka_unit_test(test_volume_charges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -489,6 +489,125 @@ static void test_ended_sandboxes(void **state)
     assert_string_equal(got, "");
 }
 
+static void add_volume(fixture *f, const char *id, const char *project, const char *name,
+                       int expect)
+{
+    brig_volume_row v = {.size_mib = 1024, .created_at = 1000};
+    snprintf(v.id, sizeof(v.id), "%s", id);
+    snprintf(v.account_id, sizeof(v.account_id), "acc_1");
+    snprintf(v.project_id, sizeof(v.project_id), "%s", project);
+    snprintf(v.name, sizeof(v.name), "%s", name);
+    assert_int_equal(brig_store_volume_insert(f->st, &v, NULL), expect);
+}
+
+static void count_volume(const brig_volume_row *v, void *ctx)
+{
+    strcat(ctx, v->name);
+    strcat(ctx, ",");
+}
+
+/* A plan that charges 7 micro-dollars for `seconds` and carries 3 of a remainder. */
+static void plan_volume(const brig_volume_charge_state *in, brig_volume_charge *out, void *ctx)
+{
+    int64_t secs = *(int64_t *)ctx;
+    assert_int_equal(in->size_mib, 1024);
+    out->seconds = secs;
+    out->amount = secs ? 7 : 0;
+    out->balance = in->balance - out->amount;
+    out->cost = in->cost + out->amount;
+    out->billed_at = in->billed_at + secs * 1000;
+    out->rem = in->rem + 3;
+}
+
+static void count_mount(const brig_volume_mount_row *m, void *ctx)
+{
+    char *s = ctx;
+    strcat(s, m->sandbox_id);
+    strcat(s, m->read_only ? ":ro:" : ":rw:");
+    strcat(s, m->path);
+    strcat(s, ",");
+}
+
+static void test_volumes(void **state)
+{
+    fixture *f = *state;
+    make_account(f, "acc_1", "prj_1", "key_1", "h1");
+    assert_int_equal(brig_store_project_insert(f->st, "prj_2", "acc_1", "two", 1, NULL), 0);
+    add_volume(f, "vol_1", "prj_1", "data", 1);
+    add_volume(f, "vol_2", "prj_1", "data", 0); /* the project has one of that name */
+    add_volume(f, "vol_3", "prj_2", "data", 1); /* another project's name */
+    brig_volume_row v;
+    assert_int_equal(brig_store_volume_get(f->st, "prj_1", "data", &v, NULL), 1);
+    assert_string_equal(v.id, "vol_1");
+    assert_int_equal(v.size_mib, 1024);
+    assert_int_equal(brig_store_volume_get(f->st, "prj_1", "vol_1", &v, NULL), 1); /* by id */
+    assert_int_equal(brig_store_volume_get(f->st, "prj_2", "vol_1", &v, NULL), 0);
+    char names[256] = "";
+    assert_int_equal(brig_store_volume_each(f->st, "acc_1", NULL, count_volume, names, NULL), 0);
+    assert_string_equal(names, "data,data,");
+    names[0] = '\0';
+    assert_int_equal(brig_store_volume_each(f->st, NULL, "prj_2", count_volume, names, NULL), 0);
+    assert_string_equal(names, "data,");
+    names[0] = '\0';
+    assert_int_equal(brig_store_volume_each(f->st, "acc_none", NULL, count_volume, names, NULL), 0);
+    assert_string_equal(names, "");
+
+    /* A charge: the ledger row only when there is an amount; billed_at and rem always. */
+    int64_t bal = 0, secs = 0;
+    assert_int_equal(brig_store_ledger_credit(f->st, "acc_1", 100, "x", 1, &bal, NULL), 0);
+    assert_int_equal(brig_store_volume_charge(f->st, "vol_1", 1500, plan_volume, &secs, &bal, NULL),
+                     0);
+    assert_int_equal(bal, 100);
+    secs = 4;
+    assert_int_equal(brig_store_volume_charge(f->st, "vol_1", 5000, plan_volume, &secs, &bal, NULL),
+                     0);
+    assert_int_equal(bal, 93);
+    brig_ledger_row rows[4];
+    int n = 0;
+    assert_int_equal(brig_store_ledger_page(f->st, "acc_1", 0, 4, rows, &n, NULL), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].kind, "charge");
+    assert_string_equal(rows[0].volume_id, "vol_1");
+    assert_string_equal(rows[0].sandbox_id, "");
+    assert_int_equal(rows[0].seconds, 4);
+    assert_int_equal(rows[0].amount, 7);
+    assert_string_equal(rows[1].volume_id, ""); /* the credit */
+    assert_int_equal(brig_store_volume_get(f->st, "prj_1", "data", &v, NULL), 1);
+    assert_int_equal(v.cost, 7);
+    brig_error *err = NULL;
+    assert_int_equal(brig_store_volume_charge(f->st, "vol_none", 1, plan_volume, &secs, &bal, &err),
+                     -1);
+    assert_int_equal(err->kind, BRIG_E_NOT_FOUND);
+    brig_error_clear(&err);
+
+    /* Mounts: recorded per sandbox, forgotten together. */
+    add_sandbox(f, "sbx_1", 1000, 10);
+    add_sandbox(f, "sbx_2", 1000, 10);
+    brig_volume_mount_row m = {.sandbox_id = "sbx_1", .volume_id = "vol_1", .path = "/data"};
+    assert_int_equal(brig_store_volume_mount_insert(f->st, &m, NULL), 0);
+    brig_volume_mount_row m2 = {
+        .sandbox_id = "sbx_2", .volume_id = "vol_3", .path = "/r", .read_only = true};
+    assert_int_equal(brig_store_volume_mount_insert(f->st, &m2, NULL), 0);
+    char mounts[256] = "";
+    assert_int_equal(brig_store_volume_mount_each(f->st, count_mount, mounts, NULL), 0);
+    assert_string_equal(mounts, "sbx_1:rw:/data,sbx_2:ro:/r,");
+    assert_int_equal(brig_store_volume_mount_delete(f->st, "sbx_1", NULL), 0);
+    mounts[0] = '\0';
+    assert_int_equal(brig_store_volume_mount_each(f->st, count_mount, mounts, NULL), 0);
+    assert_string_equal(mounts, "sbx_2:ro:/r,");
+
+    /* Deleted: gone from the views, its name free again, its row kept. */
+    assert_int_equal(brig_store_volume_delete(f->st, "vol_1", 9000, NULL), 1);
+    assert_int_equal(brig_store_volume_delete(f->st, "vol_1", 9000, NULL), 0);
+    assert_int_equal(brig_store_volume_get(f->st, "prj_1", "data", &v, NULL), 0);
+    assert_int_equal(brig_store_volume_get(f->st, "prj_1", "vol_1", &v, NULL), 0);
+    add_volume(f, "vol_4", "prj_1", "data", 1);
+    secs = 1;
+    assert_int_equal(
+        brig_store_volume_charge(f->st, "vol_1", 10000, plan_volume, &secs, &bal, NULL),
+        0); /* a deleted one's final charge */
+}
+
 static void test_reopen_and_backends(void **state)
 {
     fixture *f = *state;
@@ -519,6 +638,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blackboxes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ended_sandboxes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_volumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_and_backends, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,8 @@
  */
 export { Sandbox } from "./sandbox.js";
 export type { ConnectOptions } from "./sandbox.js";
+export { Volume } from "./volume.js";
+export type { VolumeOptions } from "./volume.js";
 export { Process } from "./process.js";
 export type { OutputOptions } from "./process.js";
 export { BrigClient } from "./client.js";
@@ -47,4 +49,6 @@ export type {
   SandboxEndReason,
   SandboxInfo,
   UsageDay,
+  VolumeInfo,
+  VolumeMount,
 } from "./types.js";

@@ -22,6 +22,7 @@ import type {
   SandboxInfo,
 } from "./types.js";
 import { camel, octal, outputText, seconds, TextStream } from "./util.js";
+import { volumeMounts } from "./volume.js";
 
 /** Where to find brigd: a client, or the url/key to make one (default: BRIG_URL, BRIG_API_KEY). */
 export type ConnectOptions = ClientOptions & { client?: BrigClient };
@@ -65,6 +66,7 @@ export class Sandbox {
     if (options.maxLifetimeMs !== undefined) body.max_lifetime = seconds(options.maxLifetimeMs);
     if (options.project !== undefined) body.project = options.project;
     if (options.isolation !== undefined) body.isolation = options.isolation;
+    if (options.volumes !== undefined) body.volumes = volumeMounts(options.volumes);
     const info = await client.json("POST", "/v1/sandboxes", { json: body, signal: options.signal });
     return new Sandbox(client, sandboxInfo(info));
   }

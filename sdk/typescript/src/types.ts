@@ -76,6 +76,31 @@ export interface LedgerPage {
   nextBefore: number | null;
 }
 
+/** Where a sandbox mounts a volume of its project. */
+export interface VolumeMount {
+  name: string;
+  /** Absolute, inside the sandbox. */
+  path: string;
+  readOnly?: boolean;
+}
+
+/** A volume as brigd describes it (`GET /v1/volumes/{name}`), keys in camelCase. */
+export interface VolumeInfo {
+  id: string;
+  name: string;
+  projectId: string;
+  sizeMib: number;
+  /** ISO 8601. */
+  createdAt: string;
+  /** What it cost so far, in micro-dollars, and formatted. */
+  costMicroUsd: number;
+  cost: string;
+  priceMicroUsdPerGibHour: number;
+  /** The sandboxes that mount it now (until their teardown is done). */
+  mountedBy: { sandboxId: string; path: string; readOnly: boolean }[];
+  [key: string]: unknown;
+}
+
 /**
  * How a sandbox is kept from the host: `container` (the host's kernel under
  * namespaces and a seccomp allow-list) or `gvisor` (a user-space kernel of its own).
@@ -101,6 +126,12 @@ export interface CreateOptions {
    * InvalidRequestError (naming what is missing) — brigd never swaps in another.
    */
   isolation?: Isolation;
+  /**
+   * Volumes of the project to mount (an admin key): `vol.mount("/data")`, `{ name, path, readOnly }`
+   * or `"name:/path[:ro]"`.  One sandbox writes a volume at a time, or many read it (ConflictError
+   * otherwise); see docs/volumes.md.
+   */
+  volumes?: (VolumeMount | string)[];
   /** Delete the sandbox after this long without API use and no command running (brigd's default: 5 min). */
   idleTimeoutMs?: number;
   /** Delete the sandbox this long after creation, whatever it does (brigd's default: 1 h). */

@@ -199,3 +199,35 @@ void brig_admission_hold(brig_admission *a, brig_capacity held)
     a->disk_used += held.disk_mib;
     pthread_mutex_unlock(&a->lock);
 }
+
+int brig_admission_take_disk(brig_admission *a, int64_t mib, brig_error **err)
+{
+    pthread_mutex_lock(&a->lock);
+    int64_t used = a->disk_used, cap = a->disk_capacity;
+    bool fits = cap == 0 || used + mib <= cap;
+    if (fits)
+        a->disk_used += mib;
+    pthread_mutex_unlock(&a->lock);
+    if (fits)
+        return 0;
+    return brig_error_set(err, BRIG_E_NO_SPACE, 0,
+                          "this host's disk budget has %lld MiB left (%lld of %lld MiB held by "
+                          "sandboxes and volumes): a volume of %lld MiB does not fit",
+                          (long long)(cap > used ? cap - used : 0), (long long)used, (long long)cap,
+                          (long long)mib);
+}
+
+void brig_admission_hold_disk(brig_admission *a, int64_t mib)
+{
+    pthread_mutex_lock(&a->lock);
+    a->disk_used += mib;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void brig_admission_release_disk(brig_admission *a, int64_t mib)
+{
+    pthread_mutex_lock(&a->lock);
+    a->disk_used = a->disk_used > mib ? a->disk_used - mib : 0;
+    grant_waiting_locked(a);
+    pthread_mutex_unlock(&a->lock);
+}

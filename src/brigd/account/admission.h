@@ -59,4 +59,11 @@ void brig_admission_stats(brig_admission *a, int64_t *used, brig_capacity *in_us
 /* Marks a re-attached sandbox's slot, memory and disk taken (start-up). */
 void brig_admission_hold(brig_admission *a, brig_capacity held);
 
+/* Volumes' disk (docs/volumes.md), held from their create to their delete, in the same
+ * disk budget as sandboxes' disks: a take never waits (BRIG_E_NO_SPACE when mib does not
+ * fit now); a hold is a volume's at start-up; a release hands it to waiting creates. */
+int brig_admission_take_disk(brig_admission *a, int64_t mib, brig_error **err);
+void brig_admission_hold_disk(brig_admission *a, int64_t mib);
+void brig_admission_release_disk(brig_admission *a, int64_t mib);
+
 #endif

@@ -22,6 +22,23 @@ int64_t brig_bill_seconds(int64_t alive_ms, int64_t billed_s, bool final)
     return total > billed_s ? total - billed_s : 0;
 }
 
+#define VOLUME_UNIT ((__int128)1024 * 3600) /* MiB per GiB x seconds per hour */
+
+void brig_bill_volume(int64_t size_mib, int64_t seconds, int64_t rate, bool final, int64_t *rem,
+                      int64_t *amount)
+{
+    __int128 owed = (__int128)(size_mib > 0 ? size_mib : 0) * (seconds > 0 ? seconds : 0) *
+                        (rate > 0 ? rate : 0) +
+                    (*rem > 0 ? *rem : 0);
+    __int128 whole = owed / VOLUME_UNIT, left = owed % VOLUME_UNIT;
+    if (final && left > 0) {
+        whole++;
+        left = 0;
+    }
+    *amount = whole > BRIG_MONEY_MAX ? BRIG_MONEY_MAX : (int64_t)whole;
+    *rem = (int64_t)left;
+}
+
 static int64_t utc(int y, int mon, int d)
 {
     struct tm tm = {.tm_year = y - 1900, .tm_mon = mon, .tm_mday = d};
@@ -123,6 +140,45 @@ int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool f
     return 0;
 }
 
+typedef struct volume_ctx {
+    int64_t now, rate;
+    bool final;
+    int64_t amount;
+} volume_ctx;
+
+/* A volume's charge (brig_volume_plan_fn): whole seconds since it was billed (the rest
+ * rounded up at its end), checked like a sandbox's. */
+static void plan_volume(const brig_volume_charge_state *in, brig_volume_charge *out, void *ctx)
+{
+    volume_ctx *c = ctx;
+    int64_t ms = c->now - in->billed_at;
+    int64_t secs = ms <= 0 ? 0 : c->final ? (ms + 999) / 1000 : ms / 1000;
+    int64_t rem = in->rem, amount = 0;
+    brig_bill_volume(in->size_mib, secs, c->rate, c->final, &rem, &amount);
+    int64_t bal = in->balance;
+    bal = bal > BRIG_MONEY_MAX ? BRIG_MONEY_MAX : bal < -BRIG_MONEY_MAX ? -BRIG_MONEY_MAX : bal;
+    if (bal - amount < -BRIG_MONEY_MAX)
+        amount = bal + BRIG_MONEY_MAX;
+    out->seconds = secs;
+    out->amount = c->amount = amount;
+    out->balance = bal - amount;
+    if (!brig_money_add(in->cost, amount, &out->cost))
+        out->cost = BRIG_MONEY_MAX;
+    out->billed_at = in->billed_at + secs * 1000;
+    out->rem = rem;
+}
+
+int brig_billing_charge_volume(brigd *d, const char *volume_id, int64_t now_ms, bool final,
+                               int64_t *balance, brig_error **err)
+{
+    volume_ctx c = {now_ms, d->cfg.volume_price_micro_usd_per_gib_hour, final, 0};
+    if (brig_store_volume_charge(d->store, volume_id, now_ms, plan_volume, &c, balance, err) < 0)
+        return -1;
+    if (c.amount > 0)
+        brig_metric_add(BRIG_M_BILLING_CHARGED, NULL, (double)c.amount);
+    return 0;
+}
+
 int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_t to_ms,
                        int64_t *out, brig_error **err)
 {
@@ -207,6 +263,8 @@ int brig_billing_ledger(brigd *d, const char *account_id, int64_t before, int li
         json_object_set_new(e, "seconds",
                             rows[i].seconds >= 0 ? json_integer(rows[i].seconds) : json_null());
         json_object_set_new(e, "note", rows[i].note[0] ? json_string(rows[i].note) : json_null());
+        json_object_set_new(e, "volume_id",
+                            rows[i].volume_id[0] ? json_string(rows[i].volume_id) : json_null());
         json_array_append_new(arr, e);
     }
     json_t *next = n == limit && n > 0 ? json_integer(rows[n - 1].seq) : json_null();

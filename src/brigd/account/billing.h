@@ -29,6 +29,13 @@
  * passed.  Final: the rest, rounded up, so the total is max(60, ceil(alive)). */
 int64_t brig_bill_seconds(int64_t alive_ms, int64_t billed_s, bool final);
 
+/* A volume's charge for `seconds` more of size_mib at rate micro-dollars per GiB-hour:
+ * *amount whole micro-dollars, carrying what is below one in *rem (in 1/(1024 x 3600)
+ * micro-dollar, in and out: a volume is never charged a rounding twice nor loses one);
+ * final: the carry rounded up.  Held at BRIG_MONEY_MAX.  Pure. */
+void brig_bill_volume(int64_t size_mib, int64_t seconds, int64_t rate, bool final, int64_t *rem,
+                      int64_t *amount);
+
 /* UTC midnight of the day / first day of the month containing ms, and the
  * start of the next one (for "resets at"). */
 int64_t brig_day_start(int64_t ms);
@@ -48,6 +55,12 @@ int brig_billing_credit(brigd *d, const char *account_id, int64_t amount, const 
  * at what keeps the balance >= -BRIG_MONEY_MAX. */
 int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool final,
                         int64_t *balance, brig_error **err);
+
+/* Charges a volume up to now (final at its delete) at volume_price_micro_usd_per_gib_hour,
+ * whole seconds of it (the rest at the next charge); *balance (may be NULL) afterwards.  A
+ * rate of 0 charges nothing but moves the volume's billing on. */
+int brig_billing_charge_volume(brigd *d, const char *volume_id, int64_t now_ms, bool final,
+                               int64_t *balance, brig_error **err);
 
 /* May account_id start one more sandbox at time now?  BRIG_E_PAYMENT when its
  * balance is used up, BRIG_E_LIMIT for a daily or monthly spend limit (saying

@@ -1,5 +1,6 @@
 /*
- * handlers.h - the REST handlers of api_exec.c, api_files.c, api_accounts.c and api_audit.c, which
+ * handlers.h - the REST handlers of api_exec.c, api_files.c, api_accounts.c, api_audit.c and
+ * api_volumes.c, which
  * the route table (routes.c) names; what they all use is in handler.h.  Not a public interface.
  */
 #ifndef BRIG_HANDLERS_H
@@ -51,6 +52,12 @@ void api_key_delete(brig_req *r);
 void api_secret_list(brig_req *r);
 void api_secret_put(brig_req *r);
 void api_secret_delete(brig_req *r);
+
+/* api_volumes.c */
+void api_volume_create(brig_req *r);
+void api_volume_list(brig_req *r);
+void api_volume_get(brig_req *r);
+void api_volume_delete(brig_req *r);
 
 void api_timeline(brig_req *r);
 

@@ -1,7 +1,7 @@
 /*
  * routes.c - the route table, and the REST handlers of health and sandboxes (the others are
- * in api_exec.c, api_files.c, api_templates.c, api_accounts.c, api_audit.c, api_metrics.c and
- * ui.c, the dashboard's files; what
+ * in api_exec.c, api_files.c, api_templates.c, api_accounts.c, api_audit.c, api_metrics.c,
+ * api_volumes.c and ui.c, the dashboard's files; what
  * they all use in handler.c). Each validates its input completely before touching a sandbox,
  * answers errors as
  * {"error":{"code","message"}} with the right status, and never holds brigd's lock while
@@ -68,8 +68,8 @@ static int seconds_field(json_t *body, const char *name, int64_t max_ms, int64_t
 static void h_sandbox_create(brig_req *r)
 {
     static const char *const fields[] = {
-        "template",     "tariff",       "env",     "secrets",   "secret_refs",
-        "idle_timeout", "max_lifetime", "project", "isolation", NULL};
+        "template",     "tariff",  "env",       "secrets", "secret_refs", "idle_timeout",
+        "max_lifetime", "project", "isolation", "volumes", NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
@@ -84,8 +84,13 @@ static void h_sandbox_create(brig_req *r)
                               .env = env,
                               .secrets = secrets,
                               .secret_refs = refs};
+    json_t *vols = json_object_get(body, "volumes");
+    brig_volset vs;
+    if (vols)
+        opts.volumes = &vs;
     brig_error *err = NULL;
-    if ((tmpl && !json_is_string(tmpl) &&
+    if ((vols && brig_volset_parse(vols, &vs, &err) < 0) ||
+        (tmpl && !json_is_string(tmpl) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'template' must be a string") < 0) ||
         (tariff && !json_is_string(tariff) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'tariff' must be a string") < 0) ||
@@ -289,5 +294,9 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/projects/{id}/secrets", api_secret_list, ROUTE_ADMIN, NULL, NULL},
     {"PUT", "/v1/projects/{id}/secrets/{name}", api_secret_put, ROUTE_ADMIN, NULL, NULL},
     {"DELETE", "/v1/projects/{id}/secrets/{name}", api_secret_delete, ROUTE_ADMIN, NULL, NULL},
+    {"POST", "/v1/volumes", api_volume_create, ROUTE_ADMIN, NULL, NULL},
+    {"GET", "/v1/volumes", api_volume_list, 0, NULL, NULL},
+    {"GET", "/v1/volumes/{name}", api_volume_get, 0, NULL, NULL},
+    {"DELETE", "/v1/volumes/{name}", api_volume_delete, ROUTE_ADMIN, NULL, NULL},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };

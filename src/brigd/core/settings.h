@@ -67,7 +67,10 @@ typedef struct brig_config {
                                  start - disk_reserve_mib); 0: no bound */
     int64_t disk_reserve_mib; /* free space kept for the store and logs; creates are refused
                                  while the state dir's file system has less */
-    int64_t create_queue_timeout_ms; /* how long a create waits for host capacity */
+    int64_t volume_max_mib;   /* the largest volume */
+    int64_t volume_mib_per_account;              /* an account's volumes together */
+    int64_t volume_price_micro_usd_per_gib_hour; /* what volumes cost (0: nothing) */
+    int64_t create_queue_timeout_ms;             /* how long a create waits for host capacity */
     int64_t idle_timeout_default_ms;
     int64_t idle_timeout_max_ms;
     int64_t lifetime_default_ms;

@@ -128,10 +128,7 @@ done:
     return r;
 }
 
-/* Binds img to a free loop device and returns an open fd of it.  Auto-clear:
- * the device detaches itself when its last user goes, so the caller must keep
- * this fd open until the file system is mounted. */
-static int loop_attach(int img, bool direct, char dev[32], brig_error **err)
+int brig_disk_loop(int img, bool direct, char dev[32], brig_error **err)
 {
     int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
     if (ctl < 0)
@@ -192,7 +189,7 @@ int brig_disk_attach(const char *golden, const char *img, const char *mnt, unsig
      * needs the backing file opened with O_DIRECT. */
     int dio = r == 0 ? open(img, O_RDWR | O_DIRECT | O_CLOEXEC) : -1;
     char dev[32];
-    int loop = r == 0 ? loop_attach(dio >= 0 ? dio : out, dio >= 0, dev, err) : -1;
+    int loop = r == 0 ? brig_disk_loop(dio >= 0 ? dio : out, dio >= 0, dev, err) : -1;
     if (dio >= 0)
         close(dio);
     close(out);

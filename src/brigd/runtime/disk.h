@@ -11,6 +11,7 @@
 #ifndef BRIG_DISK_H
 #define BRIG_DISK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -23,5 +24,11 @@ int brig_disk_golden(const char *dir, int64_t size_mib, char **path, brig_error 
  * (nosuid, nodev), then creates mnt/upper (owned by owner:owner) and mnt/work. */
 int brig_disk_attach(const char *golden, const char *img, const char *mnt, unsigned owner,
                      brig_error **err);
+
+/* Binds the image open at img to a free loop device (direct I/O when asked and the
+ * file system allows it) and returns an open fd of it, its path in dev.  Auto-clear:
+ * the device detaches itself when its last user goes, so the caller keeps this fd
+ * open until the file system is mounted.  Volumes use it too (volume.c). */
+int brig_disk_loop(int img, bool direct, char dev[32], brig_error **err);
 
 #endif

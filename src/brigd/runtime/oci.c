@@ -16,6 +16,8 @@
  *                 handed to the agent as fd 3 (runc --preserve-fds 1): the sandbox
  *                 shares no host directory with us
  *   agent.log     the agent's and runc's stdout/stderr
+ *   vol/<n>       its volumes: each a clone of the volume's data/, id-mapped into its
+ *                 uid range, bind-mounted at the volume's path (volume.c)
  *   init.pid      the container init's host pid (runc --pid-file)
  *
  * The agent binary reaches the sandbox as an extra read-only overlay layer
@@ -558,6 +560,7 @@ static void oci_free(brig_runtime *rt)
     free(o->sb_dir);
     free(o->agent_layer);
     free(o->disk_dir);
+    free(o->vol_dir);
     free(o->runsc);
     free(o->runsc_root);
     free(o->runsc_missing);
@@ -595,6 +598,10 @@ static const brig_runtime_ops oci_ops = {
     .release = oci_release,
     .list = oci_list,
     .stats = brig_oci_stats,
+    .volume_make = brig_oci_volume_make,
+    .volume_remove = brig_oci_volume_remove,
+    .volume_unmount = brig_oci_volume_unmount,
+    .volume_list = brig_oci_volume_list,
     .free = oci_free,
 };
 
@@ -612,7 +619,9 @@ int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, bri
     o->root = brig_asprintf("%s/runc", cfg->state_dir);
     o->sb_dir = brig_asprintf("%s/sandboxes", cfg->state_dir);
     o->disk_dir = brig_asprintf("%s/disk", cfg->state_dir);
-    if (brig_oci_mkdir_p(o->root, 0700, err) < 0 || brig_oci_mkdir_p(o->sb_dir, 0711, err) < 0)
+    o->vol_dir = brig_asprintf("%s/volumes", cfg->state_dir);
+    if (brig_oci_mkdir_p(o->root, 0700, err) < 0 || brig_oci_mkdir_p(o->sb_dir, 0711, err) < 0 ||
+        brig_oci_mkdir_p(o->vol_dir, 0700, err) < 0)
         goto fail;
     if (brig_oci_agent_layer(cfg->state_dir, cfg->agent_path, &o->agent_layer, err) < 0 ||
         brig_gvisor_init(o, cfg, err) < 0)
@@ -629,6 +638,7 @@ fail:
     free(o->sb_dir);
     free(o->agent_layer);
     free(o->disk_dir);
+    free(o->vol_dir);
     free(o->runsc);
     free(o->runsc_root);
     free(o->runsc_missing);

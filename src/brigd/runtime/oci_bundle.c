@@ -197,7 +197,8 @@ int brig_oci_bundle_root(const oci *o, const brig_rt_spec *spec, int dirfd, int 
      *    every mode: under gVisor runsc's own processes run as the sandbox's host ids
      *    and open these files, oci_spec.c). */
     if (brig_idmap_userns(spec->uid_base, spec->uid_size, userns, err) < 0 ||
-        brig_idmap_mount(spec->rootfs, lower, *userns, err) < 0)
+        brig_idmap_mount(spec->rootfs, lower, *userns, err) < 0 ||
+        brig_oci_volumes_bind(o, spec, dirfd, *userns, err) < 0) /* its volumes: volume.c */
         return -1;
     /* gVisor's gofer, the sandbox's root, makes the agent's socket in run/. */
     if (gvisor && fchownat(dirfd, "run", spec->uid_base, spec->uid_base, 0) < 0)
@@ -233,6 +234,7 @@ int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int ns, brig_
     json_t *cfg = spec->isolation == BRIG_ISO_GVISOR
                       ? brig_oci_spec_gvisor(spec, o->cgroup, o->pty_max, ns_path)
                       : brig_oci_spec_new(spec, o->cgroup, o->pty_max, ns_path);
+    brig_oci_volumes_spec(o, spec, cfg);
     _cleanup_free_ char *json = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     int cfd = open(cfg_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -246,12 +248,12 @@ int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int ns, brig_
     return 0;
 }
 
-/* Unmount in the reverse order of create: the overlay, then what it was built
- * from (the id-mapped template, the disk, whose loop device then detaches
+/* Unmount in the reverse order of create: its volumes' clones, the overlay, then what
+ * it was built from (the id-mapped template, the disk, whose loop device then detaches
  * itself). */
 int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err)
 {
-    int failed = 0;
+    int failed = brig_oci_volumes_unmount(o, id, err) < 0;
     static const char *const layers[] = {"rootfs", "lower", "disk"};
     for (size_t i = 0; i < BRIG_ARRAY_LEN(layers); i++) {
         _cleanup_free_ char *m = brig_oci_path(o, id, layers[i]);

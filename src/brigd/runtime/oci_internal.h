@@ -7,6 +7,7 @@
 #define BRIG_OCI_INTERNAL_H
 
 #include <stdbool.h>
+#include <jansson.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/un.h>
@@ -26,6 +27,7 @@ typedef struct oci {
     char *sb_dir;                  /* <state>/sandboxes */
     char *agent_layer;             /* <state>/agent/<hash> */
     char *disk_dir;                /* <state>/disk: golden images of the writable layer */
+    char *vol_dir;                 /* <state>/volumes: volumes' images and host mounts */
     int64_t pty_max;               /* ptys per sandbox: its devpts instance's max= */
     int64_t tcp_memory_mib;        /* TCP buffers per sandbox (cgroup->prepare) */
 } oci;
@@ -97,6 +99,23 @@ int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int ns, brig_
 /* Unmounts the root, the template and the writable layer; what is not
  * mounted is no error.  -1 when one stays mounted (the directory must stay). */
 int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err);
+
+/* ---- volume.c: volumes (docs/volumes.md) ------------------------------------------------ */
+
+/* The driver's volume ops (runtime.h). */
+int brig_oci_volume_make(brig_runtime *rt, const char *id, int64_t size_mib, brig_error **err);
+int brig_oci_volume_remove(brig_runtime *rt, const char *id, brig_error **err);
+int brig_oci_volume_unmount(brig_runtime *rt, const char *id, brig_error **err);
+int brig_oci_volume_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
+/* A create's step, within brig_oci_bundle_root: each of spec's volumes mounted on the host
+ * (once per volume) and cloned, id-mapped through userns, at vol/<n> of the sandbox's
+ * directory; what was made stays for destroy. */
+int brig_oci_volumes_bind(const oci *o, const brig_rt_spec *spec, int dirfd, int userns,
+                          brig_error **err);
+/* Appends the bind mounts of spec's volumes (vol/<n> at their paths) to cfg's mounts. */
+void brig_oci_volumes_spec(const oci *o, const brig_rt_spec *spec, json_t *cfg);
+/* Unmounts the sandbox's clones (vol/<n>); none is no error. */
+int brig_oci_volumes_unmount(const oci *o, const char *id, brig_error **err);
 
 /* ---- oci_stats.c ------------------------------------------------------------- */
 

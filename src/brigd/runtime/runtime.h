@@ -28,6 +28,15 @@ const char *brig_isolation_name(brig_isolation iso);
 /* The mode a name names; -1 for a name that is none. */
 int brig_isolation_parse(const char *name);
 
+/* A volume a sandbox mounts (docs/volumes.md): its own bounded file system, kept by the
+ * driver under its id, mounted at path (absolute, checked by the caller) with its files
+ * owned by the sandbox's ids. */
+typedef struct brig_rt_volume {
+    const char *id;   /* vol_... */
+    const char *path; /* inside the sandbox */
+    bool read_only;
+} brig_rt_volume;
+
 typedef struct brig_rt_spec {
     const char *id;     /* sandbox id; also the container id */
     const char *rootfs; /* the template's root filesystem, used read-only */
@@ -38,6 +47,8 @@ typedef struct brig_rt_spec {
     unsigned uid_base;  /* first host uid/gid of the sandbox's range */
     unsigned uid_size;  /* ids in the range (root inside = uid_base) */
     brig_isolation isolation;
+    const brig_rt_volume *volumes; /* mounted at create, in order; n_volumes of them */
+    size_t n_volumes;
     /* Called by create, when set, once the sandbox's network namespace (netns_fd; not
      * kept by the callee) exists and before anything of the sandbox runs, for an
      * isolation whose network stack takes the interfaces it finds when it starts
@@ -111,6 +122,14 @@ typedef struct brig_runtime_ops {
     /* The last lines its agent wrote (its console: stdout and stderr), at most n - 1
      * bytes, NUL-terminated; "" when none.  For a sandbox whose agent died. */
     void (*last_words)(brig_runtime *rt, const char *id, char *buf, size_t n);
+    /* Volumes (docs/volumes.md): a new, empty one of size_mib under id; removing one no
+     * sandbox mounts; letting go of the host's hold on one no sandbox mounts any more (a
+     * create that mounts it takes it again); the ids of those it keeps.  The caller
+     * serialises them against creates that mount the same volume.  Idempotent. */
+    int (*volume_make)(brig_runtime *rt, const char *id, int64_t size_mib, brig_error **err);
+    int (*volume_remove)(brig_runtime *rt, const char *id, brig_error **err);
+    int (*volume_unmount)(brig_runtime *rt, const char *id, brig_error **err);
+    int (*volume_list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     /* Ids of every sandbox this driver holds anything for (running or not). */
     int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     void (*free)(brig_runtime *rt);

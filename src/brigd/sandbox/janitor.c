@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "account/billing.h"
+#include "volumes.h"
 #include "agentc/agentc.h"
 #include "audit/audit.h"
 #include "core/worker.h"
@@ -280,6 +281,7 @@ void brig_janitor_tick(brigd *d, int64_t now)
 {
     prune_audit(d, now);
     brig_usage_tick(d, now);
+    brig_volumes_bill(d, now);
     /* Every running sandbox borrowed, decided outside the lock; stopped afterwards. */
     verdicts vs = {.now = now};
     brig_registry_each_running(d, NULL, 0, judge, &vs);

@@ -6,7 +6,8 @@
  *   admit     limits: balance and spend, concurrency (reserved until it is listed), the
  *             disk reserve;
  *   reserve   host capacity (slot, memory, disk; may wait), then its id and uid range,
- *             or a warm sandbox's (the pool's);
+ *             or a warm sandbox's (the pool's; none for a sandbox with volumes); its
+ *             volumes (one writer or many readers: volmounts.h);
  *   seal      its secrets, under its id; its redactor;
  *   record    its store row (creating); listed (the list counts it from now on);
  *   start     the runtime driver starts it (a warm one runs already; a gVisor one gets its
@@ -201,7 +202,24 @@ typedef struct create {
     int64_t t0;           /* mono ms: when it got its capacity */
     bool claimed;         /* a warm sandbox of the pool */
     int64_t begun;        /* mono ms: when the request came */
+    brig_volset vols;     /* its volumes, resolved in its project (volmounts.h) */
 } create;
+
+/* Its volumes: an admin key's, of its project, mountable at their paths in its template
+ * (volmounts.h). */
+static int resolve_volumes(create *x, brig_error **err)
+{
+    if (x->o->volumes == NULL || x->o->volumes->n == 0)
+        return 0;
+    if (!brig_caller_is(x->c, "admin"))
+        return brig_error_set(err, BRIG_E_FORBIDDEN, 0,
+                              "a sandbox-scoped key cannot mount volumes (an admin key can)");
+    x->vols = *x->o->volumes;
+    return brig_volset_check_root(x->t.rootfs, &x->vols, err) < 0 ||
+                   brig_volmounts_resolve(x->d, x->project, &x->vols, err) < 0
+               ? -1
+               : 0;
+}
 
 /* What the request names: the tariff (the account may use it), the project (the
  * caller's, or one of its account's for an admin key), the isolation (the project's
@@ -253,6 +271,10 @@ static int resolve(create *x, brig_error **err)
         return brig_error_set(err, BRIG_E_CONFLICT, 0,
                               "template '%s' is not built yet: run `brig template build %s`", tname,
                               tname);
+    }
+    if (resolve_volumes(x, err) < 0) {
+        brig_template_dispose(&x->t);
+        return -1;
     }
     return 0;
 }
@@ -319,7 +341,8 @@ static int reserve(create *x, brig_error **err)
     x->expires_at =
         sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
     brig_pooled warm;
-    bool claimed = brig_pool_claim(d, x->t.name, x->t.build, tf->name, x->iso, &warm) == 0;
+    bool claimed = x->vols.n == 0 && /* a warm sandbox has its mounts already */
+                   brig_pool_claim(d, x->t.name, x->t.build, tf->name, x->iso, &warm) == 0;
     x->claimed = claimed;
     if (claimed) {
         memcpy(sp.id, warm.id, sizeof(sp.id));
@@ -382,7 +405,7 @@ static int record(create *x, brig_error **err)
     x->stored = true;
     brig_registry_add(x->d, x->sb, &x->res);
     x->listed = true;
-    return 0;
+    return brig_volmounts_record(x->d, sp->id, &x->vols, err);
 }
 
 /* The driver's net_first: a gVisor sandbox's network stack takes the interfaces it finds
@@ -417,6 +440,11 @@ static int start(create *x, brig_error **err)
         .net_first = net_first,
         .net_arg = x,
     };
+    brig_rt_volume vols[BRIG_SANDBOX_VOLUMES_MAX];
+    for (size_t i = 0; i < x->vols.n; i++)
+        vols[i] = (brig_rt_volume){x->vols.v[i].id, x->vols.v[i].path, x->vols.v[i].read_only};
+    spec.volumes = vols;
+    spec.n_volumes = x->vols.n;
     brig_rt_sandbox *h = NULL;
     if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)
         return -1;
@@ -435,11 +463,14 @@ static json_t *created_event(create *x, json_t *answer)
     free(prj.egress);
     char expires[32];
     brig_format_time(x->expires_at, expires);
-    return json_pack("{s:s, s:s, s:s, s:o, s:O, s:I, s:s, s:b}", "template", sp->template, "tariff",
-                     sp->tariff, "isolation", brig_isolation_name(sp->isolation), "egress",
-                     egress ? egress : json_null(), "secrets", json_object_get(answer, "secrets"),
-                     "idle_timeout_ms", (json_int_t)sp->idle_timeout_ms, "expires_at", expires,
-                     "warm", x->claimed);
+    json_t *ev = json_pack(
+        "{s:s, s:s, s:s, s:o, s:O, s:I, s:s, s:b}", "template", sp->template, "tariff", sp->tariff,
+        "isolation", brig_isolation_name(sp->isolation), "egress", egress ? egress : json_null(),
+        "secrets", json_object_get(answer, "secrets"), "idle_timeout_ms",
+        (json_int_t)sp->idle_timeout_ms, "expires_at", expires, "warm", x->claimed);
+    if (x->vols.n > 0)
+        json_object_set(ev, "volumes", json_object_get(answer, "volumes"));
+    return ev;
 }
 
 /* Running: its agent watched, its row, the answer; the create's use of it ends. */
@@ -494,7 +525,8 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
         goto out;
     }
     /* From here on, a failure unwinds the way a deleted sandbox ends. */
-    if (reserve(&x, err) < 0 ||                  /* capacity; a warm one, or id + uid range */
+    if (reserve(&x, err) < 0 || /* capacity; a warm one, or id + uid range */
+        brig_volmounts_claim(d, brig_sandbox_id(x.sb), &x.vols, err) < 0 || /* its volumes */
         seal(&x, err) < 0 ||                     /* its secrets, its redactor */
         record(&x, err) < 0 ||                   /* its row (creating); listed */
         start(&x, err) < 0 ||                    /* the runtime driver starts it */

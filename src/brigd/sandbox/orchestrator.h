@@ -13,17 +13,19 @@
 #include "account/auth.h"
 #include "error.h"
 #include "server.h"
+#include "volmounts.h"
 
 typedef struct brig_sandbox_opts {
-    const char *template;    /* NULL: the configured default */
-    const char *tariff;      /* NULL: the configured default */
-    const char *project_id;  /* NULL: the caller's project */
-    const char *isolation;   /* "container", "gvisor"; NULL: the default */
-    json_t *env;             /* object of strings or NULL (borrowed) */
-    json_t *secrets;         /* {"NAME": "value"} or NULL (borrowed) */
-    json_t *secret_refs;     /* ["NAME"] of project secrets, or NULL (borrowed) */
-    int64_t idle_timeout_ms; /* 0: the default */
-    int64_t max_lifetime_ms; /* 0: the default */
+    const char *template;       /* NULL: the configured default */
+    const char *tariff;         /* NULL: the configured default */
+    const char *project_id;     /* NULL: the caller's project */
+    const char *isolation;      /* "container", "gvisor"; NULL: the default */
+    json_t *env;                /* object of strings or NULL (borrowed) */
+    json_t *secrets;            /* {"NAME": "value"} or NULL (borrowed) */
+    json_t *secret_refs;        /* ["NAME"] of project secrets, or NULL (borrowed) */
+    int64_t idle_timeout_ms;    /* 0: the default */
+    int64_t max_lifetime_ms;    /* 0: the default */
+    const brig_volset *volumes; /* checked (brig_volset_parse), or NULL: none */
 } brig_sandbox_opts;
 
 /* Admits (limits, host capacity) and creates a sandbox, waiting until it is ready;

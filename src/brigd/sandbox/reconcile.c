@@ -17,6 +17,7 @@
 #include "usage.h"
 #include "util.h"
 #include "vault/vault.h"
+#include "volumes.h"
 #include "watch.h"
 
 #define BOOT_ID "/proc/sys/kernel/random/boot_id"
@@ -176,6 +177,7 @@ void brig_reconcile(brigd *d)
 {
     char boot[64];
     reconcile_ctx c = {.d = d, .lost = "lost_on_restart"};
+    brig_volumes_start(d); /* who mounted which volume: released as sandboxes go */
     if (host_rebooted(d, boot, sizeof(boot))) {
         brig_info("reconcile: the host booted since the last run: what did not survive ended "
                   "with it (host_reboot)");
@@ -209,6 +211,7 @@ void brig_reconcile(brigd *d)
     }
     free(ids);
     brig_attach_cleanup(d, c.kept, c.n_kept);
+    brig_volumes_reconcile(d); /* volumes no sandbox mounts now let go of */
     for (size_t k = 0; k < c.n_kept; k++)
         free(c.kept[k]);
     free(c.kept);

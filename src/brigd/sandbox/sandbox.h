@@ -15,6 +15,7 @@
  *   secrets       its secrets, their redactor, the environment of its commands
  *   registry      the one owner of live sandboxes: borrowing, state, uid ranges
  *   template      the root filesystems sandboxes start from
+ *   volumes       a project's volumes; volmounts: which sandbox mounts which
  */
 #ifndef BRIG_SANDBOX_H
 #define BRIG_SANDBOX_H
@@ -26,5 +27,6 @@
 #include "timeline.h"
 #include "usage.h"
 #include "view.h"
+#include "volumes.h"
 
 #endif

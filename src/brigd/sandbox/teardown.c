@@ -10,6 +10,7 @@
 #include "core/worker.h"
 #include "log.h"
 #include "util.h"
+#include "volmounts.h"
 
 #define WORKERS             4
 #define LAST_KILL_WAIT_MS   1000  /* per sandbox, for the last attempt (shutdown) */
@@ -44,8 +45,9 @@ struct brig_teardown {
  * 2. the runtime destroy, then its network (after the runtime: with the namespace gone
  *    the kernel removes the link pair; not under a request that still uses it: that
  *    request's brig_sandbox_put removes it);
- * 3. its uid range is returned only once that succeeded: until then processes, files
- *    or cgroups of the range may be left, and no new sandbox may get it.
+ * 3. its volumes and its uid range are let go of only once that succeeded: until then
+ *    processes, files, mounts or cgroups of the range may be left, and no new sandbox
+ *    may get them.
  * Returns 1 when done (the teardown's reference is dropped), 0 when it must be
  * attempted again. */
 static int attempt(brigd *d, job *j, int wait_ms)
@@ -85,6 +87,7 @@ static int attempt(brigd *d, job *j, int wait_ms)
             brig_info("sandbox %s: deleted (%lld ms)", sp->id,
                       (long long)(brig_now_mono_ms() - t0));
     }
+    brig_volmounts_release(d, sp->id); /* its volumes are unmounted: free for others */
     brig_registry_uid_release(d, sp->uid_base);
     brig_sandbox_unref(d, j->sb);
     return 1;

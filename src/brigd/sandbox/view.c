@@ -15,6 +15,7 @@
 #include "util.h"
 #include "vault/redact.h"
 #include "vault/vault.h"
+#include "volmounts.h"
 
 static json_t *time_or_null(int64_t ms)
 {
@@ -52,7 +53,9 @@ json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb)
 {
     brig_sandbox_view v;
     brig_registry_view_of(d, sb, &v);
-    return live_json(&v);
+    json_t *j = live_json(&v);
+    json_object_set_new(j, "volumes", brig_volmounts_of(d, v.spec.id));
+    return j;
 }
 
 json_t *brig_sandbox_list(brigd *d, const brig_caller *c)
@@ -137,6 +140,7 @@ int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **o
     if (brig_registry_view(d, c, id, &v)) {
         *out = live_json(&v);
         json_object_set_new(*out, "secrets", brig_vault_names(d->store, id));
+        json_object_set_new(*out, "volumes", brig_volmounts_of(d, id));
         return 0;
     }
     brig_sandbox_row row;

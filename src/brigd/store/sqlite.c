@@ -1,7 +1,8 @@
 /*
  * sqlite.c - the SQLite backend of the store (see store_ops.h): its ops table, the
  * connection (WAL, created 0600) and the schema with its migrations.  The
- * operations live in sqlite_accounts.c, sqlite_sandboxes.c and sqlite_audit.c.
+ * operations live in sqlite_accounts.c, sqlite_sandboxes.c, sqlite_volumes.c and
+ * sqlite_audit.c.
  *
  * Invariants: the schema version lives in PRAGMA user_version and migrations
  * only ever move it forward, each in its own transaction; a migration once
@@ -19,6 +20,7 @@
 #include "sqlite_audit.h"
 #include "sqlite_sandboxes.h"
 #include "sqlite_stmt.h"
+#include "sqlite_volumes.h"
 #include "util.h"
 
 static const char *const migrations[] = {
@@ -108,6 +110,21 @@ static const char *const migrations[] = {
     /* 9: an account's ended sandboxes, the last ended first (GET /v1/sandboxes?state=ended) */
     ("CREATE INDEX sandboxes_ended ON sandboxes(account_id, deleted_at)"
      " WHERE state IN ('deleted','failed');"),
+    /* 10: volumes (docs/volumes.md): a project's named file systems, billed by size; which
+     * sandbox mounts which (until its teardown is done); a volume's charges in the ledger */
+    ("CREATE TABLE volumes ("
+     "  id TEXT PRIMARY KEY, account_id TEXT NOT NULL REFERENCES accounts(id),"
+     "  project_id TEXT NOT NULL REFERENCES projects(id), name TEXT NOT NULL,"
+     "  size_mib INTEGER NOT NULL, created_at INTEGER NOT NULL, deleted_at INTEGER,"
+     "  billed_at INTEGER NOT NULL, charge_rem INTEGER NOT NULL DEFAULT 0,"
+     "  cost_micro_usd INTEGER NOT NULL DEFAULT 0);"
+     "CREATE UNIQUE INDEX volumes_live_name ON volumes(project_id, name)"
+     "  WHERE deleted_at IS NULL;"
+     "CREATE TABLE volume_mounts ("
+     "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id),"
+     "  volume_id TEXT NOT NULL REFERENCES volumes(id), path TEXT NOT NULL,"
+     "  read_only INTEGER NOT NULL, PRIMARY KEY (sandbox_id, volume_id));"
+     "ALTER TABLE ledger ADD COLUMN volume_id TEXT;"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -226,6 +243,14 @@ const brig_store_ops brig_store_sqlite_ops = {
     .blackbox_put = brig_sqlite_blackbox_put,
     .blackbox_get = brig_sqlite_blackbox_get,
     .blackbox_prune = brig_sqlite_blackbox_prune,
+    .volume_insert = brig_sqlite_volume_insert,
+    .volume_get = brig_sqlite_volume_get,
+    .volume_each = brig_sqlite_volume_each,
+    .volume_delete = brig_sqlite_volume_delete,
+    .volume_charge = brig_sqlite_volume_charge,
+    .volume_mount_insert = brig_sqlite_volume_mount_insert,
+    .volume_mount_delete = brig_sqlite_volume_mount_delete,
+    .volume_mount_each = brig_sqlite_volume_mount_each,
     .audit_chain = brig_sqlite_audit_chain,
     .audit_append = brig_sqlite_audit_append,
     .audit_each = brig_sqlite_audit_each,

@@ -390,7 +390,7 @@ int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t 
     brig_sqlite_lock(c);
     sqlite3_stmt *s = brig_sqlite_prepare(
         c,
-        "SELECT seq, at, kind, amount_micro_usd, sandbox_id, seconds, note FROM ledger"
+        "SELECT seq, at, kind, amount_micro_usd, sandbox_id, seconds, note, volume_id FROM ledger"
         " WHERE account_id = ? AND (? = 0 OR seq < ?) ORDER BY seq DESC LIMIT ?",
         "siii", account_id, before, before, (int64_t)max);
     int r = 0;
@@ -404,6 +404,7 @@ int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t 
         brig_sqlite_text(s, 4, l->sandbox_id, sizeof(l->sandbox_id));
         l->seconds = brig_sqlite_int(s, 5, -1);
         brig_sqlite_text(s, 6, l->note, sizeof(l->note));
+        brig_sqlite_text(s, 7, l->volume_id, sizeof(l->volume_id));
     }
     brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);

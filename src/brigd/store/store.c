@@ -242,6 +242,50 @@ int brig_store_blackbox_prune(brig_store *st, int64_t before, int64_t *pruned, b
     return st->ops->blackbox_prune(st->conn, before, pruned, err);
 }
 
+int brig_store_volume_insert(brig_store *st, const brig_volume_row *v, brig_error **err)
+{
+    return st->ops->volume_insert(st->conn, v, err);
+}
+
+int brig_store_volume_get(brig_store *st, const char *project_id, const char *name,
+                          brig_volume_row *out, brig_error **err)
+{
+    return st->ops->volume_get(st->conn, project_id, name, out, err);
+}
+
+int brig_store_volume_each(brig_store *st, const char *account_id, const char *project_id,
+                           void (*fn)(const brig_volume_row *, void *), void *ctx, brig_error **err)
+{
+    return st->ops->volume_each(st->conn, account_id, project_id, fn, ctx, err);
+}
+
+int brig_store_volume_delete(brig_store *st, const char *id, int64_t at, brig_error **err)
+{
+    return st->ops->volume_delete(st->conn, id, at, err);
+}
+
+int brig_store_volume_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,
+                             void *ctx, int64_t *balance, brig_error **err)
+{
+    return st->ops->volume_charge(st->conn, id, at, plan, ctx, balance, err);
+}
+
+int brig_store_volume_mount_insert(brig_store *st, const brig_volume_mount_row *m, brig_error **err)
+{
+    return st->ops->volume_mount_insert(st->conn, m, err);
+}
+
+int brig_store_volume_mount_delete(brig_store *st, const char *sandbox_id, brig_error **err)
+{
+    return st->ops->volume_mount_delete(st->conn, sandbox_id, err);
+}
+
+int brig_store_volume_mount_each(brig_store *st, void (*fn)(const brig_volume_mount_row *, void *),
+                                 void *ctx, brig_error **err)
+{
+    return st->ops->volume_mount_each(st->conn, fn, ctx, err);
+}
+
 int brig_store_audit_chain(brig_store *st, const char *account_id, brig_audit_chain *out,
                            brig_error **err)
 {

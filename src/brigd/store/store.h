@@ -92,6 +92,21 @@ int brig_store_blackbox_get(brig_store *st, const char *sandbox_id, char **data,
                             brig_error **err);
 int brig_store_blackbox_prune(brig_store *st, int64_t before, int64_t *pruned, brig_error **err);
 
+int brig_store_volume_insert(brig_store *st, const brig_volume_row *v, brig_error **err);
+int brig_store_volume_get(brig_store *st, const char *project_id, const char *name,
+                          brig_volume_row *out, brig_error **err);
+int brig_store_volume_each(brig_store *st, const char *account_id, const char *project_id,
+                           void (*fn)(const brig_volume_row *, void *), void *ctx,
+                           brig_error **err);
+int brig_store_volume_delete(brig_store *st, const char *id, int64_t at, brig_error **err);
+int brig_store_volume_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,
+                             void *ctx, int64_t *balance, brig_error **err);
+int brig_store_volume_mount_insert(brig_store *st, const brig_volume_mount_row *m,
+                                   brig_error **err);
+int brig_store_volume_mount_delete(brig_store *st, const char *sandbox_id, brig_error **err);
+int brig_store_volume_mount_each(brig_store *st, void (*fn)(const brig_volume_mount_row *, void *),
+                                 void *ctx, brig_error **err);
+
 int brig_store_audit_chain(brig_store *st, const char *account_id, brig_audit_chain *out,
                            brig_error **err);
 int brig_store_audit_append(brig_store *st, brig_audit_row *rows, size_t n, brig_error **err);

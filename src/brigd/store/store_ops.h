@@ -38,6 +38,7 @@ typedef struct brig_ledger_row {
     char sandbox_id[BRIG_ID_MAX];
     int64_t seconds; /* a charge's; -1: none */
     char note[256];
+    char volume_id[BRIG_ID_MAX]; /* a volume's charge; "" for none */
 } brig_ledger_row;
 
 /* A new account with its default project (named "default") and its first key, an
@@ -141,6 +142,47 @@ typedef struct brig_ended_query {
     int64_t before_at;      /* 0: from the last ended; else only those before (before_at, */
     const char *before_id;  /* before_id) in the listing's order */
 } brig_ended_query;
+/* A volume (docs/volumes.md): a project's named file system of a bounded size.  A deleted
+ * one keeps its row (deleted_at set) for the ledger's sake; names are unique among the
+ * project's live ones. */
+typedef struct brig_volume_row {
+    char id[BRIG_ID_MAX];
+    char account_id[BRIG_ID_MAX];
+    char project_id[BRIG_ID_MAX];
+    char name[64];
+    int64_t size_mib;
+    int64_t created_at; /* ms since the epoch; billed from then on */
+    int64_t cost;       /* micro-dollars charged so far */
+} brig_volume_row;
+
+/* A volume's billing as a charge finds it, inside the charge's transaction. */
+typedef struct brig_volume_charge_state {
+    char account_id[BRIG_ID_MAX];
+    int64_t size_mib;
+    int64_t billed_at; /* ms since the epoch: charged up to here */
+    int64_t rem;  /* what was owed but not charged yet, below one micro-dollar (billing.c's unit) */
+    int64_t cost; /* micro-dollars charged so far */
+    int64_t balance; /* its account's balance */
+} brig_volume_charge_state;
+
+/* What a volume's charge writes: billed_at and rem always; when amount > 0 also a ledger
+ * row of amount for `seconds`, the balance and the cost, as given. */
+typedef struct brig_volume_charge {
+    int64_t seconds, amount;
+    int64_t balance, cost, billed_at, rem;
+} brig_volume_charge;
+
+/* Decides a volume's charge (pure: it must not call the store). */
+typedef void (*brig_volume_plan_fn)(const brig_volume_charge_state *in, brig_volume_charge *out,
+                                    void *ctx);
+
+/* A volume a sandbox mounts, from its create until its teardown is done. */
+typedef struct brig_volume_mount_row {
+    char sandbox_id[BRIG_ID_MAX];
+    char volume_id[BRIG_ID_MAX];
+    char path[256];
+    bool read_only;
+} brig_volume_mount_row;
 
 /* One record of the audit timeline (audit/audit.h says what they mean).  Records form
  * one hash chain per account: n counts the account's records from 1, prev is the hash
@@ -303,6 +345,33 @@ typedef struct brig_store_ops {
                         brig_error **err);
     /* Deletes the black boxes that ended before `before`; *pruned = how many. */
     int (*blackbox_prune)(brig_store_conn *c, int64_t before, int64_t *pruned, brig_error **err);
+    /* -- volumes */
+    /* A new volume (cost 0, billed from created_at): 1, or 0 when its project has a live
+     * volume of that name (nothing written). */
+    int (*volume_insert)(brig_store_conn *c, const brig_volume_row *v, brig_error **err);
+    /* The live volume of project_id whose name, or id, is `name`: 1 and *out, or 0. */
+    int (*volume_get)(brig_store_conn *c, const char *project_id, const char *name,
+                      brig_volume_row *out, brig_error **err);
+    /* Calls fn for each live volume of account_id and project_id (either NULL: any),
+     * oldest first (the row is lent for the call; fn may use the store). */
+    int (*volume_each)(brig_store_conn *c, const char *account_id, const char *project_id,
+                       void (*fn)(const brig_volume_row *, void *), void *ctx, brig_error **err);
+    /* Marks the live volume id deleted at `at`: 1, or 0 when there is none. */
+    int (*volume_delete)(brig_store_conn *c, const char *id, int64_t at, brig_error **err);
+    /* Charges volume id (live or not) at `at`, in one transaction, as ledger_charge does a
+     * sandbox: reads its billing state and its account's balance, asks plan, writes
+     * what the plan says (brig_volume_charge).  *balance (may be NULL) = the balance
+     * afterwards; BRIG_E_NOT_FOUND for no volume. */
+    int (*volume_charge)(brig_store_conn *c, const char *id, int64_t at, brig_volume_plan_fn plan,
+                         void *ctx, int64_t *balance, brig_error **err);
+    /* Records that a sandbox mounts a volume. */
+    int (*volume_mount_insert)(brig_store_conn *c, const brig_volume_mount_row *m,
+                               brig_error **err);
+    /* Forgets every volume sandbox_id mounts. */
+    int (*volume_mount_delete)(brig_store_conn *c, const char *sandbox_id, brig_error **err);
+    /* Calls fn for every row (lent for the call; fn may use the store). */
+    int (*volume_mount_each)(brig_store_conn *c, void (*fn)(const brig_volume_mount_row *, void *),
+                             void *ctx, brig_error **err);
     /* -- the audit timeline (append-only but for the janitor's prune) */
     /* The account's chain: 1 and *out, or 0 when it has no record yet. */
     int (*audit_chain)(brig_store_conn *c, const char *account_id, brig_audit_chain *out,

@@ -34,13 +34,15 @@ from ._errors import (
     TooLarge,
     Unavailable,
 )
-from ._models import Chunk, ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
-from ._sync import Client, ExecStream, OutputStream, Process, Sandbox
+from ._models import Chunk, ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo, VolumeInfo
+from ._sync import Client, ExecStream, OutputStream, Process, Sandbox, Volume
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Sandbox",
+    "Volume",
+    "VolumeInfo",
     "Process",
     "Client",
     "ExecStream",

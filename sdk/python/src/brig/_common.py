@@ -101,6 +101,7 @@ def create_body(
     max_lifetime: Optional[float] = None,
     project: Optional[str] = None,
     isolation: Optional[str] = None,
+    volumes: Any = None,
 ) -> dict[str, Any]:
     """``POST /v1/sandboxes``: only the fields the caller set."""
     body: dict[str, Any] = {}
@@ -124,6 +125,46 @@ def create_body(
         body["project"] = project
     if isolation is not None:
         body["isolation"] = isolation
+    if volumes is not None:
+        body["volumes"] = volume_mounts(volumes)
+    return body
+
+
+def volume_mounts(volumes: Any) -> list[dict[str, Any]]:
+    """The ``volumes`` of a create from what a caller may write: a mapping
+    ``{"data": "/data"}``, or a list of ``"name:/path[:ro]"`` strings, of
+    ``{"name", "path", "read_only"}`` objects or of :class:`Volume` handles
+    with a ``path`` (``(volume, "/data")`` or ``(volume, "/data", True)``)."""
+    if isinstance(volumes, Mapping):
+        return [{"name": str(k), "path": str(v)} for k, v in volumes.items()]
+    out: list[dict[str, Any]] = []
+    for v in volumes:
+        if isinstance(v, str):
+            name, sep, path = v.partition(":")
+            ro = path.endswith(":ro")
+            if ro or path.endswith(":rw"):
+                path = path[:-3]
+            if not sep or not name or not path.startswith("/"):
+                raise ValueError(f"a volume is 'NAME:/PATH[:ro]', not {v!r}")
+            out.append({"name": name, "path": path, "read_only": ro})
+        elif isinstance(v, Mapping):
+            out.append(dict(v))
+        elif isinstance(v, tuple) and len(v) in (2, 3):
+            name = getattr(v[0], "name", v[0])
+            m = {"name": str(name), "path": str(v[1])}
+            if len(v) == 3:
+                m["read_only"] = bool(v[2])
+            out.append(m)
+        else:
+            raise TypeError(f"not a volume mount: {v!r:.100}")
+    return out
+
+
+def volume_body(name: str, size_mib: int, project: Optional[str]) -> dict[str, Any]:
+    """``POST /v1/volumes``."""
+    body: dict[str, Any] = {"name": name, "size_mib": int(size_mib)}
+    if project is not None:
+        body["project"] = project
     return body
 
 

@@ -174,6 +174,40 @@ class SandboxInfo:
 
 
 @dataclass(frozen=True)
+class VolumeInfo:
+    """A volume as brigd describes it (``GET /v1/volumes/{name}``): a project's
+    named file system of ``size_mib``, outliving the sandboxes that mount it.
+    ``mounted_by`` lists ``{"sandbox_id", "path", "read_only"}`` of each sandbox
+    that mounts it now (docs/volumes.md)."""
+
+    id: str
+    name: str
+    project_id: Optional[str] = None
+    size_mib: int = 0
+    created_at: Optional[_dt.datetime] = None
+    cost_micro_usd: int = 0
+    mounted_by: list[dict[str, Any]] = field(default_factory=list)
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, j: Mapping[str, Any]) -> "VolumeInfo":
+        if not isinstance(j, Mapping) or not isinstance(j.get("id"), str) \
+                or not isinstance(j.get("name"), str):
+            raise ProtocolError(f"not a volume object: {j!r:.200}")
+        users = j.get("mounted_by")
+        return cls(
+            id=j["id"],
+            name=j["name"],
+            project_id=j.get("project_id"),
+            size_mib=int(j.get("size_mib") or 0),
+            created_at=parse_time(j.get("created_at")),
+            cost_micro_usd=int(j.get("cost_micro_usd") or 0),
+            mounted_by=[dict(u) for u in users] if isinstance(users, list) else [],
+            raw=dict(j),
+        )
+
+
+@dataclass(frozen=True)
 class ProcessInfo:
     """A (background, streamed or finished) process in a sandbox."""
 

@@ -12,9 +12,9 @@ from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union, o
 from . import _common as C
 from ._errors import BrigError, NotFound, ProtocolError, Timeout
 from ._http import StreamResponse, Transport
-from ._models import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
+from ._models import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo, VolumeInfo
 
-__all__ = ["Client", "Sandbox", "Process", "ExecStream", "OutputStream"]
+__all__ = ["Client", "Sandbox", "Process", "ExecStream", "OutputStream", "Volume"]
 
 
 class Client:
@@ -128,6 +128,37 @@ class Client:
         j = self._t.request("GET", "/v1/sandboxes").json()
         return [Sandbox(self, SandboxInfo.from_json(s)) for s in j.get("sandboxes", [])]
 
+    def create_volume(self, name: str, size_mib: int, *,
+                      project: Optional[str] = None) -> "Volume":
+        """A new, empty volume (``POST /v1/volumes``; an admin key): see
+        :meth:`Volume.create`."""
+        j = self._t.request("POST", "/v1/volumes", json=C.volume_body(name, size_mib, project))
+        return Volume(self, VolumeInfo.from_json(j.json()))
+
+    def volumes(self, *, project: Optional[str] = None) -> builtins.list["Volume"]:
+        """The caller's volumes: a sandbox key's project's, an admin key's
+        account's (or ``project``'s)."""
+        q = {"project": project} if project else None
+        j = self._t.request("GET", "/v1/volumes", query=q).json()
+        return [Volume(self, VolumeInfo.from_json(v)) for v in j.get("volumes", [])]
+
+    def volume(self, name: str, *, project: Optional[str] = None) -> "Volume":
+        """A volume by name or id (:class:`NotFound` when there is none)."""
+        q = {"project": project} if project else None
+        j = self._t.request("GET", f"/v1/volumes/{C.q(name)}", query=q).json()
+        return Volume(self, VolumeInfo.from_json(j))
+
+    def delete_volume(self, name: str, *, project: Optional[str] = None,
+                      missing_ok: bool = False) -> None:
+        """Deletes a volume and its data (an admin key); :class:`Conflict`
+        while a sandbox mounts it."""
+        q = {"project": project} if project else None
+        try:
+            self._t.request("DELETE", f"/v1/volumes/{C.q(name)}", query=q)
+        except NotFound:
+            if not missing_ok:
+                raise
+
     def close(self) -> None:
         """Closes idle connections; the client stays usable (new ones open)."""
         self._t.close()
@@ -189,6 +220,7 @@ class Sandbox:
                secret_refs: Optional[Sequence[str]] = None,
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
                project: Optional[str] = None, isolation: Optional[str] = None,
+               volumes: Any = None,
                url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> "Sandbox":
         """Creates a sandbox (``POST /v1/sandboxes``) and returns once its
@@ -211,6 +243,11 @@ class Sandbox:
                 own). Default: the project's default, else the operator's; a
                 mode the project does not allow raises :class:`Forbidden`, one
                 the host cannot run :class:`InvalidRequest` (never another mode).
+            volumes: volumes of the project to mount (an admin key):
+                ``["data:/data", "refs:/refs:ro"]``, ``{"data": "/data"}``,
+                ``[vol.mount("/data")]`` or ``[{"name", "path", "read_only"}]``.
+                One sandbox writes a volume at a time, or many read it
+                (:class:`Conflict` otherwise); see :class:`Volume`.
             url, api_key: override ``$BRIG_URL`` / ``$BRIG_API_KEY``.
             client: a :class:`Client` to use (then url/api_key are ignored).
 
@@ -219,7 +256,7 @@ class Sandbox:
         """
         cl, owns = _client(client, url, api_key)
         body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
-                             max_lifetime, project, isolation)
+                             max_lifetime, project, isolation, volumes)
         try:
             j = cl.transport.request("POST", "/v1/sandboxes", json=body).json()
         except BaseException:
@@ -571,6 +608,108 @@ class Sandbox:
                               timeout=C.TAR_TIMEOUT)
         with resp:
             return C.extract_tar(resp, local_dir)
+
+
+class Volume:
+    """A persistent volume: a project's named file system of a bounded size,
+    mounted into sandboxes at their create, outliving them (docs/volumes.md).
+
+    ::
+
+        vol = Volume.create("data", size_mib=1024)
+        with Sandbox.create(volumes=[vol.mount("/data")]) as sb:
+            sb.exec("echo hello > /data/greeting")
+        with Sandbox.create(volumes=[vol.mount("/data", read_only=True)]) as sb:
+            print(sb.read_text("/data/greeting"))
+        vol.delete()
+
+    Making, mounting and deleting volumes takes an admin key; a sandbox key
+    lists and reads its project's."""
+
+    def __init__(self, client: Client, info: VolumeInfo, *, owns_client: bool = False) -> None:
+        self.client = client
+        self.info = info
+        self._owns_client = owns_client
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def __repr__(self) -> str:
+        return f"brig.Volume({self.name!r}, id={self.id!r}, size_mib={self.info.size_mib})"
+
+    def _query(self) -> Optional[dict[str, str]]:
+        return {"project": self.info.project_id} if self.info.project_id else None
+
+    @classmethod
+    def create(cls, name: str, size_mib: int, *, project: Optional[str] = None,
+               url: Optional[str] = None, api_key: Optional[str] = None,
+               client: Optional[Client] = None) -> "Volume":
+        """A new, empty volume of ``size_mib`` MiB (16 up to the server's
+        ``volume_max_mib``) in the key's project, or ``project``.
+        :class:`Conflict` for a name the project has; :class:`NoSpace` when
+        the host's disk budget is full; :class:`LimitExceeded` past the
+        account's volumes' total."""
+        cl, owns = _client(client, url, api_key)
+        try:
+            v = cl.create_volume(name, size_mib, project=project)
+        except BaseException:
+            if owns:
+                cl.close()
+            raise
+        v._owns_client = owns
+        return v
+
+    @classmethod
+    def get(cls, name: str, *, project: Optional[str] = None, url: Optional[str] = None,
+            api_key: Optional[str] = None, client: Optional[Client] = None) -> "Volume":
+        """A volume by name or id; :class:`NotFound` when there is none."""
+        cl, owns = _client(client, url, api_key)
+        try:
+            v = cl.volume(name, project=project)
+        except BaseException:
+            if owns:
+                cl.close()
+            raise
+        v._owns_client = owns
+        return v
+
+    @classmethod
+    def list(cls, *, project: Optional[str] = None, url: Optional[str] = None,
+             api_key: Optional[str] = None,
+             client: Optional[Client] = None) -> builtins.list["Volume"]:
+        """The caller's volumes (handles sharing one client)."""
+        cl, owns = _client(client, url, api_key)
+        try:
+            return cl.volumes(project=project)
+        finally:
+            if owns:
+                cl.close()
+
+    def mount(self, path: str, *, read_only: bool = False) -> dict[str, Any]:
+        """An entry of :meth:`Sandbox.create`'s ``volumes``."""
+        return {"name": self.name, "path": path, "read_only": read_only}
+
+    def refresh(self) -> VolumeInfo:
+        """Fetches it again: its ``mounted_by``, its ``cost_micro_usd``."""
+        j = self.client.transport.request("GET", f"/v1/volumes/{C.q(self.id)}",
+                                          query=self._query()).json()
+        self.info = VolumeInfo.from_json(j)
+        return self.info
+
+    def delete(self, *, missing_ok: bool = False) -> None:
+        """Deletes the volume and its data for good. :class:`Conflict` while a
+        sandbox mounts it (one that ended is waited for)."""
+        try:
+            self.client.delete_volume(self.id, project=self.info.project_id,
+                                      missing_ok=missing_ok)
+        finally:
+            if self._owns_client:
+                self.client.close()
 
 
 def _as_pathlike(p: C.LocalPath) -> "os.PathLike[str]":

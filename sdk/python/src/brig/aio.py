@@ -37,9 +37,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generator, Literal, 
 from . import _common as C
 from ._async_http import AsyncResponse, AsyncTransport
 from ._errors import BrigError, NotFound, ProtocolError, Timeout
-from ._models import Chunk, ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
+from ._models import Chunk, ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo, \
+    VolumeInfo
 
-__all__ = ["Client", "Sandbox", "Process", "ExecStream", "OutputStream"]
+__all__ = ["Client", "Sandbox", "Process", "ExecStream", "OutputStream", "Volume"]
 
 #: An output callback: a function or a coroutine function taking a chunk.
 AsyncOutputCallback = Callable[[Chunk], Union[Any, Awaitable[Any]]]
@@ -139,6 +140,32 @@ class Client:
     async def list_sandboxes(self) -> builtins.list["Sandbox"]:
         j = (await self._t.request("GET", "/v1/sandboxes")).json()
         return [Sandbox(self, SandboxInfo.from_json(s)) for s in j.get("sandboxes", [])]
+
+    async def create_volume(self, name: str, size_mib: int, *,
+                            project: Optional[str] = None) -> "Volume":
+        """A new, empty volume (see :meth:`brig.Client.create_volume`)."""
+        r = await self._t.request("POST", "/v1/volumes",
+                                  json=C.volume_body(name, size_mib, project))
+        return Volume(self, VolumeInfo.from_json(r.json()))
+
+    async def volumes(self, *, project: Optional[str] = None) -> builtins.list["Volume"]:
+        q = {"project": project} if project else None
+        j = (await self._t.request("GET", "/v1/volumes", query=q)).json()
+        return [Volume(self, VolumeInfo.from_json(v)) for v in j.get("volumes", [])]
+
+    async def volume(self, name: str, *, project: Optional[str] = None) -> "Volume":
+        q = {"project": project} if project else None
+        j = (await self._t.request("GET", f"/v1/volumes/{C.q(name)}", query=q)).json()
+        return Volume(self, VolumeInfo.from_json(j))
+
+    async def delete_volume(self, name: str, *, project: Optional[str] = None,
+                            missing_ok: bool = False) -> None:
+        q = {"project": project} if project else None
+        try:
+            await self._t.request("DELETE", f"/v1/volumes/{C.q(name)}", query=q)
+        except NotFound:
+            if not missing_ok:
+                raise
 
     async def aclose(self) -> None:
         """Closes idle connections; the client stays usable."""
@@ -241,6 +268,7 @@ class Sandbox:
                secret_refs: Optional[Sequence[str]] = None,
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
                project: Optional[str] = None, isolation: Optional[str] = None,
+               volumes: Any = None,
                url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> _Creating:
         """Creates a sandbox (arguments as :meth:`brig.Sandbox.create`).
@@ -251,7 +279,7 @@ class Sandbox:
         async def make() -> "Sandbox":
             cl, owns = _client(client, url, api_key)
             body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
-                                 max_lifetime, project, isolation)
+                                 max_lifetime, project, isolation, volumes)
             post = asyncio.ensure_future(cl.transport.request("POST", "/v1/sandboxes", json=body))
             try:
                 # shielded: if this task is cancelled (asyncio.wait_for …) while
@@ -583,6 +611,84 @@ async def _copy(resp: AsyncResponse, f: Any) -> int:
             return n
         await loop.run_in_executor(None, f.write, c)
         n += len(c)
+
+
+class Volume:
+    """Async twin of :class:`brig.Volume`: ``await Volume.create("data", 1024)``,
+    ``Sandbox.create(volumes=[vol.mount("/data")])``, ``await vol.delete()``."""
+
+    def __init__(self, client: Client, info: VolumeInfo, *, owns_client: bool = False) -> None:
+        self.client = client
+        self.info = info
+        self._owns_client = owns_client
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def __repr__(self) -> str:
+        return f"brig.aio.Volume({self.name!r}, id={self.id!r}, size_mib={self.info.size_mib})"
+
+    @classmethod
+    async def create(cls, name: str, size_mib: int, *, project: Optional[str] = None,
+                     url: Optional[str] = None, api_key: Optional[str] = None,
+                     client: Optional[Client] = None) -> "Volume":
+        cl, owns = _client(client, url, api_key)
+        try:
+            v = await cl.create_volume(name, size_mib, project=project)
+        except BaseException:
+            if owns:
+                await cl.aclose()
+            raise
+        v._owns_client = owns
+        return v
+
+    @classmethod
+    async def get(cls, name: str, *, project: Optional[str] = None,
+                  url: Optional[str] = None, api_key: Optional[str] = None,
+                  client: Optional[Client] = None) -> "Volume":
+        cl, owns = _client(client, url, api_key)
+        try:
+            v = await cl.volume(name, project=project)
+        except BaseException:
+            if owns:
+                await cl.aclose()
+            raise
+        v._owns_client = owns
+        return v
+
+    @classmethod
+    async def list(cls, *, project: Optional[str] = None, url: Optional[str] = None,
+                   api_key: Optional[str] = None,
+                   client: Optional[Client] = None) -> builtins.list["Volume"]:
+        cl, owns = _client(client, url, api_key)
+        try:
+            return await cl.volumes(project=project)
+        finally:
+            if owns:
+                await cl.aclose()
+
+    def mount(self, path: str, *, read_only: bool = False) -> dict[str, Any]:
+        """An entry of :meth:`Sandbox.create`'s ``volumes``."""
+        return {"name": self.name, "path": path, "read_only": read_only}
+
+    async def refresh(self) -> VolumeInfo:
+        q = {"project": self.info.project_id} if self.info.project_id else None
+        r = await self.client.transport.request("GET", f"/v1/volumes/{C.q(self.id)}", query=q)
+        self.info = VolumeInfo.from_json(r.json())
+        return self.info
+
+    async def delete(self, *, missing_ok: bool = False) -> None:
+        try:
+            await self.client.delete_volume(self.id, project=self.info.project_id,
+                                            missing_ok=missing_ok)
+        finally:
+            if self._owns_client:
+                await self.client.aclose()
 
 
 class ExecStream:
