@@ -64,6 +64,12 @@ describe("the README's TypeScript quick start", () => {
     }
   });
 
+  test("main.ts as it is is no JavaScript this Node.js parses (why main.mjs is there)", async () => {
+    writeFileSync(join(dir, "pasted.mjs"), files.get("main.ts")!);
+    const r = await run("node", ["--check", "pasted.mjs"], { cwd: dir }).catch((e: { stderr: string }) => e);
+    assert.match(r.stderr, /SyntaxError/, `node ${process.version} parses \`await using\`: the README can say so`);
+  });
+
   test("npm start: tsc compiles `await using`, node runs main.js", async () => {
     const commands = sh.split("\n").map((l) => l.replace(/\s+#.*$/, "").trim());
     assert.ok(commands.includes("npm install /path/to/brig/sdk/typescript"), sh);
