@@ -1,8 +1,8 @@
 # brig - the README's commands live here.
 #
 #   make up      setup, build, base template (cached), then brigd in the foreground
-#   make check   setup, sanitized build, unit tests, integration + security tests, the
-#                dashboard in headless Chromium (tests/ui)
+#   make check   setup, sanitized build, unit tests, integration + security tests, brig's own
+#                Node.js (scripts/check-node), the SDKs, the dashboard in headless Chromium (tests/ui)
 #   make screenshots  the dashboard's screenshots in docs/img/ (from a run of tests/ui)
 #
 # Overridable: LISTEN, STATE_DIR, TEMPLATE_CACHE, PYTEST_ARGS, FUZZ_SECONDS.
@@ -23,8 +23,8 @@ PYTEST_DIRS     = tests/integration sdk/python/tests
 PYTEST_SEC_DIRS = tests/security
 C_SOURCES       = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find src tests -name '*.[ch]')
 
-.PHONY: all setup build build-check up check unit integration fuzz sdk sdk-test ui-test screenshots \
-	templates format format-check bench clean
+.PHONY: all setup build build-check up check unit integration fuzz sdk sdk-test node-check \
+	ui-test screenshots templates format format-check bench clean
 
 all: build
 
@@ -72,6 +72,11 @@ fuzz: setup $(FUZZ_BUILD)/build.ninja
 sdk: setup
 	sdk/build
 
+# brig's own Node.js (scripts/setup-node) as a stock Debian 12 box gets it: a fresh install, a
+# refused SHA-512, and the SDK built with the system's node hidden from PATH.
+node-check: setup
+	scripts/check-node
+
 sdk-test: build-check sdk
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) sdk/test
 
@@ -96,6 +101,7 @@ check: build-check format-check
 	  /usr/bin/python3 -m pytest -q $(PYTEST_DIRS) $(PYTEST_ARGS)
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) \
 	  /usr/bin/python3 -m pytest -q $(PYTEST_SEC_DIRS) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory node-check
 	$(MAKE) --no-print-directory sdk-test
 	$(MAKE) --no-print-directory ui-test
 

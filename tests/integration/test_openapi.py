@@ -18,6 +18,9 @@ from brigtest import BUILD, REPO, Api, Brigd, wait_for
 DOC_PATH = os.path.join(REPO, "docs", "openapi.json")
 NPM_DIR = os.path.join(REPO, "tests", "openapi")
 CHECK = os.path.join(NPM_DIR, "check.mjs")
+# brig's own Node.js (scripts/setup-node, like scripts/node-env): the host's node may be too old.
+NODE_BIN = os.path.join(os.environ.get("BRIG_NODE_DIR") or "/usr/lib/brig/node", "bin")
+NODE_ENV = dict(os.environ, PATH=NODE_BIN + os.pathsep + os.environ.get("PATH", ""))
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 SCOPES = ("public", "any", "admin", "operator", "admin+operator")
 FAKE = {
@@ -102,8 +105,9 @@ def npm_ready():
             have = {k: v.get("version") for k, v in json.load(b)["packages"].items() if k}
         stale = want != have
     if stale:
-        r = subprocess.run(["npm", "ci", "--prefix", NPM_DIR, "--no-audit", "--no-fund"],
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run([os.path.join(NODE_BIN, "npm"), "ci", "--prefix", NPM_DIR,
+                            "--no-audit", "--no-fund"],
+                           capture_output=True, text=True, timeout=600, env=NODE_ENV)
         assert r.returncode == 0, f"npm ci --prefix tests/openapi failed:\n{r.stdout}\n{r.stderr}"
 
 
@@ -112,8 +116,8 @@ def node():
     npm_ready()
 
     def run(*args, stdin=None):
-        return subprocess.run(["node", CHECK, *args], input=stdin, capture_output=True, text=True,
-                              timeout=300, cwd=NPM_DIR)
+        return subprocess.run([os.path.join(NODE_BIN, "node"), CHECK, *args], input=stdin,
+                              capture_output=True, text=True, timeout=300, cwd=NPM_DIR, env=NODE_ENV)
     return run
 
 
