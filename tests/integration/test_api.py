@@ -271,7 +271,7 @@ def test_seed_loop_on_base(api):
         r = sb.exec("python3 /root/task.py", timeout=55)
         assert r["exit_code"] == 0, r
         assert r["stdout"] == "sum of squares: 332833500\n"
-        assert r["stderr"].startswith("python 3.11")
+        assert r["stderr"].startswith("python 3.13")
 
 
 def test_base_has_node_22_npm_git_curl(api):
