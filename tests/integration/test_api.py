@@ -3,12 +3,16 @@
 Every test deletes what it creates; the `api` fixture asserts afterwards that no
 container, mount, directory, cgroup or process of a sandbox is left."""
 
+import base64
 import concurrent.futures
+import hashlib
+import io
 import os
 import signal
 import subprocess
 import time
 import urllib.parse
+import zipfile
 
 import pytest
 
@@ -341,7 +345,45 @@ def test_seed_loop_on_base(api):
         r = sb.exec("python3 /root/task.py", timeout=55)
         assert r["exit_code"] == 0, r
         assert r["stdout"] == "sum of squares: 332833500\n"
-        assert r["stderr"].startswith("python 3.11")
+        assert r["stderr"].startswith("python 3.13")
+
+
+def probe_wheel():
+    """A pure-Python wheel made here (no index is reachable): brig_probe 1.0, VALUE = 42."""
+    files = {
+        "brig_probe/__init__.py": b"VALUE = 42\n",
+        "brig_probe-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: brig-probe\nVersion: 1.0\n",
+        "brig_probe-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: brig-test\n"
+                                          b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = ""
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record += f"{name},sha256={digest},{len(data)}\n"
+    files["brig_probe-1.0.dist-info/RECORD"] = (record + "brig_probe-1.0.dist-info/RECORD,,\n").encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_pip_install_as_root_and_in_a_venv_on_base(api):
+    # Debian's PEP 668 marker is gone from base: root's pip installs without
+    # --break-system-packages; a venv works as well.
+    whl = "/root/brig_probe-1.0-py3-none-any.whl"
+    with Sandbox(api, "base") as sb:
+        api.put_file(sb.id, whl, probe_wheel())
+        r = sb.exec(f"python3 -m pip install --no-index {whl} && "
+                    "cd / && python3 -c 'import brig_probe; print(brig_probe.VALUE)'", timeout=55)
+        assert r["exit_code"] == 0, r
+        assert r["stdout"].endswith("\n42\n"), r
+        assert "externally-managed" not in r["stderr"], r
+        r = sb.exec(f"python3 -m venv /tmp/v && /tmp/v/bin/pip install --no-index {whl} && "
+                    "/tmp/v/bin/python -c 'import brig_probe, sys; print(brig_probe.VALUE, sys.prefix)'",
+                    timeout=55)
+        assert r["exit_code"] == 0, r
+        assert r["stdout"].endswith("\n42 /tmp/v\n"), r
 
 
 def test_base_has_node_22_npm_git_curl(api):

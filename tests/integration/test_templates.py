@@ -57,6 +57,47 @@ def test_print_key_is_the_documented_sha256(name):
     assert r.stdout == documented_key(spec_of(name)) + "\n"
 
 
+def host_apt_uris():
+    """Every URI of the host's apt sources (one-line and deb822)."""
+    uris = set()
+    files = [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*.list"),
+             *Path("/etc/apt/sources.list.d").glob("*.sources")]
+    for f in files:
+        if not f.is_file():
+            continue
+        for line in f.read_text().splitlines():
+            words = line.split("#")[0].split()
+            if f.suffix == ".sources" and words[:1] == ["URIs:"]:
+                uris.update(words[1:])
+            elif words[:1] == ["deb"]:
+                uris.update(w for w in words[1:] if "://" in w)
+    return uris
+
+
+@needs_root
+def test_base_apt_sources_are_the_hosts_mirror_for_the_specs_suite():
+    # The host (Debian 12) may name another release than the spec: the builder then derives
+    # SUITE's entries from the host's own; either way they point at the host's mirror.
+    rootfs, _ = build("base")
+    suite = next(line.split("=", 1)[1] for line in spec_of("base").read_text().splitlines()
+                 if line.startswith("SUITE="))
+    entries = [line.split() for line in (rootfs / "etc/apt/sources.list").read_text().splitlines()
+               if line.strip() and not line.startswith("#")]
+    assert entries
+    suites = set()
+    for e in entries:
+        assert e[0] == "deb" and e[-1] == "main", e
+        if len(e) == 5:  # a host entry with Signed-By: the keyring must be in the rootfs too
+            assert e[1].startswith("[signed-by=") and e[1].endswith("]"), e
+            keyring = e.pop(1)[len("[signed-by="):-1]
+            assert (rootfs / keyring.lstrip("/")).is_file(), f"{keyring} is not in the rootfs"
+        assert len(e) == 4, e
+        assert e[1] in host_apt_uris(), e
+        suites.add(e[2])
+    assert suite in suites
+    assert suites <= {suite, suite + "-updates", suite + "-security"}
+
+
 def test_bad_names_are_refused(tmp_path):
     for bad in ["../base", "no-such-template", ""]:
         r = run_builder("--cache", tmp_path, bad)
