@@ -192,10 +192,12 @@ static int destroy_all(brigd *d)
         free(ids[i]);
     }
     free(ids);
-    /* Every sandbox's processes are dead within seconds, unless stuck in the kernel. */
-    failed += brig_teardown_drain(d, DESTROY_ALL_WAIT_MS);
-    brig_info("destroy-all: %zu sandboxes destroyed", n - (size_t)failed);
-    return failed;
+    /* Every sandbox's processes are dead within seconds, unless stuck in the kernel.  The
+     * drain also counts the cleanups of leftovers the start found (not among the n). */
+    int unfinished = brig_teardown_drain(d, DESTROY_ALL_WAIT_MS);
+    brig_info("destroy-all: %zu live sandboxes stopped (%d refused), %d cleanups unfinished", n,
+              failed, unfinished);
+    return failed + unfinished;
 }
 
 /* What the memory limits of live sandboxes may add up to: memory_overcommit x

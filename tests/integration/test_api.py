@@ -485,7 +485,7 @@ def test_destroy_all(fresh_daemon):
     assert leftovers(d.state_dir, settle=0) != []
     r = d.destroy_all()
     assert r.returncode == 0, r.stderr
-    assert "destroy-all: 2 sandboxes destroyed" in r.stderr, r.stderr
+    assert "destroy-all: 2 live sandboxes stopped (0 refused), 0 cleanups unfinished" in r.stderr, r.stderr
     assert d.live_sandboxes() == []
     assert leftovers(d.state_dir) == []
     # Ended as a DELETE ends them: visible with their reason and final charge.
@@ -497,7 +497,7 @@ def test_destroy_all(fresh_daemon):
     # Nothing to do is not an error.
     d.stop()
     r = d.destroy_all()
-    assert r.returncode == 0 and "destroy-all: 0 sandboxes destroyed" in r.stderr, r.stderr
+    assert r.returncode == 0 and "destroy-all: 0 live sandboxes stopped (0 refused), 0 cleanups unfinished" in r.stderr, r.stderr
 # ---- the CLI against the real daemon --------------------------------------------
 
 def cli(api, *args, input=None, check=True):
