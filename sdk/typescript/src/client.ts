@@ -347,3 +347,6 @@ export async function* ndjson(res: Response, signal?: AbortSignal): AsyncGenerat
     if (!done) res.destroy();
   }
 }
+
+/** Where a call goes: a client of its own, or options to make one (`BrigClient.from`). */
+export type ConnectOptions = ClientOptions & { client?: BrigClient };

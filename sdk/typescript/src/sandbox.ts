@@ -7,7 +7,7 @@
  *   const r = await sb.exec("python3 /root/task.py", { timeoutMs: 55_000 });
  *   // sb is deleted here, also when something above threw
  */
-import type { BodyInit, ClientOptions } from "./client.js";
+import type { BodyInit } from "./client.js";
 import { BrigClient, ndjson, readBody, readBytes } from "./client.js";
 import { ConnectionError, NotFoundError } from "./errors.js";
 import { Process, streamError } from "./process.js";
@@ -25,7 +25,8 @@ import { camel, octal, outputText, seconds, TextStream } from "./util.js";
 import { volumeMounts } from "./volume.js";
 
 /** Where to find brigd: a client, or the url/key to make one (default: BRIG_URL, BRIG_API_KEY). */
-export type ConnectOptions = ClientOptions & { client?: BrigClient };
+import type { ConnectOptions } from "./client.js";
+export type { ConnectOptions };
 
 /** What a streamed exec keeps of each stream for its result (like brigd's buffered limit). */
 const STREAM_KEEP_CHARS = 10 * 1024 * 1024;

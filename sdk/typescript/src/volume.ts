@@ -12,7 +12,7 @@
  */
 import { BrigClient } from "./client.js";
 import { NotFoundError } from "./errors.js";
-import type { ConnectOptions } from "./sandbox.js";
+import type { ConnectOptions } from "./client.js";
 import type { VolumeInfo, VolumeMount } from "./types.js";
 import { camel } from "./util.js";
 
