@@ -203,10 +203,16 @@ def test_kernel_objects_stay_in_gvisor(sec):
             "perf": "ENODEV", "bpf": "EPERM"}, out
         sectest.host_view_kept(host, sec.host_view(sid))
         assert _aio_nr() == aio
-        assert tk_key_users(uid) == keys
+        # No more host keys for the Sentry's uid (fewer is fine: another brigd's sandbox
+        # of the same id range, as in a test run beside this one, may end meanwhile).
+        assert _key_count(tk_key_users(uid)) <= _key_count(keys), (keys, tk_key_users(uid))
         assert _host_links(sec.daemon.state_dir, sid) == links
     finally:
         end()
+
+
+def _key_count(entry):
+    return int(entry[0]) if entry else 0
 
 
 def tk_key_users(uid):

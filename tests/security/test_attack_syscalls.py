@@ -179,7 +179,10 @@ out['proc_keys'] = err(lambda: open('/proc/keys').read(1)) if {sec.gvisor} else 
         assert out == {"add_key": "EACCES", "keyctl_read": "ENOSYS", "request_key": "EACCES"}, out
     else:
         assert out == {k: "EPERM" for k in out}, out
-    assert _key_users(uid) == before
+    # Not one key more for its uid (fewer is fine: a sandbox of another brigd with the
+    # same id range, as in a test run beside this one, may end meanwhile).
+    count = lambda e: int(e[0]) if e else 0  # noqa: E731
+    assert count(_key_users(uid)) <= count(before), (before, _key_users(uid))
     sectest.host_view_kept(host, sec.host_view(sid))
 
 
