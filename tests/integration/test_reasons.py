@@ -275,19 +275,19 @@ def test_agent_killed_by_the_oom_killer_is_oom_killed(ra, isolation):
     check_end(ra, sid, "oom_killed", "oom_killed")
 
 
-def test_create_failed(ra):
-    """A create that fails after its row was written: gVisor's kernel does not boot in
-    16 MiB (the host's OOM killer takes it before its agent answers)."""
-    needs_gvisor(ra)
-    # Whether the Sentry outgrows 16 MiB before its agent answers depends on the host's
-    # timing: one that booted anyway is deleted and the create tried again.
-    for _ in range(3):
-        r = ra.request("POST", "/v1/sandboxes", {"template": "minimal", "tariff": "wee",
-                                                 "isolation": "gvisor"})
-        if r.status != 201:
-            break
-        ra.delete(r.json()["id"])
-    assert r.status in (500, 503), r.body  # it did not become ready, or did not start
+def test_create_failed(rd, ra):
+    """A create that fails after its row was written: the host lost the image of a volume
+    the sandbox mounts (here: the test overwrites it), so the runtime cannot mount it."""
+    vol = ra.ok("POST", "/v1/volumes", {"name": "lost", "size_mib": 16}).json()
+    with open(os.path.join(rd.state_dir, "volumes", f"{vol['id']}.img"), "r+b") as f:
+        f.write(bytes(1 << 20))  # the superblock and group descriptors: no ext4 any more
+    try:
+        r = ra.request("POST", "/v1/sandboxes", {"template": "minimal",
+                                                 "volumes": [{"name": "lost", "path": "/v"}]})
+    finally:
+        gone = ra.request("DELETE", f"/v1/volumes/{vol['id']}")
+    assert r.status in (500, 503), r.body  # it did not start
+    assert gone.status == 204, gone.body  # a failed create holds no volume
     msg = r.json()["error"]["message"]
     export = [json.loads(x) for x in ra.ok("GET", "/v1/audit").body.decode().splitlines()]
     failed = [e for e in export if e["kind"] == "sandbox.ended" and e["data"]["reason"] == msg]
