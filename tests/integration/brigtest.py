@@ -276,7 +276,7 @@ def runsc_containers(state_dir):
 
 def runsc_processes(state_dir):
     """runsc's own processes (sandbox, gofer) of this brigd's sandboxes, found by the
-    --root they run with: a gofer lives outside the sandbox's cgroup."""
+    --root they run with, wherever they are (runsc state lost, cgroup gone)."""
     root = os.path.join(os.path.realpath(state_dir), "runsc")
     pids = []
     for p in os.listdir("/proc"):

@@ -240,6 +240,27 @@ def test_kill_9_brigd_reattaches_and_cleans(fresh_daemon):
     assert leftovers(d.state_dir) == []
 
 
+def test_lost_runsc_state_still_leaves_nothing(fresh_daemon):
+    """runsc's state of a sandbox is gone while brigd is down (a crash between runsc's run
+    and its state's write, a state dir restored from a backup): runsc can no longer name
+    its Sentry and gofer, and the restart ends the sandbox by its cgroup instead."""
+    d = fresh_daemon.start()
+    a = d.api()
+    sid = a.create("minimal")["id"]
+    assert sid in runsc_containers(d.state_dir)
+    d.stop(signal.SIGKILL)
+    root = os.path.join(d.state_dir, "runsc")
+    for name in os.listdir(root):
+        if sid in name:
+            os.remove(os.path.join(root, name))
+    assert runsc_processes(d.state_dir)  # its Sentry and gofer run on
+    d.start()
+    a = d.api()
+    gone = a.ok("GET", f"/v1/sandboxes/{sid}").json()
+    assert gone["state"] == "deleted", gone
+    assert leftovers(d.state_dir) == []
+
+
 def test_without_runsc_gvisor_is_refused_naming_it(tmp_path):
     d = brigtest.Brigd(str(tmp_path / "state"), extra_args=["--runsc", "/nonexistent/runsc"]).start()
     try:

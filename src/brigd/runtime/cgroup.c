@@ -6,11 +6,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -157,27 +159,100 @@ static int64_t no_tcp(const char *id)
     return -1;
 }
 
+/* ---- killing what is left in a cgroup ---------------------------------------------------- */
+
+/* SIGKILL to each pid listed in procs; how many there were (-1: no such cgroup). */
+static int kill_listed(const char *procs)
+{
+    FILE *f = fopen(procs, "re");
+    if (f == NULL)
+        return -1;
+    int n = 0;
+    long pid;
+    while (fscanf(f, "%ld", &pid) == 1) {
+        if (pid > 1 && kill((pid_t)pid, SIGKILL) == 0)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Kills until procs lists nobody (a process may fork while its siblings die). */
+static int kill_procs(const char *procs, const char *freezer, int timeout_ms)
+{
+    if (freezer) { /* a frozen process dies of SIGKILL only once thawed */
+        int fd = open(freezer, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (write(fd, "THAWED", 6) != 6)
+                brig_debug("thaw %s: %s", freezer, strerror(errno));
+            close(fd);
+        }
+    }
+    int found = 0;
+    int64_t deadline = brig_now_mono_ms() + timeout_ms;
+    for (;;) {
+        int n = kill_listed(procs);
+        if (n <= 0)
+            return found;
+        found += n;
+        if (brig_now_mono_ms() > deadline)
+            return -1;
+        struct timespec ts = {0, 5 * 1000 * 1000}; /* the kernel takes them down */
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int v1_kill_all(const char *id, int timeout_ms)
+{
+    _cleanup_free_ char *procs = brig_asprintf("/sys/fs/cgroup/pids/brig/%s/cgroup.procs", id);
+    _cleanup_free_ char *fz = brig_asprintf("/sys/fs/cgroup/freezer/brig/%s/freezer.state", id);
+    return kill_procs(procs, fz, timeout_ms);
+}
+
+static int v2_kill_all(const char *id, int timeout_ms)
+{
+    _cleanup_free_ char *procs = brig_asprintf("/sys/fs/cgroup/brig/%s/cgroup.procs", id);
+    _cleanup_free_ char *fz = brig_asprintf("/sys/fs/cgroup/brig/%s/cgroup.freeze", id);
+    int fd = open(fz, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (write(fd, "0", 1) != 1)
+            brig_debug("thaw %s: %s", fz, strerror(errno));
+        close(fd);
+    }
+    return kill_procs(procs, NULL, timeout_ms);
+}
+
+static int no_kill_all(const char *id, int timeout_ms)
+{
+    (void)id;
+    (void)timeout_ms;
+    return 0;
+}
+
 static brig_cgroup_ops v1 = {.name = "v1",
                              .check = ok,
                              .cpu_ns = v1_cpu_ns,
                              .prepare = v1_prepare,
                              .tcp_bytes = v1_tcp_bytes,
                              .events = v1_events,
-                             .remove = v1_remove};
+                             .remove = v1_remove,
+                             .kill_all = v1_kill_all};
 static brig_cgroup_ops v2 = {.name = "v2",
                              .check = ok,
                              .cpu_ns = v2_cpu_ns,
                              .prepare = no_prepare,
                              .tcp_bytes = no_tcp,
                              .events = v2_events,
-                             .remove = v2_remove};
+                             .remove = v2_remove,
+                             .kill_all = v2_kill_all};
 static const brig_cgroup_ops none = {.name = "none",
                                      .check = refuse,
                                      .cpu_ns = no_cpu,
                                      .prepare = no_prepare,
                                      .tcp_bytes = no_tcp,
                                      .events = no_events,
-                                     .remove = no_remove};
+                                     .remove = no_remove,
+                                     .kill_all = no_kill_all};
 
 #define V1_MEMORY "/sys/fs/cgroup/memory/brig"
 

@@ -251,6 +251,13 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
         failed = 1;
     }
     brig_buf_dispose(&out);
+    /* What the delete could not see: runsc's Sentry and gofer when runsc's state is gone
+     * (a crash between its run and its state's write, a state dir restored from a backup). */
+    int left = failed ? 0 : o->cgroup->kill_all(id, KILL_TIMEOUT_MS);
+    if (left > 0)
+        brig_warn("%s: killed %d processes its runtime's delete left", id, left);
+    else if (left < 0)
+        brig_warn("%s: processes survive SIGKILL in its cgroup", id);
     /* runc 1.1 forgets the container even when it could not remove a cgroup (a
      * process from elsewhere still in it): what is left is ours to remove, also the
      * memory cgroup brigd made before runc (cgroup->prepare) when runc never ran. */
