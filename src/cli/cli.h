@@ -213,6 +213,9 @@ int cli_project_id(const cli_args *a, char **id);
 
 /* request.c: "/v1/projects/<id escaped><suffix>"; caller frees. */
 char *cli_project_path(const char *id, const char *suffix);
+/* DELETE /v1/projects/<project>/<collection>/<a->pos[0]>: a key or a secret of the
+ * project --project names (or the account's default); what names the item in errors. */
+int cli_project_item_delete(const cli_args *a, const char *collection, const char *what);
 
 /* progress.c: while a transfer of c runs, its bytes so far (of how many, when known) and
  * its rate on stderr, redrawn in place; at the end a line with the total.  Only when

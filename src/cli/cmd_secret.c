@@ -149,16 +149,7 @@ static int secret_ls(const cli_args *a)
 
 static int secret_rm(const cli_args *a)
 {
-    if (*a->pos[0] == '\0')
-        return cli_usage_error(a->cmd, "empty secret name");
-    _cleanup_free_ char *project = NULL;
-    int rc = cli_project_id(a, &project);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    _cleanup_free_ char *esc = brig_client_escape(a->pos[0]);
-    _cleanup_free_ char *suffix = brig_asprintf("/secrets/%s", esc);
-    _cleanup_free_ char *path = cli_project_path(project, suffix);
-    return cli_call("DELETE", path, NULL, NULL, NULL);
+    return cli_project_item_delete(a, "secrets", "secret name");
 }
 
 static const int opts_set[] = {OPT_PROJECT, OPT_FILE, 0};

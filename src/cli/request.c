@@ -49,3 +49,17 @@ int cli_project_id(const cli_args *a, char **id)
     fputs("brig: brigd names no default project for this account: give --project ID\n", stderr);
     return CLI_EXIT_FAIL;
 }
+
+int cli_project_item_delete(const cli_args *a, const char *collection, const char *what)
+{
+    if (*a->pos[0] == '\0')
+        return cli_usage_error(a->cmd, "empty %s", what);
+    _cleanup_free_ char *project = NULL;
+    int rc = cli_project_id(a, &project);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    _cleanup_free_ char *esc = brig_client_escape(a->pos[0]);
+    _cleanup_free_ char *suffix = brig_asprintf("/%s/%s", collection, esc);
+    _cleanup_free_ char *path = cli_project_path(project, suffix);
+    return cli_call("DELETE", path, NULL, NULL, NULL);
+}

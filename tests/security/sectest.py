@@ -7,6 +7,7 @@ calls go through ctypes' syscall(2) with x86-64 numbers) or busybox shell (the
 `minimal` template).  A python attack prints one JSON object: what each attempt
 returned (an errno name, or "OK")."""
 
+import errno
 import hashlib
 import json
 import os
@@ -217,6 +218,39 @@ def proc_status(pid, field):
 def host_uid(pid):
     return int(proc_status(pid, "Uid")[0])
 
+
+
+def as_uid(uid, paths):
+    """Opens paths for reading and for writing as host uid/gid `uid` (a forked child);
+    returns {path: (read result, write result)}, each "OK" or the errno's name."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            res = {}
+            for p in paths:
+                one = []
+                for flags in (os.O_RDONLY, os.O_WRONLY):
+                    try:
+                        os.close(os.open(p, flags))
+                        one.append("OK")
+                    except OSError as e:
+                        one.append(errno.errorcode.get(e.errno, str(e.errno)))
+                res[p] = one
+            os.write(w, json.dumps(res).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return {k: tuple(v) for k, v in json.loads(data).items()}
 
 def ended_by_oom(api, sid, timeout=20):
     """A gVisor sandbox that its host memory cgroup's OOM killer ended: runsc's Sentry

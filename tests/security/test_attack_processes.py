@@ -158,41 +158,7 @@ def test_uid_separation_between_sandboxes(sec, daemon, isolation):
         store = os.path.join(sb, "disk", "upper", f".gvisor.filestore.{a}")
         assert os.stat(store).st_mode & 0o077 == 0, oct(os.stat(store).st_mode)
         paths.append(store)
-    assert _as_uid(ub, paths) == {p: ("EACCES", "EACCES") for p in paths}
-
-
-def _as_uid(uid, paths):
-    """Opens paths for reading and for writing as host uid/gid `uid` (a forked child);
-    returns {path: (read result, write result)}."""
-    import json
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            res = {}
-            for p in paths:
-                got = []
-                for mode in ("rb", "r+b"):
-                    try:
-                        with open(p, mode):
-                            got.append("OK")
-                    except OSError as e:
-                        got.append(__import__("errno").errorcode[e.errno])
-                res[p] = got
-            os.write(w, json.dumps(res).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return {k: tuple(v) for k, v in json.loads(data).items()}
+    assert sectest.as_uid(ub, paths) == {p: ("EACCES", "EACCES") for p in paths}
 
 
 def test_world_readable_files_of_another_sandbox_on_the_host(sec, daemon):
@@ -205,7 +171,7 @@ def test_world_readable_files_of_another_sandbox_on_the_host(sec, daemon):
     paths = [os.path.join(daemon.state_dir, "sandboxes", a, "rootfs", "a-public"),
              os.path.join(daemon.state_dir, "sandboxes", a, "disk", "upper", "a-public"),
              os.path.join(daemon.state_dir, "sandboxes", a, "rootfs", "etc", "passwd")]
-    res = _as_uid(ub, paths)
+    res = sectest.as_uid(ub, paths)
     assert all(v[1] == "EACCES" for v in res.values()), res  # never writable
     assert all(v[0] == "EACCES" for v in res.values()), res
 

@@ -17,7 +17,6 @@ another account, the host's marker files and processes, nothing left behind):
 - the bytes on the host: unreadable by any other sandbox's host uid.
 """
 
-import json
 import os
 import secrets
 import urllib.parse
@@ -327,35 +326,5 @@ def test_volume_bytes_unreachable_from_other_sandboxes(sec, vol, daemon):
     assert os.stat(img).st_mode & 0o777 == 0o600
     assert os.stat(os.path.dirname(img)).st_mode & 0o777 == 0o700
     ub = sectest.host_uid(sec.init_pid(b))
-    got = as_uid(ub, [img, os.path.join(data, "p"), clone])
+    got = sectest.as_uid(ub, [img, os.path.join(data, "p"), clone])
     assert all(v == ("EACCES", "EACCES") for v in got.values()), got
-
-
-def as_uid(uid, paths):
-    """Opens paths for reading and for writing as host uid/gid `uid` (a forked child)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            res = {}
-            for p in paths:
-                one = []
-                for flags in (os.O_RDONLY, os.O_WRONLY):
-                    try:
-                        os.close(os.open(p, flags))
-                        one.append("OK")
-                    except OSError as e:
-                        one.append(__import__("errno").errorcode.get(e.errno, str(e.errno)))
-                res[p] = one
-            os.write(w, json.dumps(res).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    os.waitpid(pid, 0)
-    data = os.read(r, 1 << 16)
-    os.close(r)
-    return {k: tuple(v) for k, v in json.loads(data).items()}

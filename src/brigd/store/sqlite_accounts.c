@@ -276,15 +276,31 @@ static int set_balance(brig_store_conn *c, const char *account_id, int64_t balan
                             account_id);
 }
 
+int brig_sqlite_balance(brig_store_conn *c, const char *account_id, int64_t *out, brig_error **err)
+{
+    return brig_sqlite_query_int(c, err, out, "read balance",
+                                 "SELECT balance_micro_usd FROM accounts WHERE id = ?", "s",
+                                 account_id);
+}
+
+int brig_sqlite_ledger_book(brig_store_conn *c, const brig_ledger_charge_entry *e, brig_error **err)
+{
+    if (brig_sqlite_exec(c, err, NULL, "append to the ledger",
+                         "INSERT INTO ledger(account_id, at, kind, amount_micro_usd, seconds,"
+                         " sandbox_id, volume_id, note) VALUES (?,?,'charge',?,?,?,?,?)",
+                         "siiisss", e->account_id, e->at, e->amount, e->seconds, e->sandbox_id,
+                         e->volume_id, e->note) < 0)
+        return -1;
+    return set_balance(c, e->account_id, e->balance, err);
+}
+
 int brig_sqlite_ledger_credit(brig_store_conn *c, const char *account_id, int64_t amount,
                               const char *note, int64_t at, int64_t *balance, brig_error **err)
 {
     if (brig_sqlite_begin(c, err) < 0)
         return -1;
     int64_t have = 0, nb = 0;
-    int found = brig_sqlite_query_int(c, err, &have, "read balance",
-                                      "SELECT balance_micro_usd FROM accounts WHERE id = ?", "s",
-                                      account_id);
+    int found = brig_sqlite_balance(c, account_id, &have, err);
     if (found == 0)
         brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no account '%.40s'", account_id);
     if (found <= 0)
@@ -329,9 +345,7 @@ static int charge_state(brig_store_conn *c, const char *sandbox_id, brig_charge_
         st->cost = brig_sqlite_int(s, 4, 0);
     }
     brig_sqlite_release(c, s);
-    if (r == 1 && brig_sqlite_query_int(c, err, &st->balance, "read balance",
-                                        "SELECT balance_micro_usd FROM accounts WHERE id = ?", "s",
-                                        st->account_id) < 0)
+    if (r == 1 && brig_sqlite_balance(c, st->account_id, &st->balance, err) < 0)
         return -1;
     return r;
 }
@@ -350,12 +364,14 @@ int brig_sqlite_ledger_charge(brig_store_conn *c, const char *sandbox_id, int64_
         goto fail;
     brig_charge ch = {0};
     plan(&st, &ch, ctx);
+    brig_ledger_charge_entry e = {.account_id = st.account_id,
+                                  .sandbox_id = sandbox_id,
+                                  .at = at,
+                                  .amount = ch.amount,
+                                  .seconds = ch.seconds,
+                                  .balance = ch.balance};
     if (ch.seconds > 0 &&
-        (brig_sqlite_exec(c, err, NULL, "append to the ledger",
-                          "INSERT INTO ledger(account_id, at, kind, amount_micro_usd,"
-                          " sandbox_id, seconds) VALUES (?,?,'charge',?,?,?)",
-                          "siisi", st.account_id, at, ch.amount, sandbox_id, ch.seconds) < 0 ||
-         set_balance(c, st.account_id, ch.balance, err) < 0 ||
+        (brig_sqlite_ledger_book(c, &e, err) < 0 ||
          brig_sqlite_exec(c, err, NULL, "update sandbox",
                           "UPDATE sandboxes SET billed_ms = ?, cost_micro_usd = ? WHERE id = ?",
                           "iis", ch.billed_ms, ch.cost, sandbox_id) < 0))

@@ -41,6 +41,16 @@ int brig_sqlite_ledger_credit(brig_store_conn *c, const char *account_id, int64_
 int brig_sqlite_ledger_charge(brig_store_conn *c, const char *sandbox_id, int64_t at,
                               brig_charge_plan_fn plan, void *ctx, int64_t *balance,
                               brig_error **err);
+/* Inside a charge's transaction (sandboxes here, volumes in sqlite_volumes.c): the
+ * account's balance (1, 0 for no such account, -1), and a charge's ledger row with the
+ * balance it leaves. */
+typedef struct brig_ledger_charge_entry {
+    const char *account_id, *sandbox_id, *volume_id, *note; /* NULL: none */
+    int64_t at, amount, seconds, balance;
+} brig_ledger_charge_entry;
+int brig_sqlite_balance(brig_store_conn *c, const char *account_id, int64_t *out, brig_error **err);
+int brig_sqlite_ledger_book(brig_store_conn *c, const brig_ledger_charge_entry *e,
+                            brig_error **err);
 int brig_sqlite_ledger_spent(brig_store_conn *c, const char *account_id, int64_t from, int64_t to,
                              int64_t *out, brig_error **err);
 int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t before, int max,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sqlite_accounts.h"
 #include "sqlite_stmt.h"
 #include "util.h"
 
@@ -124,9 +125,7 @@ static int charge_state(brig_store_conn *c, const char *id, brig_volume_charge_s
         st->cost = brig_sqlite_int(s, 4, 0);
     }
     brig_sqlite_release(c, s);
-    if (r == 1 && brig_sqlite_query_int(c, err, &st->balance, "read balance",
-                                        "SELECT balance_micro_usd FROM accounts WHERE id = ?", "s",
-                                        st->account_id) < 0)
+    if (r == 1 && brig_sqlite_balance(c, st->account_id, &st->balance, err) < 0)
         return -1;
     return r;
 }
@@ -145,14 +144,14 @@ int brig_sqlite_volume_charge(brig_store_conn *c, const char *id, int64_t at,
         goto fail;
     brig_volume_charge ch = {0};
     plan(&st, &ch, ctx);
-    if (ch.amount > 0 &&
-        (brig_sqlite_exec(c, err, NULL, "append to the ledger",
-                          "INSERT INTO ledger(account_id, at, kind, amount_micro_usd, seconds,"
-                          " volume_id, note) VALUES (?,?,'charge',?,?,?,'volume')",
-                          "siiis", st.account_id, at, ch.amount, ch.seconds, id) < 0 ||
-         brig_sqlite_exec(c, err, NULL, "update balance",
-                          "UPDATE accounts SET balance_micro_usd = ? WHERE id = ?", "is",
-                          ch.balance, st.account_id) < 0))
+    brig_ledger_charge_entry e = {.account_id = st.account_id,
+                                  .volume_id = id,
+                                  .note = "volume",
+                                  .at = at,
+                                  .amount = ch.amount,
+                                  .seconds = ch.seconds,
+                                  .balance = ch.balance};
+    if (ch.amount > 0 && brig_sqlite_ledger_book(c, &e, err) < 0)
         goto fail;
     if (brig_sqlite_exec(c, err, NULL, "update volume",
                          "UPDATE volumes SET billed_at = ?, charge_rem = ?, cost_micro_usd = ?"
