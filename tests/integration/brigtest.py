@@ -4,6 +4,7 @@ check that nothing leaked.  Standard library only."""
 import http.client
 import json
 import os
+import re
 import select
 import signal
 import sqlite3
@@ -134,9 +135,10 @@ class Brigd:
 
     started = []  # every instance ever started: reaped at the end of the session
 
-    def __init__(self, state_dir, extra_args=()):
+    def __init__(self, state_dir, extra_args=(), default_pool=False):
         self.state_dir = state_dir
         self.extra_args = list(extra_args)
+        self.default_pool = default_pool  # keep brigd's own warm_pool default (see pool_off)
         self.proc = None
         self.log_path = os.path.join(state_dir, "brigd.log")
         self.url = None
@@ -192,7 +194,35 @@ class Brigd:
         return [os.path.join(BUILD, "brigd"),
                 "--state-dir", self.state_dir, "--template-cache", TEMPLATE_CACHE,
                 "--templates-dir", os.path.join(REPO, "templates"),
-                "--agent", os.path.join(BUILD, "brig-agent"), *self.extra_args]
+                "--agent", os.path.join(BUILD, "brig-agent"), *self.pool_off(self.extra_args)]
+
+    def pool_off(self, args):
+        """brigd's default adaptive warm pool keeps a base sandbox running, which tests of
+        anything else must not see (leftover checks, process counts, CPU): a test brigd
+        runs without it unless its config names warm_pool itself."""
+        args = list(args)
+        if self.default_pool:
+            return args
+        conf, text = None, ""
+        if "--config" in args:
+            conf = args[args.index("--config") + 1]
+            with open(conf) as f:
+                text = f.read()
+        if re.search(r"^\s*warm_pool\s*=", text, re.M):
+            return args
+        if re.search(r"^\s*\[brigd\]", text, re.M):
+            text = re.sub(r"^(\s*\[brigd\][^\n]*\n)", r"\1warm_pool = off\n", text, count=1,
+                          flags=re.M)
+        else:
+            text = "[brigd]\nwarm_pool = off\n" + text
+        os.makedirs(self.state_dir, exist_ok=True)
+        path = self.state_dir.rstrip("/") + ".conf"
+        with open(path, "w") as f:
+            f.write(text)
+        if conf is None:
+            return args + ["--config", path]
+        args[args.index("--config") + 1] = path
+        return args
 
     def live_sandboxes(self):
         """Ids the store calls live (read directly: brigd need not be running)."""

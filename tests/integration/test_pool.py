@@ -2,6 +2,7 @@
 pool refills, claimed sandboxes are ordinary ones of the caller, and nothing of
 the pool outlives brigd."""
 
+import signal
 import threading
 import time
 
@@ -63,7 +64,9 @@ def test_a_miss_is_counted(tmp_path):
         sb = a.create("minimal")
         r = a.request("POST", "/v1/sandboxes", {"template": "minimal"})
         assert r.status == 503 and "user-id ranges are in use" in r.json()["error"]["message"]
-        assert pool_of(a) == {"ready": 0, "target": 1, "hits": 1, "misses": 1}
+        got = pool_of(a)
+        assert {k: got[k] for k in ("ready", "target", "hits", "misses", "adaptive")} == {
+            "ready": 0, "target": 1, "hits": 1, "misses": 1, "adaptive": False}
         a.delete(sb["id"])
     finally:
         d.stop()
@@ -109,4 +112,103 @@ def test_refill_is_not_starved_by_a_long_request(tmp_path):
         if busy:
             a.delete(busy["id"])
         d.stop()
+    assert leftovers(d.state_dir) == []
+
+
+# ---- the adaptive pool (issue 20): on by default, sized from demand -----------------------
+
+
+def test_by_default_base_is_kept_warm(tmp_path):
+    """With no configuration, brigd keeps base warm at the default tariff and isolation: the
+    first create of base is a pool hit."""
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nnetwork = off\n")  # no warm_pool: brigd's default
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)], default_pool=True).start()
+    try:
+        a = d.api()
+        wait_for(lambda: pool_of(a, "base/small").get("ready") == 1, timeout=60,
+                 what="base to be kept warm")
+        p = pool_of(a, "base/small")
+        assert p["adaptive"] is True and p["target"] == 1, p
+        sb = a.create("base")
+        assert pool_of(a, "base/small")["hits"] == 1
+        assert a.exec(sb["id"], "python3 -c 'print(6*7)'")["stdout"] == "42\n"
+        a.delete(sb["id"])
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
+
+
+def adaptive(tmp_path, extra=""):
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nwarm_pool = auto\nnetwork = off\n" + extra)
+    return Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+
+
+def test_pool_grows_with_the_create_rate_and_shrinks_when_idle(tmp_path):
+    """A template nobody asked for gets a pool at its first create; a steady stream of
+    creates makes it grow past 1; once unused for warm_pool_idle it shrinks to nothing."""
+    d = adaptive(tmp_path, "warm_pool_idle = 4\n")
+    try:
+        a = d.api()
+        assert "minimal/small" not in a.request("GET", "/healthz", key=None).json()["warm_pool"]
+        targets = []
+        for _ in range(30):
+            sb = a.create("minimal")
+            a.delete(sb["id"])
+            targets.append(pool_of(a)["target"])
+        p = pool_of(a)
+        assert p["adaptive"] is True and p["hits"] + p["misses"] == 30, p
+        assert p["hits"] > 0, p
+        assert max(targets) >= 2, targets  # it grew with the rate
+        wait_for(lambda: pool_of(a)["target"] == 0 and pool_of(a)["ready"] == 0, timeout=60,
+                 what="the idle pool to shrink to nothing")
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
+
+
+def test_memory_budget_bounds_the_pool_and_a_burst_still_succeeds(tmp_path):
+    """warm_pool_memory_mib = 1024 holds two 512 MiB sandboxes at most, however high the
+    rate; a burst of 20 concurrent creates beyond the pool falls back to cold creates."""
+    d = adaptive(tmp_path, "warm_pool_memory_mib = 1024\n")
+    try:
+        a = d.api()
+        seen = []
+        for _ in range(12):
+            a.delete(a.create("minimal")["id"])
+            p = pool_of(a)
+            seen.append((p["target"], p["ready"]))
+        assert max(t for t, _ in seen) <= 2 and max(r for _, r in seen) <= 2, seen
+        results = [None] * 20
+
+        def one(i):
+            results[i] = a.request("POST", "/v1/sandboxes", {"template": "minimal"})
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [r.status for r in results] == [201] * 20, [r.body for r in results if r.status != 201]
+        for r in results:
+            a.delete(r.json()["id"])
+        p = pool_of(a)
+        assert p["target"] <= 2 and p["ready"] <= 2, p
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
+
+
+def test_kill_9_with_an_adaptive_pool_leaks_nothing(tmp_path):
+    """Pooled sandboxes belong to no row: after a kill -9 of brigd, the next start's
+    reconcile removes them."""
+    d = adaptive(tmp_path)
+    a = d.api()
+    a.delete(a.create("minimal")["id"])
+    wait_for(lambda: pool_of(a).get("ready", 0) >= 1, timeout=30, what="the pool to fill")
+    d.stop(signal.SIGKILL)
+    assert leftovers(d.state_dir, settle=0)  # the pooled sandbox is still there
+    d.start()
+    d.stop()
     assert leftovers(d.state_dir) == []

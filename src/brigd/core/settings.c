@@ -196,8 +196,12 @@ static const setting settings[] = {
         "seconds such an address stays open at most"),
     NUM(T_INT, "net_connections_max", net_connections_max, "1024", 16, POW2(20),
         "tracked forwarded connections per sandbox"),
-    LIST("warm_pool", warm_pool, "",
-         "TEMPLATE:TARIFF:COUNT[:ISOLATION][,...]: sandboxes started ahead"),
+    LIST("warm_pool", warm_pool, "auto",
+         "auto, off, or TEMPLATE:TARIFF:COUNT[:ISOLATION][,...] (with auto: pinned beside it)"),
+    NUM(T_MIB, "warm_pool_memory_mib", warm_pool_memory_mib, "0", 0, POW2(30),
+        "memory limits adaptive pools may hold; 0: an eighth of the memory budget"),
+    NUM(T_SECONDS, "warm_pool_idle", warm_pool_idle_ms, "600", 1, 30 * DAY,
+        "an adaptive pool unused this long shrinks to nothing"),
     NUM(T_INT, "uid_base", uid_base, "10000000", 65536, POW2(31),
         "first host uid of sandbox uid ranges"),
     NUM(T_INT, "uid_ranges", uid_ranges, "4096", 1, POW2(14),
@@ -375,15 +379,21 @@ static int apply_tariff(brig_config *cfg, const char *tname, const char *key, co
     return brig_error_set(err, BRIG_E_INVALID, 0, "unknown tariff setting '%s'", key);
 }
 
-/* warm_pool = TEMPLATE:TARIFF:COUNT[:ISOLATION][,…] (after the tariffs are known).  The
- * isolation is checked by name here (core/ is below the runtime that knows the modes);
- * whether this host runs it is the pool's business at start. */
+/* warm_pool = auto | off | TEMPLATE:TARIFF:COUNT[:ISOLATION][,…], auto beside pinned entries
+ * allowed (after the tariffs are known).  The isolation is checked by name here (core/ is
+ * below the runtime that knows the modes); whether this host runs it is the pool's
+ * business at start. */
 static int parse_warm_pool(brig_config *cfg, brig_error **err)
 {
     _cleanup_free_ char *s = brig_xstrdup(cfg->warm_pool);
     char *save = NULL;
     cfg->n_pool = 0;
+    cfg->pool_auto = false;
     for (char *item = strtok_r(s, ", ", &save); item; item = strtok_r(NULL, ", ", &save)) {
+        if (strcmp(item, "auto") == 0 || strcmp(item, "off") == 0) {
+            cfg->pool_auto = cfg->pool_auto || item[0] == 'a';
+            continue;
+        }
         char tmpl[64], tariff[32], iso[16] = "container";
         int n = 0, used = 0, got;
         got = sscanf(item, "%63[^:]:%31[^:]:%d%n:%15[^:]%n", tmpl, tariff, &n, &used, iso, &used);

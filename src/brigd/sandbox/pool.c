@@ -3,14 +3,23 @@
  *
  * Below the create (orchestrator.c claims from it), it takes uid ranges from the
  * registry and connects its sandboxes through attach.c; it calls nothing above.
+ *
+ * An adaptive pool's target follows its demand: creates per second (each claim counts,
+ * hit or miss; an average that forgets with a time constant of RATE_TAU_MS) times how
+ * long a start takes (a moving average of its own starts), times HEADROOM for bursts;
+ * at least 1 while the pool was used within warm_pool_idle, 0 once it was not; at most
+ * what the memory budget leaves and AUTO_MAX.  The filler re-reads the targets each run and
+ * destroys what is over them before it starts anything.
  */
 #include "pool.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "attach.h"
 #include "core/worker.h"
@@ -23,9 +32,13 @@
 #define RETRY_MS  5000 /* after a failed start, before the next try */
 /* A refill yields to requests: it starts once no sandbox request has run for
  * QUIET_MS, or DEFER_MS after it was needed, whichever comes first. */
-#define QUIET_MS 5
-#define DEFER_MS 100
-#define IDLE_MS  1000 /* a look at the pool at least this often */
+#define QUIET_MS     5
+#define DEFER_MS     100
+#define IDLE_MS      1000    /* a look at the pool at least this often */
+#define RATE_TAU_MS  10000.0 /* the create rate forgets with this time constant */
+#define HEADROOM     2.0     /* sandboxes kept per sandbox a refill period consumes */
+#define AUTO_MAX     32      /* one adaptive pool's size at most */
+#define REFILL_GUESS 500     /* ms a start takes, until one was measured */
 
 typedef struct entry {
     brig_pooled p;
@@ -41,7 +54,13 @@ typedef struct spec {
     int ready;
     int64_t hits, misses; /* creates of this template, tariff and isolation served, or not */
     entry *entries;
-    int64_t retry_at; /* mono ms: no start before this after a failure */
+    int64_t retry_at;         /* mono ms: no start before this after a failure */
+    bool pinned;              /* warm_pool names it: its target is fixed */
+    int64_t mem_mib;          /* its tariff's memory limit */
+    double rate;              /* creates per second as of rate_at (adaptive) */
+    int64_t rate_at, used_at; /* mono ms: the rate's last update, the last claim */
+    int64_t refill_ms;        /* a start's duration, averaged; 0: none measured yet */
+    char last_error[128];     /* the last start's failure, said once */
 } spec;
 
 struct brig_pool {
@@ -50,18 +69,104 @@ struct brig_pool {
     int64_t needed_at;    /* mono ms: since when the pool is short; 0: it is not (filler's) */
     spec specs[MAX_SPECS];
     int n_specs;
+    bool adaptive;      /* pools come and go with demand (warm_pool has "auto") */
+    int64_t budget_mib; /* memory limits the adaptive pools may hold */
 };
 
-/* The pool's specs come from the parsed config (settings.c checks them). */
+static spec *spec_add(brigd *d, brig_pool *p, const char *template, const char *tariff,
+                      brig_isolation iso)
+{
+    const brig_tariff *tf = brig_config_tariff(&d->cfg, tariff);
+    if (tf == NULL || p->n_specs == MAX_SPECS)
+        return NULL;
+    spec *sp = &p->specs[p->n_specs++];
+    memset(sp, 0, sizeof(*sp));
+    snprintf(sp->template, sizeof(sp->template), "%s", template);
+    snprintf(sp->tariff, sizeof(sp->tariff), "%s", tariff);
+    sp->isolation = iso;
+    sp->mem_mib = tf->memory_mib;
+    sp->used_at = sp->rate_at = brig_now_mono_ms();
+    return sp;
+}
+
+/* The pinned specs come from the parsed config (settings.c checks them); an adaptive
+ * pool starts with base at the default tariff and isolation. */
 static void load_specs(brigd *d, brig_pool *p)
 {
-    for (int i = 0; i < d->cfg.n_pool && p->n_specs < MAX_SPECS; i++) {
-        spec *sp = &p->specs[p->n_specs++];
-        snprintf(sp->template, sizeof(sp->template), "%s", d->cfg.pool[i].template);
-        snprintf(sp->tariff, sizeof(sp->tariff), "%s", d->cfg.pool[i].tariff);
+    for (int i = 0; i < d->cfg.n_pool; i++) {
         int iso = brig_isolation_parse(d->cfg.pool[i].isolation);
-        sp->isolation = iso < 0 ? BRIG_ISO_CONTAINER : (brig_isolation)iso; /* settings.c checked */
-        sp->target = d->cfg.pool[i].count;
+        spec *sp = spec_add(d, p, d->cfg.pool[i].template, d->cfg.pool[i].tariff,
+                            iso < 0 ? BRIG_ISO_CONTAINER : (brig_isolation)iso);
+        if (sp) {
+            sp->pinned = true;
+            sp->target = d->cfg.pool[i].count;
+        }
+    }
+    brig_template t;
+    int iso = brig_isolation_parse(d->cfg.isolation_default);
+    if (p->adaptive && brig_template_lookup(&d->cfg, "base", &t, NULL) == 0) {
+        if (t.built)
+            spec_add(d, p, "base", d->cfg.default_tariff,
+                     iso < 0 ? BRIG_ISO_CONTAINER : (brig_isolation)iso);
+        brig_template_dispose(&t);
+    }
+}
+
+/* The adaptive pools' memory: warm_pool_memory_mib, else an eighth of the memory budget
+ * (of the host's RAM where that is unbounded). */
+static int64_t budget_mib(brigd *d)
+{
+    if (d->cfg.warm_pool_memory_mib > 0)
+        return d->cfg.warm_pool_memory_mib;
+    int64_t mem = d->admission.mem_capacity;
+    if (mem <= 0)
+        mem = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE) >> 20;
+    return mem / 8;
+}
+
+static double rate_now(const spec *sp, int64_t now)
+{
+    return sp->rate * exp(-(double)(now - sp->rate_at) / RATE_TAU_MS);
+}
+
+/* A claim of sp: one more arrival in the rate, and the pool is in use. */
+static void arrive(spec *sp, int64_t now)
+{
+    sp->rate = rate_now(sp, now) + 1000.0 / RATE_TAU_MS;
+    sp->rate_at = sp->used_at = now;
+}
+
+/* What an adaptive spec should hold now; pinned ones keep theirs.  room_mib: what the
+ * budget leaves beside the other adaptive pools. */
+static int auto_target(const brig_pool *p, const spec *sp, int64_t now, int64_t room_mib,
+                       int64_t idle_ms)
+{
+    if (sp->pinned)
+        return sp->target;
+    (void)p;
+    if (now - sp->used_at >= idle_ms) /* unused for warm_pool_idle: nothing */
+        return 0;
+    double refill_s = (double)(sp->refill_ms > 0 ? sp->refill_ms : REFILL_GUESS) / 1000.0;
+    int want = (int)lround(HEADROOM * rate_now(sp, now) * refill_s);
+    if (want < 1)
+        want = 1;
+    int cap = sp->mem_mib > 0 ? (int)(room_mib / sp->mem_mib) : AUTO_MAX;
+    if (want > cap)
+        want = cap;
+    return want > AUTO_MAX ? AUTO_MAX : want < 0 ? 0 : want;
+}
+
+/* Sets each adaptive spec's target, the budget shared in the order of their demand (here:
+ * spec order, each taking what it wants while memory is left). */
+static void retarget(brigd *d, brig_pool *p, int64_t now)
+{
+    int64_t room = p->budget_mib;
+    for (int i = 0; i < p->n_specs; i++) {
+        spec *sp = &p->specs[i];
+        if (sp->pinned)
+            continue;
+        sp->target = auto_target(p, sp, now, room, d->cfg.warm_pool_idle_ms);
+        room -= sp->target * sp->mem_mib;
     }
 }
 
@@ -166,8 +271,65 @@ static int64_t pooled_total(brig_pool *p)
     return n;
 }
 
-/* The filler's run: starts one sandbox for the spec that is short the most (and not
- * backing off), if the host has room for one more, once brigd has been quiet for
+/* An entry over its spec's target, taken out of the pool (the caller destroys it). */
+static entry *take_surplus(brig_pool *p)
+{
+    for (int i = 0; i < p->n_specs; i++) {
+        spec *sp = &p->specs[i];
+        if (sp->ready > sp->target && sp->entries) {
+            entry *e = sp->entries;
+            sp->entries = e->next;
+            sp->ready--;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* The spec short the most (and not backing off) whose start the host and the budget
+ * have room for; NULL when none. */
+static spec *most_short(brigd *d, brig_pool *p, int64_t now)
+{
+    if (brig_registry_size(d) + pooled_total(p) >= d->cfg.max_sandboxes)
+        return NULL;
+    int64_t held = 0; /* memory of the adaptive pools' sandboxes */
+    for (int i = 0; i < p->n_specs; i++)
+        held += p->specs[i].pinned ? 0 : p->specs[i].ready * p->specs[i].mem_mib;
+    spec *need = NULL;
+    for (int i = 0; i < p->n_specs; i++) {
+        spec *sp = &p->specs[i];
+        if (sp->ready >= sp->target || now < sp->retry_at ||
+            (!sp->pinned && held + sp->mem_mib > p->budget_mib))
+            continue;
+        if (need == NULL || sp->target - sp->ready > need->target - need->ready)
+            need = sp;
+    }
+    return need;
+}
+
+/* After a start of need (e: NULL when it failed), under the lock. */
+static void started(brig_pool *p, spec *need, entry *e, brig_error *err, int64_t took_ms)
+{
+    (void)p;
+    if (e == NULL) {
+        /* Said once per cause: an adaptive pool of a template that cannot start tries
+         * again every RETRY_MS. */
+        if (strncmp(need->last_error, err->msg, sizeof(need->last_error) - 1) != 0)
+            brig_warn("pool %s/%s/%s: %s", need->template, need->tariff,
+                      brig_isolation_name(need->isolation), err->msg);
+        snprintf(need->last_error, sizeof(need->last_error), "%s", err->msg);
+        need->retry_at = brig_now_mono_ms() + RETRY_MS;
+        return;
+    }
+    need->last_error[0] = '\0';
+    need->refill_ms = need->refill_ms > 0 ? (3 * need->refill_ms + took_ms) / 4 : took_ms;
+    e->next = need->entries;
+    need->entries = e;
+    need->ready++;
+}
+
+/* The filler's run: retargets the adaptive pools, destroys one sandbox over a target, or
+ * starts one for the spec that is short the most, once brigd has been quiet for
  * QUIET_MS or DEFER_MS after it was needed: a claim is mostly followed at once by its
  * caller's upload and exec, and a sandbox start (runc, mounts) on the same cores would
  * slow them down. */
@@ -176,15 +338,15 @@ static int64_t fill(void *arg)
     brigd *d = arg;
     brig_pool *p = d->pool;
     pthread_mutex_lock(&p->lock);
-    spec *need = NULL;
     int64_t now = brig_now_mono_ms();
-    bool room = brig_registry_size(d) + pooled_total(p) < d->cfg.max_sandboxes;
-    for (int i = 0; room && i < p->n_specs; i++) {
-        spec *sp = &p->specs[i];
-        if (sp->ready < sp->target && now >= sp->retry_at &&
-            (need == NULL || sp->target - sp->ready > need->target - need->ready))
-            need = sp;
+    retarget(d, p, now);
+    entry *surplus = take_surplus(p);
+    if (surplus) {
+        pthread_mutex_unlock(&p->lock);
+        destroy_entry(d, surplus);
+        return BRIG_WORKER_AGAIN;
     }
+    spec *need = most_short(d, p, now);
     if (need == NULL) {
         p->needed_at = 0;
         pthread_mutex_unlock(&p->lock);
@@ -199,35 +361,30 @@ static int64_t fill(void *arg)
         return now + (quiet < deadline ? quiet : deadline);
     }
     p->needed_at = 0;
-    spec copy = *need;
+    spec copy = *need; /* specs are only ever added: need stays where it is */
     pthread_mutex_unlock(&p->lock);
     brig_error *err = NULL;
+    int64_t t0 = brig_now_mono_ms();
     entry *e = start_one(d, &copy, &err);
     if (e && brig_worker_stopping(p->filler)) {
         destroy_entry(d, e);
         return BRIG_WORKER_IDLE;
     }
     pthread_mutex_lock(&p->lock);
-    if (e == NULL) {
-        brig_warn("pool %s/%s/%s: %s", copy.template, copy.tariff,
-                  brig_isolation_name(copy.isolation), err->msg);
-        brig_error_clear(&err);
-        need->retry_at = brig_now_mono_ms() + RETRY_MS;
-    } else {
-        e->next = need->entries;
-        need->entries = e;
-        need->ready++;
-    }
+    started(p, need, e, err, brig_now_mono_ms() - t0);
     pthread_mutex_unlock(&p->lock);
+    brig_error_clear(&err);
     return BRIG_WORKER_AGAIN;
 }
 
 int brig_pool_start(brigd *d, brig_error **err)
 {
     d->pool = NULL;
-    if (d->cfg.n_pool == 0)
+    if (d->cfg.n_pool == 0 && !d->cfg.pool_auto)
         return 0;
     brig_pool *p = brig_xcalloc(1, sizeof(*p));
+    p->adaptive = d->cfg.pool_auto;
+    p->budget_mib = budget_mib(d);
     load_specs(d, p);
     pthread_mutex_init(&p->lock, NULL);
     d->pool = p; /* before the filler runs: it finds it there */
@@ -240,7 +397,8 @@ int brig_pool_start(brigd *d, brig_error **err)
         return -1;
     }
     brig_worker_kick(p->filler); /* fill it now */
-    brig_info("warm pool: %s", d->cfg.warm_pool);
+    brig_info("warm pool: %s (adaptive pools' memory: %lld MiB)", d->cfg.warm_pool,
+              (long long)p->budget_mib);
     return 0;
 }
 
@@ -271,11 +429,16 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_build, 
     entry *stale = NULL, *hit = NULL;
     brig_registry_touch(d); /* the claimer's next requests come at once */
     pthread_mutex_lock(&p->lock);
-    for (int i = 0; i < p->n_specs && hit == NULL; i++) {
-        spec *sp = &p->specs[i];
-        if (strcmp(sp->template, template) != 0 || strcmp(sp->tariff, tariff) != 0 ||
-            sp->isolation != iso)
-            continue;
+    int64_t now = brig_now_mono_ms();
+    spec *sp = NULL;
+    for (int i = 0; i < p->n_specs && sp == NULL; i++)
+        if (strcmp(p->specs[i].template, template) == 0 &&
+            strcmp(p->specs[i].tariff, tariff) == 0 && p->specs[i].isolation == iso)
+            sp = &p->specs[i];
+    if (sp == NULL && p->adaptive) /* a pool comes with its first create */
+        sp = spec_add(d, p, template, tariff, iso);
+    if (sp) {
+        arrive(sp, now);
 
         /* Entries of an older build of the template are of no use any more. */
         for (entry **pp = &sp->entries; *pp;) {
@@ -328,9 +491,11 @@ json_t *brig_pool_stats(brigd *d)
             snprintf(k, sizeof(k), "%s/%s/%s", sp->template, sp->tariff,
                      brig_isolation_name(sp->isolation));
         json_object_set_new(o, k,
-                            json_pack("{s:i, s:i, s:I, s:I}", "ready", p->specs[i].ready, "target",
-                                      p->specs[i].target, "hits", (json_int_t)p->specs[i].hits,
-                                      "misses", (json_int_t)p->specs[i].misses));
+                            json_pack("{s:i, s:i, s:I, s:I, s:b, s:f}", "ready", sp->ready,
+                                      "target", sp->target, "hits", (json_int_t)sp->hits, "misses",
+                                      (json_int_t)sp->misses, "adaptive", !sp->pinned,
+                                      "creates_per_s",
+                                      round(rate_now(sp, brig_now_mono_ms()) * 1000.0) / 1000.0));
     }
     pthread_mutex_unlock(&p->lock);
     return o;

@@ -13,8 +13,11 @@
  * survive brigd: shutdown destroys them, and a crash leaves them to the next start's reconcile,
  * which removes whatever the store does not know.
  *
- * Configured as `warm_pool = TEMPLATE:TARIFF:COUNT[:ISOLATION][,…]` (empty: no pool;
- * the isolation is container when not given).
+ * Configured as `warm_pool = auto` (the default: adaptive pools, one per template, tariff
+ * and isolation that creates ask for, each sized from its create rate within a memory
+ * budget, shrinking away when unused; pool.c), `off`, or pinned sizes
+ * `TEMPLATE:TARIFF:COUNT[:ISOLATION][,…]` (the isolation is container when not given),
+ * with `auto` beside them for adaptive pools of everything else.
  */
 #ifndef BRIG_POOL_H
 #define BRIG_POOL_H
@@ -36,7 +39,7 @@ typedef struct brig_pooled {
     brig_net_sandbox *net; /* likewise; NULL with networking off */
 } brig_pooled;
 
-/* Starts the filler for cfg.warm_pool; d->pool stays NULL when it is empty. */
+/* Starts the filler for cfg.warm_pool; d->pool stays NULL when it is off. */
 int brig_pool_start(brigd *d, brig_error **err);
 /* Stops the filler and destroys every pooled sandbox. */
 void brig_pool_stop(brigd *d);
@@ -46,8 +49,8 @@ void brig_pool_stop(brigd *d);
 int brig_pool_claim(brigd *d, const char *template, const char *template_build, const char *tariff,
                     brig_isolation iso, brig_pooled *out);
 
-/* {"TEMPLATE/TARIFF": {"ready": n, "target": n, "hits": n, "misses": n}, …}; a gvisor
- * entry's key is "TEMPLATE/TARIFF/gvisor". */
+/* {"TEMPLATE/TARIFF": {"ready": n, "target": n, "hits": n, "misses": n, "adaptive": b,
+ * "creates_per_s": x}, …}; a gvisor entry's key is "TEMPLATE/TARIFF/gvisor". */
 json_t *brig_pool_stats(brigd *d);
 
 #endif
