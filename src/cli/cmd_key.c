@@ -1,8 +1,8 @@
 /*
  * cmd_key.c - a project's API keys (docs/api.md "Projects, keys and secrets"; an admin key):
  * `brig key create [--scope sandbox|admin]` prints the new key, which brigd shows this once,
- * and `brig key revoke KEY_ID`.  Both act on --project, default the account's default project.
- * brigd has no route that lists keys (it keeps their hashes only), so brig has no `key ls`.
+ * `brig key ls` (ids, scopes and times: brigd keeps only the keys' hashes and shows neither),
+ * and `brig key revoke KEY_ID`.  All act on --project, default the account's default project.
  */
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +42,21 @@ static int key_create(const cli_args *a)
     return CLI_EXIT_OK;
 }
 
+static int key_ls(const cli_args *a)
+{
+    static const char *const keys[] = {"id", "scope", "created_at", "revoked_at"};
+    static const char *const heads[] = {"ID", "SCOPE", "CREATED", "REVOKED"};
+    _cleanup_free_ char *project = NULL;
+    int rc = cli_project_id(a, &project);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    _cleanup_free_ char *path = cli_project_path(project, "/keys");
+    json_t *v = NULL;
+    if ((rc = cli_call("GET", path, NULL, NULL, &v)) != CLI_EXIT_OK)
+        return rc;
+    return cli_print_rows(a, v, "keys", keys, heads, BRIG_ARRAY_LEN(keys));
+}
+
 static int key_revoke(const cli_args *a)
 {
     return cli_project_item_delete(a, "keys", "key id");
@@ -49,6 +64,7 @@ static int key_revoke(const cli_args *a)
 
 static const int opts_create[] = {OPT_PROJECT, OPT_SCOPE, OPT_JSON, 0};
 static const int opts_revoke[] = {OPT_PROJECT, 0};
+static const int opts_ls[] = {OPT_PROJECT, OPT_JSON, 0};
 
 const cli_cmd cli_key_commands[] = {
     {"key create", key_create, "[--project ID] [--scope sandbox|admin] [--json]",
@@ -56,6 +72,9 @@ const cli_cmd cli_key_commands[] = {
      "--scope sandbox (the default) may create and use the project's sandboxes only;\n"
      "admin may do everything in the account.  The key goes to stdout, its id to stderr.\n",
      opts_create, 0, 0, CLI_REST_NONE},
+    {"key ls", key_ls, "[--project ID] [--json]",
+     "list a project's API keys: ids, scopes, when made and revoked (an admin key)", NULL, opts_ls,
+     0, 0, CLI_REST_NONE},
     {"key revoke", key_revoke, "[--project ID] KEY_ID",
      "revoke an API key: it stops working at once (an admin key)", NULL, opts_revoke, 1, 1,
      CLI_REST_NONE},

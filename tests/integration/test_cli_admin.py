@@ -259,12 +259,21 @@ def test_projects_and_keys(api):
     refused(sk, "ls", says=b"(HTTP 401 unauthorized)")
     refused(api, "key", "revoke", "--project", pid, key_id, says=b"HTTP 404")
     brig(api, "key", "revoke", "--project", pid, made["id"])
+    # key ls: ids, scopes and times, the revoked ones with their revocation; never a key
+    rows = [r.split() for r in lines(brig(api, "key", "ls", "--project", pid))]
+    assert rows[0] == ["ID", "SCOPE", "CREATED", "REVOKED"]
+    assert [(r[0], r[1]) for r in rows[1:]] == [(key_id, "sandbox"), (made["id"], "admin")]
+    assert all(len(r) == 4 and r[3] != "-" for r in rows[1:]), rows  # both revoked
+    listed = brig(api, "key", "ls", "--json", "--project", pid).stdout
+    assert json.loads(listed) == api.ok("GET", f"/v1/projects/{pid}/keys").json()
+    assert key.encode() not in listed and made["key"].encode() not in listed
 
     # refusals: scope, input, another's project
     sk = sandbox_key(api, pid)
     refused(sk, "project", "create", "nope", says=b"(HTTP 403 forbidden)")
     refused(sk, "project", "isolation", pid, "container", says=b"(HTTP 403 forbidden)")
     refused(sk, "key", "create", "--project", pid, says=b"(HTTP 403 forbidden)")
+    refused(sk, "key", "ls", "--project", pid, says=b"(HTTP 403 forbidden)")
     refused(api, "key", "create", "--scope", "root", code=2, says=b"--scope")
     refused(api, "key", "revoke", code=2, says=b"missing operand")
     refused(api, "project", "create", "x" * 65, says=b"(HTTP 400 invalid_request)")

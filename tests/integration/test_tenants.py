@@ -60,6 +60,25 @@ def test_projects_and_scopes(api):
     assert api.request("DELETE", f"/v1/projects/{p['id']}/keys/{key_id}").status == 404
 
 
+def test_keys_are_listed_without_their_secrets(api, daemon):
+    """GET /v1/projects/{id}/keys: an admin sees each key's id, scope and times (a revoked
+    one with its revocation), never a key or its hash; a sandbox key and another account
+    cannot list them."""
+    p = api.ok("POST", "/v1/projects", {"name": "listed"}).json()["id"]
+    sbk, sbk_id = project_api(api, p, "sandbox")
+    adm = api.ok("POST", f"/v1/projects/{p}/keys", {"scope": "admin"}).json()
+    api.ok("DELETE", f"/v1/projects/{p}/keys/{adm['id']}", expect=(204,))
+    r = api.ok("GET", f"/v1/projects/{p}/keys")
+    keys = r.json()["keys"]
+    assert [(k["id"], k["scope"]) for k in keys] == [(sbk_id, "sandbox"), (adm["id"], "admin")]
+    assert keys[0]["revoked_at"] is None and keys[1]["revoked_at"] >= keys[1]["created_at"]
+    assert all(set(k) == {"id", "scope", "created_at", "revoked_at"} for k in keys), keys
+    assert sbk.key.encode() not in r.body and adm["key"].encode() not in r.body
+    assert sbk.request("GET", f"/v1/projects/{p}/keys").status == 403
+    other = daemon.operator().ok("POST", "/v1/accounts", {"name": "key-peeker"}).json()
+    assert Api(api.base_url, other["api_key"]).request("GET", f"/v1/projects/{p}/keys").status == 404
+
+
 def test_accounts_are_walled_off(api, daemon):
     op = daemon.operator()
     b = op.ok("POST", "/v1/accounts", {"name": "tenant-b"}).json()

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/format.h"
 #include "store/store.h"
 #include "util.h"
 
@@ -31,6 +32,27 @@ int brig_keys_create(brigd *d, const char *account_id, const char *project_id, c
         return -1;
     }
     return 0;
+}
+
+static void add_key(const brig_key_listed *k, void *arr)
+{
+    char created[32], revoked[32];
+    brig_format_time(k->created_at, created);
+    if (k->revoked_at)
+        brig_format_time(k->revoked_at, revoked);
+    json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:o}", "id", k->id, "scope", k->scope,
+                                         "created_at", created, "revoked_at",
+                                         k->revoked_at ? json_string(revoked) : json_null()));
+}
+
+json_t *brig_keys_list(brigd *d, const char *project_id, brig_error **err)
+{
+    json_t *arr = json_array();
+    if (brig_store_key_each(d->store, project_id, add_key, arr, err) < 0) {
+        json_decref(arr);
+        return NULL;
+    }
+    return json_pack("{s:o}", "keys", arr);
 }
 
 int brig_keys_revoke(brigd *d, const char *project_id, const char *key_id, brig_error **err)

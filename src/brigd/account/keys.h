@@ -9,6 +9,8 @@
 #define BRIG_KEYS_H
 
 #include "error.h"
+#include <jansson.h>
+
 #include "core/id.h"
 #include "server.h"
 
@@ -23,5 +25,8 @@ int brig_keys_create(brigd *d, const char *account_id, const char *project_id, c
 /* Revokes key_id of project_id; BRIG_E_NOT_FOUND when the project has no such
  * key (or it was revoked already). */
 int brig_keys_revoke(brigd *d, const char *project_id, const char *key_id, brig_error **err);
+/* {"keys": [{"id", "scope", "created_at", "revoked_at" (null while in force)}, …]} of
+ * project_id, oldest first: never a key or its hash. */
+json_t *brig_keys_list(brigd *d, const char *project_id, brig_error **err);
 
 #endif

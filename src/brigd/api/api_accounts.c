@@ -303,6 +303,16 @@ void api_key_create(brig_req *r)
     free(key);
 }
 
+void api_key_list(brig_req *r)
+{
+    brig_error *err = NULL;
+    json_t *p = NULL, *out = NULL;
+    if (brig_project_get(r->d, &r->caller, r->params[0], &p, &err) == 0)
+        out = brig_keys_list(r->d, r->params[0], &err);
+    json_decref(p);
+    brig_http_answer(r, err, 200, out);
+}
+
 void api_key_delete(brig_req *r)
 {
     brig_error *err = NULL;

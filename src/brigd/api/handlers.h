@@ -48,6 +48,7 @@ void api_project_list(brig_req *r);
 void api_project_get(brig_req *r);
 void api_project_patch(brig_req *r);
 void api_key_create(brig_req *r);
+void api_key_list(brig_req *r);
 void api_key_delete(brig_req *r);
 void api_secret_list(brig_req *r);
 void api_secret_put(brig_req *r);

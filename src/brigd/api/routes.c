@@ -289,6 +289,7 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/projects", api_project_list, 0, NULL, NULL},
     {"GET", "/v1/projects/{id}", api_project_get, 0, NULL, NULL},
     {"PATCH", "/v1/projects/{id}", api_project_patch, ROUTE_ADMIN, NULL, NULL},
+    {"GET", "/v1/projects/{id}/keys", api_key_list, ROUTE_ADMIN, NULL, NULL},
     {"POST", "/v1/projects/{id}/keys", api_key_create, ROUTE_ADMIN, NULL, NULL},
     {"DELETE", "/v1/projects/{id}/keys/{key}", api_key_delete, ROUTE_ADMIN, NULL, NULL},
     {"GET", "/v1/projects/{id}/secrets", api_secret_list, ROUTE_ADMIN, NULL, NULL},

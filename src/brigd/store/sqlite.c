@@ -222,6 +222,7 @@ const brig_store_ops brig_store_sqlite_ops = {
     .key_insert = brig_sqlite_key_insert,
     .key_lookup = brig_sqlite_key_lookup,
     .key_revoke = brig_sqlite_key_revoke,
+    .key_each = brig_sqlite_key_each,
     .key_counts = brig_sqlite_key_counts,
     .operator_key_insert = brig_sqlite_operator_key_insert,
     .ledger_credit = brig_sqlite_ledger_credit,

@@ -246,6 +246,28 @@ int brig_sqlite_key_revoke(brig_store_conn *c, const char *project_id, const cha
     return n > 0 ? 1 : 0;
 }
 
+int brig_sqlite_key_each(brig_store_conn *c, const char *project_id,
+                         void (*fn)(const brig_key_listed *, void *), void *ctx, brig_error **err)
+{
+    brig_sqlite_lock(c);
+    sqlite3_stmt *s = brig_sqlite_prepare(c,
+                                          "SELECT id, scope, created_at, revoked_at FROM api_keys"
+                                          " WHERE project_id = ? ORDER BY created_at, id",
+                                          "s", project_id);
+    int r;
+    while ((r = brig_sqlite_step(c, s, "list keys", err)) == 1) {
+        brig_key_listed k = {0};
+        brig_sqlite_text(s, 0, k.id, sizeof(k.id));
+        brig_sqlite_text(s, 1, k.scope, sizeof(k.scope));
+        k.created_at = brig_sqlite_int(s, 2, 0);
+        k.revoked_at = brig_sqlite_int(s, 3, 0);
+        fn(&k, ctx);
+    }
+    brig_sqlite_release(c, s);
+    brig_sqlite_unlock(c);
+    return r;
+}
+
 int brig_sqlite_key_counts(brig_store_conn *c, int64_t *api_keys, int64_t *operator_keys,
                            brig_error **err)
 {

@@ -31,6 +31,8 @@ int brig_sqlite_key_lookup(brig_store_conn *c, const char *hash, brig_key_row *o
                            brig_error **err);
 int brig_sqlite_key_revoke(brig_store_conn *c, const char *project_id, const char *key_id,
                            int64_t at, brig_error **err);
+int brig_sqlite_key_each(brig_store_conn *c, const char *project_id,
+                         void (*fn)(const brig_key_listed *, void *), void *ctx, brig_error **err);
 int brig_sqlite_key_counts(brig_store_conn *c, int64_t *api_keys, int64_t *operator_keys,
                            brig_error **err);
 int brig_sqlite_operator_key_insert(brig_store_conn *c, const char *id, const char *hash,

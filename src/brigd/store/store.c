@@ -121,6 +121,12 @@ int brig_store_key_revoke(brig_store *st, const char *project_id, const char *ke
     return st->ops->key_revoke(st->conn, project_id, key_id, at, err);
 }
 
+int brig_store_key_each(brig_store *st, const char *project_id,
+                        void (*fn)(const brig_key_listed *, void *), void *ctx, brig_error **err)
+{
+    return st->ops->key_each(st->conn, project_id, fn, ctx, err);
+}
+
 int brig_store_key_counts(brig_store *st, int64_t *api_keys, int64_t *operator_keys,
                           brig_error **err)
 {

@@ -47,6 +47,8 @@ int brig_store_project_update(brig_store *st, const char *id, const char *name, 
 
 int brig_store_key_insert(brig_store *st, const brig_key_row *k, int64_t at, brig_error **err);
 int brig_store_key_lookup(brig_store *st, const char *hash, brig_key_row *out, brig_error **err);
+int brig_store_key_each(brig_store *st, const char *project_id,
+                        void (*fn)(const brig_key_listed *, void *), void *ctx, brig_error **err);
 int brig_store_key_revoke(brig_store *st, const char *project_id, const char *key_id, int64_t at,
                           brig_error **err);
 int brig_store_key_counts(brig_store *st, int64_t *api_keys, int64_t *operator_keys,

@@ -82,6 +82,13 @@ typedef struct brig_key_row {
     char hash[65]; /* hex BLAKE2b of the key (brig_key_hash); never the key */
 } brig_key_row;
 
+/* A project's API key as listed: what it is, never its hash. */
+typedef struct brig_key_listed {
+    char id[BRIG_ID_MAX];
+    char scope[16];
+    int64_t created_at, revoked_at; /* ms since the epoch; revoked_at 0: in force */
+} brig_key_listed;
+
 /* A sandbox's billing as a charge finds it, inside the charge's transaction. */
 typedef struct brig_charge_state {
     char account_id[BRIG_ID_MAX];
@@ -270,6 +277,9 @@ typedef struct brig_store_ops {
      * key not revoked yet. */
     int (*key_revoke)(brig_store_conn *c, const char *project_id, const char *key_id, int64_t at,
                       brig_error **err);
+    /* Calls fn for each API key of project_id, oldest first (fn must not use the store). */
+    int (*key_each)(brig_store_conn *c, const char *project_id,
+                    void (*fn)(const brig_key_listed *, void *), void *ctx, brig_error **err);
     /* How many API keys are not revoked, and how many operator keys there are. */
     int (*key_counts)(brig_store_conn *c, int64_t *api_keys, int64_t *operator_keys,
                       brig_error **err);
