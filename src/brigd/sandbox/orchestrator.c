@@ -502,6 +502,8 @@ static void unwind(create *x, brig_error **err)
     brig_registry_unreserve(d, &x->res); /* when it failed before it was listed */
     if (x->sb == NULL)                   /* before host capacity was held: nothing is */
         return;
+    if (err && *err == NULL) /* a step broke the error convention: still answer, and say so */
+        brig_error_set(err, BRIG_E_INTERNAL, 0, "create failed (a step gave no reason: a bug)");
     const char *msg = err && *err ? (*err)->msg : NULL;
     brig_usage_create_failed(d);
     brig_warn("sandbox %s: create failed: %s", brig_sandbox_id(x->sb), msg ? msg : "?");

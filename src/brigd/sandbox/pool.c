@@ -35,7 +35,7 @@
 #define QUIET_MS     5
 #define DEFER_MS     100
 #define IDLE_MS      1000    /* a look at the pool at least this often */
-#define RATE_TAU_MS  10000.0 /* the create rate forgets with this time constant */
+#define RATE_TAU_MS  5000.0 /* the create rate forgets with this time constant */
 #define HEADROOM     2.0     /* sandboxes kept per sandbox a refill period consumes */
 #define AUTO_MAX     32      /* one adaptive pool's size at most */
 #define REFILL_GUESS 500     /* ms a start takes, until one was measured */
@@ -147,7 +147,9 @@ static int auto_target(const brig_pool *p, const spec *sp, int64_t now, int64_t 
     if (now - sp->used_at >= idle_ms) /* unused for warm_pool_idle: nothing */
         return 0;
     double refill_s = (double)(sp->refill_ms > 0 ? sp->refill_ms : REFILL_GUESS) / 1000.0;
-    int want = (int)lround(HEADROOM * rate_now(sp, now) * refill_s);
+    /* Rounded up: a sandbox a refill period consumes at all is one to keep ready (a
+     * little slack, so that a rate decaying towards nothing does not hold one more). */
+    int want = (int)ceil(HEADROOM * rate_now(sp, now) * refill_s - 0.1);
     if (want < 1)
         want = 1;
     int cap = sp->mem_mib > 0 ? (int)(room_mib / sp->mem_mib) : AUTO_MAX;
