@@ -125,6 +125,32 @@ def test_every_kind_in_order_without_secrets(api, daemon):
     assert verify(api)["ok"]
 
 
+def test_every_download_is_recorded_however_small(api):
+    """A download whose client reads exactly Content-Length bytes and hangs up (the server
+    never asks the reader for more): empty, one byte and one chunk are each a file.read
+    with the size and hash of what was sent."""
+    import hashlib
+    import http.client
+    with Sandbox(api, template="minimal") as sb:
+        bodies = {"/tmp/empty": b"", "/tmp/one": b"x", "/tmp/chunk": os.urandom(70000)}
+        for path, body in bodies.items():
+            api.put_file(sb.id, path, body)
+            u = urllib.parse.urlsplit(api.base_url)
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            conn.request("GET", f"/v1/sandboxes/{sb.id}/files?path={path}",
+                         headers={"Authorization": f"Bearer {api.key}", "Connection": "close"})
+            r = conn.getresponse()
+            assert r.status == 200 and r.read() == body
+            conn.close()
+
+        def reads():
+            return [e["data"] for e in timeline(api, sb.id, limit=1000)["events"]
+                    if e["kind"] == "file.read"]
+        wait_for(lambda: len(reads()) == 3, timeout=10, what="three file.read events")
+        got = {e["path"]: (e["size"], e["sha256"]) for e in reads()}
+        assert got == {p: (len(b), hashlib.sha256(b).hexdigest()) for p, b in bodies.items()}
+
+
 def test_follow_streams_new_events_and_ends_with_the_sandbox(api):
     with Sandbox(api) as sb:
         conn, resp = stream(api, f"/v1/sandboxes/{sb.id}/timeline?follow=1", method="GET")

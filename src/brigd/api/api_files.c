@@ -319,9 +319,13 @@ typedef struct download {
     int64_t sent;
 } download;
 
+static int download_more(download *dl);
+
 static void download_free(void *cls)
 {
     download *dl = cls;
+    if (!dl->ended && !dl->tar && dl->size == 0 && dl->fd >= 0)
+        download_more(dl); /* an empty file: the server never asked for its end */
     if (dl->fd >= 0)
         close(dl->fd);
     brig_sandbox_put(dl->d, dl->sb);
@@ -350,6 +354,12 @@ static void download_hash(download *dl, size_t from)
     dl->sent += (int64_t)(dl->out.len - from);
 }
 
+static int grew(const download *dl)
+{
+    brig_warn("download from %s: the file grew while being read", brig_sandbox_id(dl->sb));
+    return -1;
+}
+
 /* Reads the next piece from the agent into dl->out (redacted; masks keep the
  * length).  1: data or the end was taken in, -1: failed (logged). */
 static int download_more(download *dl)
@@ -358,14 +368,18 @@ static int download_more(download *dl)
     int r = brig_agentc_read_chunk(dl->fd, &dl->frame, &err);
     if (r > 0) {
         dl->got += dl->frame.hdr.len;
-        if (!dl->tar && dl->got > dl->size) {
-            brig_warn("download from %s: the file grew while being read", brig_sandbox_id(dl->sb));
-            return -1;
-        }
+        if (!dl->tar && dl->got > dl->size)
+            return grew(dl);
         size_t from = dl->out.len;
         brig_redact_feed(&dl->rs, dl->frame.payload, dl->frame.hdr.len, &dl->out);
         download_hash(dl, from);
-        return 1;
+        if (dl->tar || dl->got < dl->size)
+            return 1;
+        /* The announced size is in: the server asks for nothing more, so the end must
+         * be read now, or the read would never be recorded. */
+        r = brig_agentc_read_chunk(dl->fd, &dl->frame, &err);
+        if (r > 0)
+            return grew(dl);
     }
     if (r == 0 && dl->tar) {
         /* tar ran to its end: did it succeed? */
