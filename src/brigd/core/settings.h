@@ -87,6 +87,7 @@ typedef struct brig_config {
     int64_t dns_ttl_max;         /* seconds one stays open at most */
     int64_t net_connections_max; /* tracked forwarded connections per sandbox */
     char *network;               /* "on" | "off": sandbox networking */
+    char *e2b_api;               /* "on" | "off": E2B's API (api/e2b_*.c) */
     char *warm_pool;             /* "TEMPLATE:TARIFF:COUNT[:ISOLATION],…"; "" for none */
     struct {
         char template[64];

@@ -1,0 +1,250 @@
+// e2b.test.mjs - the official e2b SDK (pinned in package-lock.json, unmodified) against a real
+// brigd, configured only by E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (docs/e2b.md).
+// One brigd and a few sandboxes for the whole file, to keep `make check` short.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  AuthenticationError,
+  CommandExitError,
+  FileNotFoundError,
+  Sandbox,
+  SandboxError,
+  SandboxNotFoundError,
+} from "e2b";
+import { startBrigd } from "../ui/brigd.mjs";
+
+let brigd;
+let sbx;
+
+before(async () => {
+  brigd = await startBrigd();
+  process.env.E2B_API_URL = brigd.url;
+  process.env.E2B_SANDBOX_URL = brigd.url;
+  process.env.E2B_API_KEY = brigd.key;
+  sbx = await Sandbox.create("base", {
+    metadata: { suite: "e2b", note: "a b&c=d%e" },
+    envs: { FROM_CREATE: "created" },
+    timeoutMs: 120_000,
+  });
+});
+
+after(async () => {
+  if (brigd) await brigd.stop();
+});
+
+describe("control plane", () => {
+  test("create answers an id, a token and a semver envd", async () => {
+    assert.match(sbx.sandboxId, /.+/);
+    const info = await sbx.getInfo();
+    assert.equal(info.sandboxId, sbx.sandboxId);
+    assert.equal(info.templateId, "base");
+    assert.equal(info.state, "running");
+    assert.deepEqual(info.metadata, { suite: "e2b", note: "a b&c=d%e" });
+    assert.ok(info.endAt.getTime() > Date.now());
+    // brig's own view: the same sandbox, the same lifetime
+    const own = await brigd.admin("GET", `/v1/sandboxes/${sbx.sandboxId}`);
+    assert.equal(own.state, "running");
+  });
+
+  test("list filters by metadata (encoded three times)", async () => {
+    const other = await Sandbox.create("base", { metadata: { suite: "other" } });
+    try {
+      const mine = await Sandbox.list({ query: { metadata: { note: "a b&c=d%e" } } }).nextItems();
+      assert.deepEqual(
+        mine.map((s) => s.sandboxId),
+        [sbx.sandboxId],
+      );
+      const all = await Sandbox.list().nextItems();
+      assert.ok(all.some((s) => s.sandboxId === other.sandboxId));
+      const none = await Sandbox.list({ query: { metadata: { suite: "nobody" } } }).nextItems();
+      assert.equal(none.length, 0);
+      const paused = await Sandbox.list({ query: { state: ["paused"] } }).nextItems();
+      assert.equal(paused.length, 0);
+    } finally {
+      assert.equal(await other.kill(), true);
+    }
+  });
+
+  test("list pages with limit and nextToken", async () => {
+    const extra = await Sandbox.create("base");
+    try {
+      const pager = Sandbox.list({ limit: 1 });
+      const seen = [];
+      while (pager.hasNext) seen.push(...(await pager.nextItems()));
+      assert.ok(seen.length >= 2);
+      assert.equal(new Set(seen.map((s) => s.sandboxId)).size, seen.length);
+    } finally {
+      await extra.kill();
+    }
+  });
+
+  test("setTimeout moves the end; connect reaches the same sandbox", async () => {
+    await sbx.setTimeout(600_000);
+    const info = await sbx.getInfo();
+    assert.ok(info.endAt.getTime() > Date.now() + 500_000);
+    const again = await Sandbox.connect(sbx.sandboxId);
+    const r = await again.commands.run("echo connected");
+    assert.equal(r.stdout, "connected\n");
+  });
+
+  test("a wrong API key is the SDK's AuthenticationError", async () => {
+    await assert.rejects(Sandbox.create("base", { apiKey: "brig_wrong" }), AuthenticationError);
+    await assert.rejects(Sandbox.list({ apiKey: "brig_wrong" }).nextItems(), AuthenticationError);
+  });
+
+  test("a missing sandbox is SandboxNotFoundError; kill says false", async () => {
+    await assert.rejects(Sandbox.connect("sb_nope"), SandboxNotFoundError);
+    await assert.rejects(Sandbox.getInfo("sb_nope"), SandboxNotFoundError);
+    assert.equal(await Sandbox.kill("sb_nope"), false);
+  });
+
+  test("options brig does not have fail loudly", async () => {
+    await assert.rejects(
+      Sandbox.create("base", { allowInternetAccess: false }),
+      (e) => e instanceof SandboxError && /allow_internet_access/.test(e.message),
+    );
+    await assert.rejects(
+      Sandbox.create("base", { lifecycle: { onTimeout: "pause" } }),
+      (e) => e instanceof SandboxError && /autoPause|pause/.test(e.message),
+    );
+    await assert.rejects(Sandbox.create("no-such-template"), SandboxError);
+    await assert.rejects(sbx.pause(), (e) => /pause/.test(e.message));
+  });
+});
+
+describe("commands", () => {
+  test("run: output, envs, cwd, user", async () => {
+    const r = await sbx.commands.run("echo hi; echo err >&2; echo $FROM_CREATE $MINE; pwd; whoami", {
+      envs: { MINE: "mine" },
+      cwd: "/tmp",
+    });
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, "hi\ncreated mine\n/tmp\nuser\n");
+    assert.equal(r.stderr, "err\n");
+    const root = await sbx.commands.run("whoami; echo $HOME", { user: "root" });
+    assert.equal(root.stdout, "root\n/root\n");
+    const home = await sbx.commands.run("pwd");
+    assert.equal(home.stdout, "/home/user\n");
+  });
+
+  test("a nonzero exit is CommandExitError with the output", async () => {
+    await assert.rejects(sbx.commands.run("echo out; echo bad >&2; exit 3"), (e) => {
+      assert.ok(e instanceof CommandExitError);
+      assert.equal(e.exitCode, 3);
+      assert.equal(e.stdout, "out\n");
+      assert.equal(e.stderr, "bad\n");
+      return true;
+    });
+  });
+
+  test("a missing cwd fails", async () => {
+    await assert.rejects(sbx.commands.run("true", { cwd: "/no/such/dir" }), SandboxError);
+  });
+
+  test("streaming callbacks see output as it comes", async () => {
+    const seen = [];
+    const r = await sbx.commands.run("for i in 1 2 3; do echo $i; done", {
+      onStdout: (d) => seen.push(d),
+    });
+    assert.equal(seen.join(""), "1\n2\n3\n");
+    assert.equal(r.stdout, "1\n2\n3\n");
+  });
+
+  test("a timeout kills the whole process group", async () => {
+    const marker = `/tmp/grandchild-${Date.now()}`;
+    await assert.rejects(
+      sbx.commands.run(`(sleep 30; touch ${marker}) & sleep 30`, { timeoutMs: 1500 }),
+    );
+    const ps = await sbx.commands.run("ps -eo args | grep -c '[s]leep 30' || true");
+    assert.equal(ps.stdout.trim(), "0");
+  });
+
+  test("background: list, connect, stdin, kill", async () => {
+    const h = await sbx.commands.run("cat", { background: true, stdin: true });
+    assert.ok(h.pid > 0);
+    const procs = await sbx.commands.list();
+    assert.ok(procs.some((p) => p.pid === h.pid && p.cmd === "/bin/bash"));
+    await sbx.commands.sendStdin(h.pid, "typed\n");
+    const seen = [];
+    const again = await sbx.commands.connect(h.pid, { onStdout: (d) => seen.push(d) });
+    await sbx.commands.closeStdin(h.pid);
+    const done = await again.wait();
+    assert.equal(done.exitCode, 0);
+    assert.equal(done.stdout, "typed\n");
+
+    const sleeper = await sbx.commands.run("sleep 60", { background: true });
+    assert.equal(await sleeper.kill(), true);
+    await assert.rejects(sleeper.wait(), (e) => e instanceof CommandExitError && e.exitCode === -1);
+    assert.equal(await sbx.commands.kill(sleeper.pid), false);
+  });
+});
+
+describe("files", () => {
+  test("write, read, list, exists, rename, remove", async () => {
+    const info = await sbx.files.write("/tmp/e2b/a.txt", "hello\n");
+    assert.equal(info.path, "/tmp/e2b/a.txt");
+    assert.equal(await sbx.files.read("/tmp/e2b/a.txt"), "hello\n");
+    const cat = await sbx.commands.run("cat /tmp/e2b/a.txt");
+    assert.equal(cat.stdout, "hello\n");
+    assert.equal(await sbx.files.exists("/tmp/e2b/a.txt"), true);
+    assert.equal(await sbx.files.exists("/tmp/e2b/none"), false);
+    assert.equal(await sbx.files.makeDir("/tmp/e2b/sub/deeper"), true);
+    assert.equal(await sbx.files.makeDir("/tmp/e2b/sub/deeper"), false);
+    const list = await sbx.files.list("/tmp/e2b");
+    assert.deepEqual(list.map((e) => [e.name, e.type]), [["a.txt", "file"], ["sub", "dir"]]);
+    const deep = await sbx.files.list("/tmp/e2b", { depth: 3 });
+    assert.ok(deep.some((e) => e.path === "/tmp/e2b/sub/deeper"));
+    const moved = await sbx.files.rename("/tmp/e2b/a.txt", "/tmp/e2b/b.txt");
+    assert.equal(moved.path, "/tmp/e2b/b.txt");
+    await sbx.files.remove("/tmp/e2b/b.txt");
+    assert.equal(await sbx.files.exists("/tmp/e2b/b.txt"), false);
+    await sbx.files.remove("/tmp/e2b");
+    assert.equal(await sbx.files.exists("/tmp/e2b"), false);
+  });
+
+  test("several files at once; relative paths are the user's home's", async () => {
+    const out = await sbx.files.write([
+      { path: "/tmp/multi/one", data: "1" },
+      { path: "rel.txt", data: "2" },
+    ]);
+    assert.deepEqual(out.map((e) => e.path), ["/tmp/multi/one", "/home/user/rel.txt"]);
+    const r = await sbx.commands.run("cat /tmp/multi/one /home/user/rel.txt");
+    assert.equal(r.stdout, "12");
+  });
+
+  test("5 MiB of binary both ways", async () => {
+    const big = new Uint8Array(5 << 20);
+    for (let i = 0; i < big.length; i++) big[i] = (i * 7919) & 0xff;
+    await sbx.files.write("/tmp/big.bin", big.buffer);
+    const back = await sbx.files.read("/tmp/big.bin", { format: "bytes" });
+    assert.equal(back.length, big.length);
+    assert.ok(Buffer.from(back).equals(Buffer.from(big)));
+  });
+
+  test("a missing file is FileNotFoundError", async () => {
+    await assert.rejects(sbx.files.read("/tmp/none/at/all"), FileNotFoundError);
+    await assert.rejects(sbx.files.list("/tmp/none/at/all"), FileNotFoundError);
+  });
+});
+
+describe("the end", () => {
+  test("a wrong access token is refused", async () => {
+    const r = await fetch(`${brigd.url}/process.Process/List`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1", "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": "0".repeat(64) },
+      body: "{}",
+    });
+    assert.equal(r.status, 401);
+    assert.equal((await r.json()).code, "unauthenticated");
+  });
+
+  test("kill ends it; after kill it is gone", async () => {
+    assert.equal(await sbx.isRunning(), true);
+    assert.equal(await sbx.kill(), true);
+    assert.equal(await sbx.isRunning(), false);
+    await assert.rejects(sbx.getInfo(), SandboxNotFoundError);
+    assert.equal(await sbx.kill(), false);
+    const left = await Sandbox.list({ query: { metadata: { suite: "e2b" } } }).nextItems();
+    assert.equal(left.length, 0);
+  });
+});
