@@ -103,10 +103,23 @@ static int fs_open(brig_req *r, fs_call *f, const char *field)
     return 0;
 }
 
+/* A fresh agent connection for the call's next operation (one request per connection). */
+static int fs_next(brig_req *r, fs_call *f)
+{
+    close(f->c.fd);
+    f->c.fd = brig_sandbox_connect(r->d, f->c.sb, &f->c.err);
+    if (f->c.fd < 0)
+        return -1;
+    brig_agentc_set_timeout(f->c.fd, API_CALL_MS);
+    return 0;
+}
+
 /* Answers {"entry": the entry of path} (or f's error), and ends the call. */
-static void fs_answer_entry(brig_req *r, fs_call *f, int rc, const char *path)
+static void fs_answer_entry(brig_req *r, fs_call *f, int rc, const char *path, bool again)
 {
     json_t *e = NULL, *out = NULL;
+    if (rc == 0 && again)
+        rc = fs_next(r, f);
     if (rc == 0)
         rc = brig_agentc_stat(f->c.fd, path, &e, &f->c.err);
     if (rc == 0) {
@@ -125,7 +138,7 @@ void e2b_fs_stat(brig_req *r)
 {
     fs_call f;
     if (fs_open(r, &f, "path") == 0)
-        fs_answer_entry(r, &f, 0, f.path);
+        fs_answer_entry(r, &f, 0, f.path, false);
 }
 
 void e2b_fs_make_dir(brig_req *r)
@@ -139,12 +152,12 @@ void e2b_fs_make_dir(brig_req *r)
         rc = brig_error_set(&f.c.err, BRIG_E_CONFLICT, 0, "'%s' exists", f.path);
     else if (f.c.err->kind == BRIG_E_NOT_FOUND) {
         brig_error_clear(&f.c.err);
-        rc = brig_agentc_mkdir(f.c.fd, f.path, 0755, true, &f.c.err);
+        rc = fs_next(r, &f) < 0 ? -1 : brig_agentc_mkdir(f.c.fd, f.path, 0755, true, &f.c.err);
     } else {
         rc = -1;
     }
     json_decref(e);
-    fs_answer_entry(r, &f, rc, f.path);
+    fs_answer_entry(r, &f, rc, f.path, true);
 }
 
 void e2b_fs_remove(brig_req *r)
@@ -169,16 +182,18 @@ void e2b_fs_move(brig_req *r)
     int rc = to ? brig_agentc_move(f.c.fd, f.path, to, &f.c.err) : -1;
     if (to == NULL)
         f.c.err = err;
-    fs_answer_entry(r, &f, rc, to ? to : f.path);
+    fs_answer_entry(r, &f, rc, to ? to : f.path, true);
     free(to);
 }
 
-/* Appends the entries of dir, and of its directories down to depth levels, to out. */
-static int list_into(int fd, const char *dir, int depth, json_t *out, brig_error **err)
+/* Appends the entries of dir, and of its directories down to depth levels, to out; each
+ * listing on a connection of its own (*used: f's is taken). */
+static int list_into(brig_req *r, fs_call *f, const char *dir, int depth, json_t *out, bool *used)
 {
     json_t *entries = NULL, *e;
-    if (brig_agentc_list_dir(fd, dir, &entries, err) < 0)
+    if ((*used && fs_next(r, f) < 0) || brig_agentc_list_dir(f->c.fd, dir, &entries, &f->c.err) < 0)
         return -1;
+    *used = true;
     size_t i;
     int rc = 0;
     json_array_foreach(entries, i, e)
@@ -191,7 +206,7 @@ static int list_into(int fd, const char *dir, int depth, json_t *out, brig_error
         if (info)
             json_array_append_new(out, info);
         if (is_dir && depth > 1 && rc == 0)
-            rc = list_into(fd, path, depth - 1, out, err);
+            rc = list_into(r, f, path, depth - 1, out, used);
         free(path);
     }
     json_decref(entries);
@@ -211,7 +226,7 @@ void e2b_fs_list_dir(brig_req *r)
         rc = brig_error_set(&f.c.err, BRIG_E_INVALID, 0, "'depth' must be in [1, %d]",
                             LIST_DEPTH_MAX);
     else
-        rc = list_into(f.c.fd, f.path, (int)depth, entries, &f.c.err);
+        rc = list_into(r, &f, f.path, (int)depth, entries, &(bool){false});
     if (rc == 0) {
         out = json_pack("{s:O}", "entries", entries);
         brig_redact_json(f.red, out);
@@ -243,6 +258,8 @@ typedef struct e2b_upload {
     int fd;                       /* the agent connection of the file being written, or -1 */
     char *path;                   /* that file */
     struct MHD_PostProcessor *pp; /* multipart; NULL: a raw body */
+    char *part;                   /* the current part's file name */
+    uint64_t part_bytes;          /* of it, received */
     json_t *written;              /* [{"name","type","path"}] */
     brig_error *err;              /* the first failure; the rest of the body is dropped */
     brigd *d;
@@ -304,10 +321,16 @@ static enum MHD_Result part_cb(void *cls, enum MHD_ValueKind kind, const char *k
     e2b_upload *u = cls;
     if (u->err || strcmp(key, "file") != 0)
         return MHD_YES;
-    if (off == 0) {
+    /* The library may announce a part before its first bytes, both at offset 0. */
+    if (off == 0 &&
+        (u->part == NULL || u->part_bytes > 0 || !filename || strcmp(u->part, filename) != 0)) {
         const char *q = brig_http_query(u->r, "path");
+        free(u->part);
+        u->part = brig_xstrdup(filename ? filename : "");
+        u->part_bytes = 0;
         file_begin(u, q && *q ? q : filename);
     }
+    u->part_bytes += size;
     file_data(u, data, size);
     return MHD_YES;
 }
@@ -324,6 +347,7 @@ static void upload_free(brig_req *r)
     json_decref(u->written);
     brig_error_clear(&u->err);
     free(u->path);
+    free(u->part);
     free(u);
     r->stream = NULL;
 }
