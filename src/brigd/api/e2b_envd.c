@@ -365,7 +365,7 @@ static int selected_pid(brig_req *r, json_t *m, bool streaming)
     if (n >= 1 && n <= 0x7fffffff)
         return (int)n;
     const char *msg = json_object_get(sel, "tag")
-                          ? "process tags are not supported by brig: select the process by pid"
+                          ? "process tags are not supported by brig: name the process by its pid"
                           : "'process.pid' must be a process id";
     if (streaming)
         stream_error(r, 400, msg);

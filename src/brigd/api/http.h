@@ -101,8 +101,6 @@ void brig_http_answer(brig_req *r, brig_error *err, unsigned status, json_t *bod
 void brig_http_fail(brig_req *r, brig_err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void brig_http_empty(brig_req *r, unsigned status);
-/* The Connect protocol's code of an HTTP status ("not_found" for 404...). */
-const char *brig_connect_code(unsigned status);
 void brig_http_response(brig_req *r, unsigned status, struct MHD_Response *resp);
 
 /* A route that authenticates by itself (ROUTE_PUBLIC, in its on_begin: E2B's envd, by a
