@@ -22,6 +22,10 @@
 /* Copies the token and owner of sandbox id; false when it has no record. */
 bool e2b_record_get(const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *owner);
 
+/* The sandbox whose token this is (SDKs before 2.8 send no E2b-Sandbox-Id on /files and
+ * /health: the token alone names the sandbox there). */
+bool e2b_record_by_token(const char *token, char id[BRIG_ID_MAX]);
+
 /* Replies {"code":status,"message"} (the control plane's and /files' errors). */
 void e2b_fail(brig_req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

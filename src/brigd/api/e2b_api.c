@@ -70,6 +70,21 @@ bool e2b_record_get(const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *
     return e != NULL;
 }
 
+bool e2b_record_by_token(const char *token, char id[BRIG_ID_MAX])
+{
+    bool found = false;
+    if (token == NULL || strlen(token) != E2B_TOKEN_LEN)
+        return false;
+    pthread_mutex_lock(&recs_lock);
+    for (e2b_rec *e = recs; e && !found; e = e->next)
+        if (sodium_memcmp(e->token, token, E2B_TOKEN_LEN) == 0) {
+            memcpy(id, e->id, BRIG_ID_MAX);
+            found = true;
+        }
+    pthread_mutex_unlock(&recs_lock);
+    return found;
+}
+
 /* A copy of id's metadata ({} when it has no record). */
 static json_t *rec_metadata(const char *id)
 {
