@@ -179,6 +179,43 @@ describe("commands", () => {
   });
 });
 
+describe("pty", () => {
+  test("create, input, resize, exit; kill", async () => {
+    let out = "";
+    let want = null;
+    const dec = new TextDecoder();
+    const check = () => {
+      if (want && out.includes(want.text)) {
+        const w = want;
+        want = null;
+        w.resolve();
+      }
+    };
+    const waitFor = (text) => new Promise((resolve) => ((want = { text, resolve }), check()));
+    const enc = new TextEncoder();
+    const term = await sbx.pty.create({
+      cols: 80,
+      rows: 24,
+      timeoutMs: 60_000,
+      onData: (d) => ((out += dec.decode(d, { stream: true })), check()),
+    });
+    await sbx.pty.sendInput(term.pid, enc.encode("stty size; tty; echo $TERM\n"));
+    await waitFor("xterm-256color");
+    assert.match(out, /24 80/);
+    assert.match(out, /\/dev\/pts\//);
+    await sbx.pty.resize(term.pid, { cols: 100, rows: 30 });
+    await sbx.pty.sendInput(term.pid, enc.encode("stty size\n"));
+    await waitFor("30 100");
+    await sbx.pty.sendInput(term.pid, enc.encode("exit 0\n"));
+    const done = await term.wait();
+    assert.equal(done.exitCode, 0);
+
+    const other = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} });
+    assert.equal(await sbx.pty.kill(other.pid), true);
+    await assert.rejects(other.wait(), CommandExitError);
+  });
+});
+
 describe("files", () => {
   test("write, read, list, exists, rename, remove", async () => {
     const info = await sbx.files.write("/tmp/e2b/a.txt", "hello\n");

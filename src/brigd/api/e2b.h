@@ -51,6 +51,7 @@ void e2b_proc_list(brig_req *r);
 void e2b_proc_signal(brig_req *r);
 void e2b_proc_input(brig_req *r);
 void e2b_proc_close_stdin(brig_req *r);
+void e2b_proc_update(brig_req *r);
 void e2b_rpc_unimplemented(brig_req *r);
 /* The request's message: the JSON body (unary) or its one envelope (streaming); replies
  * and returns NULL when it is not one. */

@@ -146,6 +146,7 @@ typedef struct e2b_stream {
     int client_fd;
     int pid;
     int keepalive_ms;
+    bool pty; /* its output is one stream, sent as "pty" */
     brig_frame f;
     brig_redactor *red;
     brig_redact_stream rs[3];
@@ -187,7 +188,7 @@ static void data_event(e2b_stream *s, int ch, const brig_buf *clean)
     char *b64 = brig_xmalloc(len);
     sodium_bin2base64(b64, len, (const unsigned char *)clean->data, clean->len,
                       sodium_base64_VARIANT_ORIGINAL);
-    event(&s->out, "data", json_pack("{s:s}", ch == 2 ? "stderr" : "stdout", b64));
+    event(&s->out, "data", json_pack("{s:s}", s->pty ? "pty" : ch == 2 ? "stderr" : "stdout", b64));
     free(b64);
 }
 
@@ -317,7 +318,7 @@ static void stream_fail(brig_req *r, brig_error *err)
 }
 
 /* Follows process pid of the borrowed sb (taken) from its first output on. */
-static void follow(brig_req *r, brig_sandbox *sb, int pid)
+static void follow(brig_req *r, brig_sandbox *sb, int pid, bool pty)
 {
     brig_error *err = NULL;
     brig_redactor *red = NULL;
@@ -338,6 +339,7 @@ static void follow(brig_req *r, brig_sandbox *sb, int pid)
     s->sb = sb;
     s->fd = fd;
     s->pid = pid;
+    s->pty = pty;
     s->red = red;
     for (int i = 0; i < 3; i++)
         brig_redact_init(&s->rs[i], red);
@@ -376,6 +378,24 @@ static int selected_pid(brig_req *r, json_t *m, bool streaming)
     return 0;
 }
 
+/* {"pty":{"size":{"cols","rows"}}} of Start and Update (absent: *cols 0). */
+static int pty_size(json_t *m, int *cols, int *rows, brig_error **err)
+{
+    json_t *pty = json_object_get(m, "pty");
+    *cols = *rows = 0;
+    if (pty == NULL || json_is_null(pty))
+        return 0;
+    json_t *size = json_object_get(pty, "size");
+    json_int_t c = json_integer_value(json_object_get(size, "cols"));
+    json_int_t r = json_integer_value(json_object_get(size, "rows"));
+    if (c < 1 || c > 1000 || r < 1 || r > 1000)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "'pty.size' needs 'cols' and 'rows' in 1..1000");
+    *cols = (int)c;
+    *rows = (int)r;
+    return 0;
+}
+
 /* Start's ProcessConfig as brig's exec request (argv owned by the caller). */
 static int start_request(brig_req *r, json_t *m, brig_exec_req *req, char *user, size_t size,
                          brig_error **err)
@@ -384,9 +404,8 @@ static int start_request(brig_req *r, json_t *m, brig_exec_req *req, char *user,
     json_t *args = json_object_get(p, "args"), *envs = json_object_get(p, "envs");
     json_t *cwd = json_object_get(p, "cwd"), *a;
     size_t i;
-    if (json_object_get(m, "pty") && !json_is_null(json_object_get(m, "pty")))
-        return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "PTY sessions are not supported by brig's envd yet (docs/e2b.md)");
+    if (pty_size(m, &req->pty_cols, &req->pty_rows, err) < 0)
+        return -1;
     if (!json_is_string(cmd) || (args && !json_is_array(args)) || (cwd && !json_is_string(cwd)))
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "'process' needs 'cmd' (a string), 'args' (strings), 'cwd' "
@@ -412,7 +431,8 @@ static int start_request(brig_req *r, json_t *m, brig_exec_req *req, char *user,
     if (req->timeout_ms < 0)
         req->timeout_ms = 0;
     req->background = true;
-    req->stdin_closed = !json_is_true(json_object_get(m, "stdin"));
+    /* A terminal takes its input through SendInput: its stdin stays open. */
+    req->stdin_closed = !json_is_true(json_object_get(m, "stdin")) && req->pty_cols == 0;
     return 0;
 }
 
@@ -461,12 +481,14 @@ void e2b_proc_start(brig_req *r)
     brig_error *err = NULL;
     brig_sandbox *sb = NULL;
     int pid = -1;
+    bool req_pty = false;
     if (start_request(r, m, &req, user, sizeof(user), &err) == 0 &&
         brig_sandbox_get(r->d, &r->caller, r->params[0], &sb, &err) == 0) {
         pid = start_process(r, sb, &req, &err);
         if (pid < 0 && err->kind == BRIG_E_NOT_FOUND)
             err->kind = BRIG_E_INVALID; /* a cwd that is not there */
     }
+    req_pty = req.pty_cols > 0;
     json_decref(req.argv);
     req.argv = NULL;
     brig_exec_req_dispose(&req);
@@ -477,7 +499,7 @@ void e2b_proc_start(brig_req *r)
         stream_fail(r, err);
         return;
     }
-    follow(r, sb, pid);
+    follow(r, sb, pid, req_pty);
 }
 
 void e2b_proc_connect(brig_req *r)
@@ -491,10 +513,22 @@ void e2b_proc_connect(brig_req *r)
     brig_error *err = NULL;
     if (pid == 0)
         return;
-    if (brig_sandbox_get(r->d, &r->caller, r->params[0], &sb, &err) < 0)
+    json_t *proc = NULL;
+    int fd = -1;
+    if (brig_sandbox_get(r->d, &r->caller, r->params[0], &sb, &err) < 0 ||
+        (fd = brig_sandbox_connect(r->d, sb, &err)) < 0 ||
+        brig_agentc_proc_get(fd, pid, &proc, &err) < 0) {
+        if (fd >= 0)
+            close(fd);
+        if (sb)
+            brig_sandbox_put(r->d, sb);
         stream_fail(r, err);
-    else
-        follow(r, sb, pid);
+        return;
+    }
+    close(fd);
+    bool pty = json_is_true(json_object_get(proc, "pty"));
+    json_decref(proc);
+    follow(r, sb, pid, pty);
 }
 
 /* A process object of the agent as envd's ProcessInfo. */
@@ -541,10 +575,12 @@ void e2b_proc_signal(brig_req *r)
     if (m == NULL)
         return;
     int pid = selected_pid(r, m, false);
-    const char *name = json_string_value(json_object_get(m, "signal"));
-    int sig = name && strcmp(name, "SIGNAL_SIGKILL") == 0   ? SIGKILL
-              : name && strcmp(name, "SIGNAL_SIGTERM") == 0 ? SIGTERM
-                                                            : 0;
+    json_t *js = json_object_get(m, "signal"); /* the enum's name, or its number */
+    const char *name = json_string_value(js);
+    json_int_t num = json_integer_value(js);
+    int sig = (name && strcmp(name, "SIGNAL_SIGKILL") == 0) || num == SIGKILL   ? SIGKILL
+              : (name && strcmp(name, "SIGNAL_SIGTERM") == 0) || num == SIGTERM ? SIGTERM
+                                                                                : 0;
     json_decref(m);
     if (pid == 0)
         return;
@@ -603,5 +639,30 @@ void e2b_proc_close_stdin(brig_req *r)
     if (pid == 0 || api_call_open(r, &c, API_CALL_MS) < 0)
         return;
     int rc = brig_agentc_proc_stdin_close(c.fd, pid, &c.err);
+    api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : json_object());
+}
+
+/* Update: a terminal's new size. */
+void e2b_proc_update(brig_req *r)
+{
+    json_t *m = e2b_rpc_message(r, false);
+    if (m == NULL)
+        return;
+    int pid = selected_pid(r, m, false), cols = 0, rows = 0;
+    brig_error *err = NULL;
+    int bad = pid ? pty_size(m, &cols, &rows, &err) : 0;
+    json_decref(m);
+    if (pid == 0)
+        return;
+    if (bad < 0 || cols == 0) {
+        if (err == NULL)
+            brig_error_set(&err, BRIG_E_INVALID, 0, "Update changes a terminal's size only");
+        brig_http_error(r, err);
+        return;
+    }
+    api_call c;
+    if (api_call_open(r, &c, API_CALL_MS) < 0)
+        return;
+    int rc = brig_agentc_proc_resize(c.fd, pid, cols, rows, &c.err);
     api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : json_object());
 }

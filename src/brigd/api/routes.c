@@ -329,7 +329,7 @@ const brig_route brig_api_routes[] = {
     {"POST", "/process.Process/SendSignal", e2b_proc_signal, RPC},
     {"POST", "/process.Process/SendInput", e2b_proc_input, RPC},
     {"POST", "/process.Process/CloseStdin", e2b_proc_close_stdin, RPC},
-    {"POST", "/process.Process/Update", e2b_rpc_unimplemented, RPC},
+    {"POST", "/process.Process/Update", e2b_proc_update, RPC},
     {"POST", "/process.Process/StreamInput", e2b_rpc_unimplemented, RPC},
     {"POST", "/filesystem.Filesystem/Stat", e2b_fs_stat, RPC},
     {"POST", "/filesystem.Filesystem/MakeDir", e2b_fs_make_dir, RPC},
