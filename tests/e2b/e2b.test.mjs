@@ -223,10 +223,19 @@ describe("files", () => {
     assert.equal(await sbx.files.read("/tmp/e2b/a.txt"), "hello\n");
     const cat = await sbx.commands.run("cat /tmp/e2b/a.txt");
     assert.equal(cat.stdout, "hello\n");
+    // the user's file, as envd's would be: the user's commands may change it
+    await sbx.commands.run("echo more >> /tmp/e2b/a.txt");
+    assert.equal(await sbx.files.read("/tmp/e2b/a.txt"), "hello\nmore\n");
+    await sbx.files.write("/tmp/e2b/root.txt", "r", { user: "root" });
+    const owners = await sbx.commands.run("stat -c %U /tmp/e2b/a.txt /tmp/e2b/root.txt");
+    assert.equal(owners.stdout, "user\nroot\n");
+    await sbx.files.remove("/tmp/e2b/root.txt");
     assert.equal(await sbx.files.exists("/tmp/e2b/a.txt"), true);
     assert.equal(await sbx.files.exists("/tmp/e2b/none"), false);
     assert.equal(await sbx.files.makeDir("/tmp/e2b/sub/deeper"), true);
     assert.equal(await sbx.files.makeDir("/tmp/e2b/sub/deeper"), false);
+    await sbx.commands.run("touch /tmp/e2b/sub/deeper/mine"); // the user's directory
+    await sbx.files.remove("/tmp/e2b/sub/deeper/mine");
     const list = await sbx.files.list("/tmp/e2b");
     assert.deepEqual(list.map((e) => [e.name, e.type]), [["a.txt", "file"], ["sub", "dir"]]);
     const deep = await sbx.files.list("/tmp/e2b", { depth: 3 });

@@ -56,7 +56,8 @@ void e2b_rpc_unimplemented(brig_req *r);
 /* The request's message: the JSON body (unary) or its one envelope (streaming); replies
  * and returns NULL when it is not one. */
 json_t *e2b_rpc_message(brig_req *r, bool streaming);
-/* The user a call runs as: Authorization's Basic user, else "user" (E2B's default). */
+/* The user a call runs as: /files' ?username, Authorization's Basic user, else "user" (E2B's
+ * default). */
 void e2b_call_user(brig_req *r, char *out, size_t size);
 
 /* e2b_fs.c: the filesystem service and /files. */

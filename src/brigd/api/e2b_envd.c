@@ -120,8 +120,12 @@ json_t *e2b_rpc_message(brig_req *r, bool streaming)
 
 void e2b_call_user(brig_req *r, char *out, size_t size)
 {
-    const char *a = header(r, "Authorization");
+    const char *a = header(r, "Authorization"), *q = brig_http_query(r, "username");
     snprintf(out, size, "user");
+    if (q && *q) { /* /files names it in its query */
+        snprintf(out, size, "%s", q);
+        return;
+    }
     if (a == NULL || strncasecmp(a, "Basic ", 6) != 0)
         return;
     unsigned char dec[128];

@@ -1,8 +1,8 @@
 /*
  * e2b_fs.c - envd's filesystem service (Stat, MakeDir, ListDir, Move, Remove) and its /files
  * downloads and uploads (multipart, one part per file, or a raw body), on brig's agent.  A
- * relative path is the calling user's home's.  The agent works as root: what brig writes
- * belongs to root, where envd's would belong to the user (docs/e2b.md).
+ * relative path is the calling user's home's.  The agent works as root: what is written or
+ * made is then given to the calling user, as envd's own would be (docs/e2b.md).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -103,6 +103,34 @@ static int fs_open(brig_req *r, fs_call *f, const char *field)
     return 0;
 }
 
+/* Gives path to the calling user, as envd's own writes would be (the agent writes as root):
+ * the sandbox's chown, run as root. */
+static int give_to_user(brig_req *r, brig_sandbox *sb, const char *path, brig_error **err)
+{
+    char user[64], owner[80];
+    e2b_call_user(r, user, sizeof(user));
+    if (strcmp(user, "root") == 0)
+        return 0;
+    snprintf(owner, sizeof(owner), "%s:", user);
+    int fd = brig_sandbox_connect(r->d, sb, err);
+    if (fd < 0)
+        return -1;
+    brig_exec_req req = {.argv = json_pack("[s,s,s,s]", "chown", owner, "--", path),
+                         .timeout_ms = API_CALL_MS};
+    brig_exec_result res;
+    int rc = brig_agentc_exec(fd, &req, 4096, NULL, &res, err);
+    close(fd);
+    json_decref(req.argv);
+    if (rc == 0) {
+        if (res.exit_code != 0)
+            rc = brig_error_set(err, BRIG_E_INTERNAL, 0, "cannot give '%s' to %s: %.*s", path, user,
+                                (int)(res.err.len > 200 ? 200 : res.err.len),
+                                res.err.data ? res.err.data : "");
+        brig_exec_result_dispose(&res);
+    }
+    return rc;
+}
+
 /* A fresh agent connection for the call's next operation (one request per connection). */
 static int fs_next(brig_req *r, fs_call *f)
 {
@@ -153,6 +181,8 @@ void e2b_fs_make_dir(brig_req *r)
     else if (f.c.err->kind == BRIG_E_NOT_FOUND) {
         brig_error_clear(&f.c.err);
         rc = fs_next(r, &f) < 0 ? -1 : brig_agentc_mkdir(f.c.fd, f.path, 0755, true, &f.c.err);
+        if (rc == 0)
+            rc = give_to_user(r, f.c.sb, f.path, &f.c.err);
     } else {
         rc = -1;
     }
@@ -270,7 +300,8 @@ static void file_end(e2b_upload *u)
 {
     if (u->fd < 0)
         return;
-    if (u->err == NULL && brig_agentc_write_end(u->fd, NULL, &u->err) == 0) {
+    if (u->err == NULL && brig_agentc_write_end(u->fd, NULL, &u->err) == 0 &&
+        give_to_user(u->r, u->sb, u->path, &u->err) == 0) {
         const char *slash = strrchr(u->path, '/');
         json_array_append_new(u->written, json_pack("{s:s, s:s, s:s}", "name", slash + 1, "type",
                                                     "file", "path", u->path));
