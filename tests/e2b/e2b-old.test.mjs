@@ -7,6 +7,9 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { CommandExitError, NotFoundError as SandboxNotFoundError, Sandbox } from "e2b-2.7"; // 2.7 has no SandboxNotFoundError
 import { client, startBrigd } from "../ui/brigd.mjs";
+import { conform, matrixFile } from "./matrix.mjs";
+
+matrixFile("e2b-old");
 
 let brigd;
 
@@ -39,6 +42,7 @@ test("SDK 2.7: create, commands, files, list, connect, setTimeout, kill", async 
   }
   await assert.rejects(Sandbox.connect(sbx.sandboxId), SandboxNotFoundError);
   assert.equal(await Sandbox.kill(sbx.sandboxId), false);
+  conform("SDK 2.7.0: `Sandbox.create`, `connect`, `list`, `setTimeout`, `kill`, commands, files", "supported", "the older routes (`POST /sandboxes`, `/sandboxes/{id}/connect`); `/files` without `E2b-Sandbox-Id` is found by its token");
 });
 
 test("the Python SDK's requests: create is exactly 201 with every required key, list takes limit", async () => {
@@ -63,6 +67,7 @@ test("the Python SDK's requests: create is exactly 201 with every required key, 
   const again = await fetch(`${brigd.url}/sandboxes/${s.sandboxID}`, { method: "DELETE", headers: h });
   assert.equal(again.status, 404);
   assert.equal((await again.json()).code, 404);
+  conform("the Python SDK's create and list", "supported", "exactly `201` with every required key; `limit=100`");
 });
 
 test("another account's key sees nothing, on both APIs", async () => {
@@ -94,6 +99,7 @@ test("another account's key sees nothing, on both APIs", async () => {
     assert.equal(f.status, 401);
     assert.equal((await f.json()).code, 401);
     assert.equal((await sbx.commands.run("echo still mine")).stdout, "still mine\n");
+    conform("another account's key; a wrong or missing access token", "supported", "`404` on the control plane, `401` on envd");
   } finally {
     await sbx.kill();
   }

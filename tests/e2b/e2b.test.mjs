@@ -12,6 +12,9 @@ import {
   SandboxNotFoundError,
 } from "e2b";
 import { startBrigd } from "../ui/brigd.mjs";
+import { conform, matrixFile } from "./matrix.mjs";
+
+matrixFile("e2b");
 
 let brigd;
 let sbx;
@@ -44,6 +47,8 @@ describe("control plane", () => {
     // brig's own view: the same sandbox, the same lifetime
     const own = await brigd.admin("GET", `/v1/sandboxes/${sbx.sandboxId}`);
     assert.equal(own.state, "running");
+    conform("`Sandbox.create(template, {timeoutMs, metadata, envs})`", "supported", "`POST /v2/sandboxes`: `201`, a brig sandbox (its lifetime is `timeout`)");
+    conform("`getInfo()`, `Sandbox.getInfo(id)`", "supported", "`cpuCount`, `memoryMB`, `diskSizeMB` from the tariff");
   });
 
   test("list filters by metadata (encoded three times)", async () => {
@@ -60,6 +65,7 @@ describe("control plane", () => {
       assert.equal(none.length, 0);
       const paused = await Sandbox.list({ query: { state: ["paused"] } }).nextItems();
       assert.equal(paused.length, 0);
+      conform("`Sandbox.list({query: {metadata, state}})`", "supported", "metadata filters; `state: [\"paused\"]` lists nothing (brig has no paused sandboxes)");
     } finally {
       assert.equal(await other.kill(), true);
     }
@@ -73,6 +79,7 @@ describe("control plane", () => {
       while (pager.hasNext) seen.push(...(await pager.nextItems()));
       assert.ok(seen.length >= 2);
       assert.equal(new Set(seen.map((s) => s.sandboxId)).size, seen.length);
+      conform("`Sandbox.list({limit})`, `nextItems()`", "supported", "pages by `nextToken` / `X-Next-Token`");
     } finally {
       await extra.kill();
     }
@@ -85,17 +92,21 @@ describe("control plane", () => {
     const again = await Sandbox.connect(sbx.sandboxId);
     const r = await again.commands.run("echo connected");
     assert.equal(r.stdout, "connected\n");
+    conform("`setTimeout(ms)`", "supported", "`204`: the sandbox now ends at now + ms (at most `lifetime_max` after its start)");
+    conform("`Sandbox.connect(id)`", "supported", "`200` and the sandbox's access token");
   });
 
   test("a wrong API key is the SDK's AuthenticationError", async () => {
     await assert.rejects(Sandbox.create("base", { apiKey: "brig_wrong" }), AuthenticationError);
     await assert.rejects(Sandbox.list({ apiKey: "brig_wrong" }).nextItems(), AuthenticationError);
+    conform("a wrong `apiKey`", "supported", "`401`: `AuthenticationError`");
   });
 
   test("a missing sandbox is SandboxNotFoundError; kill says false", async () => {
     await assert.rejects(Sandbox.connect("sb_nope"), SandboxNotFoundError);
     await assert.rejects(Sandbox.getInfo("sb_nope"), SandboxNotFoundError);
     assert.equal(await Sandbox.kill("sb_nope"), false);
+    conform("`kill()`, `Sandbox.kill(id)` of a missing sandbox", "supported", "`false`; `connect`/`getInfo`: `SandboxNotFoundError`");
   });
 
   test("options brig does not have fail loudly", async () => {
@@ -107,8 +118,23 @@ describe("control plane", () => {
       Sandbox.create("base", { lifecycle: { onTimeout: "pause" } }),
       (e) => e instanceof SandboxError && /autoPause|pause/.test(e.message),
     );
+    conform("`Sandbox.create({allowInternetAccess: false})`", "unsupported", "`400` naming `allow_internet_access`: the project's egress policy decides");
+    conform("`Sandbox.create({lifecycle: {onTimeout: \"pause\"}})`", "unsupported", "`400` naming `autoPause`");
     await assert.rejects(Sandbox.create("no-such-template"), SandboxError);
     await assert.rejects(sbx.pause(), (e) => /pause/.test(e.message));
+    conform("`pause()`", "unsupported", "`501` naming the route");
+    await assert.rejects(Sandbox.getMetrics(sbx.sandboxId), (e) => /not supported/.test(e.message));
+    conform("`Sandbox.getMetrics(id)`", "unsupported", "`501` naming the route");
+    for (const [field, value] of [["network", { allowOut: ["1.1.1.1"] }], ["mcp", { x: {} }], ["volumeMounts", [{ name: "v", path: "/v" }]]]) {
+      const r = await fetch(`${brigd.url}/v2/sandboxes`, {
+        method: "POST",
+        headers: { "X-API-KEY": brigd.key, "Content-Type": "application/json" },
+        body: JSON.stringify({ templateID: "base", [field]: value }),
+      });
+      assert.equal(r.status, 400);
+      assert.match((await r.json()).message, new RegExp(field));
+    }
+    conform("`Sandbox.create({network, mcp, volumeMounts})`", "unsupported", "`400` naming the option");
   });
 });
 
@@ -125,6 +151,7 @@ describe("commands", () => {
     assert.equal(root.stdout, "root\n/root\n");
     const home = await sbx.commands.run("pwd");
     assert.equal(home.stdout, "/home/user\n");
+    conform("`commands.run(cmd, {envs, cwd, user})`", "supported", "as `user` (home `/home/user`) unless `user` says; the sandbox's `envVars`, then `envs`");
   });
 
   test("a nonzero exit is CommandExitError with the output", async () => {
@@ -135,6 +162,7 @@ describe("commands", () => {
       assert.equal(e.stderr, "bad\n");
       return true;
     });
+    conform("`commands.run` of a failing command", "supported", "`CommandExitError` with `exitCode`, `stdout`, `stderr`");
   });
 
   test("a missing cwd fails", async () => {
@@ -148,6 +176,7 @@ describe("commands", () => {
     });
     assert.equal(seen.join(""), "1\n2\n3\n");
     assert.equal(r.stdout, "1\n2\n3\n");
+    conform("`commands.run(cmd, {onStdout, onStderr})`", "supported", "output as it comes");
   });
 
   test("a timeout kills the whole process group", async () => {
@@ -157,6 +186,7 @@ describe("commands", () => {
     );
     const ps = await sbx.commands.run("ps -eo args | grep -c '[s]leep 30' || true");
     assert.equal(ps.stdout.trim(), "0");
+    conform("`commands.run(cmd, {timeoutMs})`", "supported", "the whole process group is killed at the timeout");
   });
 
   test("background: list, connect, stdin, kill", async () => {
@@ -176,6 +206,15 @@ describe("commands", () => {
     assert.equal(await sleeper.kill(), true);
     await assert.rejects(sleeper.wait(), (e) => e instanceof CommandExitError && e.exitCode === -1);
     assert.equal(await sbx.commands.kill(sleeper.pid), false);
+    conform("`commands.run(cmd, {background: true, stdin: true})`, `sendStdin`, `closeStdin`, `commands.connect(pid)`, `wait()`", "supported", "a background brig process, followed");
+    conform("`commands.list()`, `commands.kill(pid)`, `handle.kill()`", "supported", "`list`: running commands' `cmd` and `args` (not their `envs`); killed: `exitCode` -1");
+    const tag = await fetch(`${brigd.url}/process.Process/Connect`, {
+      method: "POST",
+      headers: { "Content-Type": "application/connect+json", "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": sbx.envdAccessToken ?? "" },
+      body: envelope({ process: { tag: "web" } }),
+    });
+    assert.match(Buffer.from(await tag.arrayBuffer()).toString(), /invalid_argument.*tags are not supported/);
+    conform("process `tag` selectors", "unsupported", "`invalid_argument`: name processes by pid");
   });
 });
 
@@ -213,6 +252,7 @@ describe("pty", () => {
     const other = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} });
     assert.equal(await sbx.pty.kill(other.pid), true);
     await assert.rejects(other.wait(), CommandExitError);
+    conform("`pty.create({cols, rows, onData})`, `pty.sendInput`, `pty.resize`, `pty.kill`", "supported", "a brig pseudo-terminal (`pty_max` per sandbox)");
   });
 });
 
@@ -246,6 +286,8 @@ describe("files", () => {
     assert.equal(await sbx.files.exists("/tmp/e2b/b.txt"), false);
     await sbx.files.remove("/tmp/e2b");
     assert.equal(await sbx.files.exists("/tmp/e2b"), false);
+    conform("`files.write(path, data)`, `files.read(path)`", "supported", "what is written belongs to the calling user, as envd's would");
+    conform("`files.list(path, {depth})`, `exists`, `makeDir`, `rename`, `remove`", "supported", "entries' `owner` and `group` are empty");
   });
 
   test("several files at once; relative paths are the user's home's", async () => {
@@ -256,6 +298,7 @@ describe("files", () => {
     assert.deepEqual(out.map((e) => e.path), ["/tmp/multi/one", "/home/user/rel.txt"]);
     const r = await sbx.commands.run("cat /tmp/multi/one /home/user/rel.txt");
     assert.equal(r.stdout, "12");
+    conform("`files.write([{path, data}, …])`, relative paths", "supported", "one multipart upload; relative paths are the user's home's");
   });
 
   test("5 MiB of binary both ways", async () => {
@@ -265,11 +308,21 @@ describe("files", () => {
     const back = await sbx.files.read("/tmp/big.bin", { format: "bytes" });
     assert.equal(back.length, big.length);
     assert.ok(Buffer.from(back).equals(Buffer.from(big)));
+    conform("`files.read(path, {format: \"bytes\"})` of 5 MiB", "supported", "streamed both ways");
+    const streamed = await sbx.files.write("/tmp/streamed.txt", new Blob(["via a stream"]).stream());
+    assert.equal(streamed[0]?.path ?? streamed.path, "/tmp/streamed.txt");
+    assert.equal(await sbx.files.read("/tmp/streamed.txt"), "via a stream");
+    conform("`files.write(path, stream)` (octet-stream)", "supported", "a raw body, streamed");
+    await assert.rejects(sbx.files.write("/tmp/z.txt", "zipped", { gzip: true }), (e) => /Content-Encoding/.test(e.message));
+    conform("`files.write(path, data, {gzip: true})`", "unsupported", "`400` naming `Content-Encoding`");
   });
 
   test("a missing file is FileNotFoundError", async () => {
     await assert.rejects(sbx.files.read("/tmp/none/at/all"), FileNotFoundError);
     await assert.rejects(sbx.files.list("/tmp/none/at/all"), FileNotFoundError);
+    conform("a missing file", "supported", "`FileNotFoundError`");
+    await assert.rejects(sbx.files.watchDir("/tmp", () => {}), (e) => /not supported/.test(e.message));
+    conform("`files.watchDir`", "unsupported", "`unimplemented`");
   });
 });
 
@@ -292,5 +345,14 @@ describe("the end", () => {
     assert.equal(await sbx.kill(), false);
     const left = await Sandbox.list({ query: { metadata: { suite: "e2b" } } }).nextItems();
     assert.equal(left.length, 0);
+    conform("`isRunning()`, calls after `kill()`", "supported", "`/health` answers `502`: `false`; `getInfo`: `SandboxNotFoundError`");
   });
 });
+
+/** One Connect envelope of a JSON message. */
+function envelope(msg) {
+  const body = Buffer.from(JSON.stringify(msg));
+  const head = Buffer.alloc(5);
+  head.writeUInt32BE(body.length, 1);
+  return Buffer.concat([head, body]);
+}

@@ -86,13 +86,6 @@ void e2b_health(brig_req *r)
     brig_http_empty(r, 204);
 }
 
-void e2b_rpc_unimplemented(brig_req *r)
-{
-    brig_http_json(r, 501,
-                   json_pack("{s:s, s:s}", "code", "unimplemented", "message",
-                             "this envd call is not supported by brig (docs/e2b.md)"));
-}
-
 json_t *e2b_rpc_message(brig_req *r, bool streaming)
 {
     const uint8_t *p = (const uint8_t *)r->body.data;
@@ -669,4 +662,16 @@ void e2b_proc_update(brig_req *r)
         return;
     int rc = brig_agentc_proc_resize(c.fd, pid, cols, rows, &c.err);
     api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : json_object());
+}
+
+/* A call brig does not serve: unimplemented, in a stream's end when it is a streaming call
+ * (a stream's HTTP error loses its body: the SDK would only say "HTTP 501"). */
+void e2b_rpc_unimplemented(brig_req *r)
+{
+    static const char msg[] = "this envd call is not supported by brig (docs/e2b.md)";
+    const char *ct = header(r, "Content-Type");
+    if (ct && strncmp(ct, "application/connect+json", 24) == 0)
+        stream_error(r, 501, msg);
+    else
+        brig_http_json(r, 501, json_pack("{s:s, s:s}", "code", "unimplemented", "message", msg));
 }
