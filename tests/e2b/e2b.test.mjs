@@ -179,6 +179,36 @@ describe("commands", () => {
     conform("`commands.run(cmd, {onStdout, onStderr})`", "supported", "output as it comes");
   });
 
+  test("the stream's frames: start, data, keepalives in silence, end, end of stream", async () => {
+    const r = await fetch(`${brigd.url}/process.Process/Start`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/connect+json",
+        "Connect-Protocol-Version": "1",
+        "Keepalive-Ping-Interval": "1",
+        "E2b-Sandbox-Id": sbx.sandboxId,
+        "X-Access-Token": sbx.envdAccessToken,
+      },
+      body: envelope({ process: { cmd: "/bin/bash", args: ["-c", "sleep 2.5; echo done; exit 4"] } }),
+    });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get("content-type"), "application/connect+json");
+    const buf = Buffer.from(await r.arrayBuffer());
+    const frames = [];
+    for (let off = 0; off < buf.length; ) {
+      const len = buf.readUInt32BE(off + 1);
+      frames.push({ flags: buf[off], msg: JSON.parse(buf.subarray(off + 5, off + 5 + len).toString()) });
+      off += 5 + len;
+    }
+    const kinds = frames.map((f) => (f.flags === 2 ? "eos" : Object.keys(f.msg.event)[0]));
+    assert.equal(kinds[0], "start");
+    assert.ok(kinds.filter((k) => k === "keepalive").length >= 1, kinds.join(","));
+    assert.deepEqual(kinds.slice(-3), ["data", "end", "eos"]);
+    assert.equal(Buffer.from(frames.at(-3).msg.event.data.stdout, "base64").toString(), "done\n");
+    assert.deepEqual(frames.at(-2).msg.event.end, { exited: true, status: "exit status 4", exitCode: 4, error: "exit status 4" });
+    assert.deepEqual(frames.at(-1).msg, {});
+  });
+
   test("a timeout kills the whole process group", async () => {
     const marker = `/tmp/grandchild-${Date.now()}`;
     await assert.rejects(
