@@ -367,6 +367,17 @@ describe("the end", () => {
     assert.equal((await r.json()).code, "unauthenticated");
   });
 
+  test("what the SDK did is in brig's audit timeline", async () => {
+    const kinds = new Set();
+    for (let after = 0; after !== null; ) {
+      const page = await brigd.admin("GET", `/v1/sandboxes/${sbx.sandboxId}/timeline?after=${after}&limit=1000`);
+      for (const e of page.events) kinds.add(e.kind);
+      after = page.next_after;
+    }
+    for (const k of ["sandbox.created", "exec", "file.write", "file.mkdir", "file.move", "file.delete", "process.signal", "process.stdin", "sandbox.timeout"])
+      assert.ok(kinds.has(k), `${k} in ${[...kinds].join(", ")}`);
+  });
+
   test("kill ends it; after kill it is gone", async () => {
     assert.equal(await sbx.isRunning(), true);
     assert.equal(await sbx.kill(), true);

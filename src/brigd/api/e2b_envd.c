@@ -589,6 +589,10 @@ void e2b_proc_signal(brig_req *r)
     if (api_call_open(r, &c, API_CALL_MS) < 0)
         return;
     int rc = brig_agentc_proc_signal(c.fd, pid, sig, &c.err);
+    if (rc == 0)
+        brig_timeline_record(r->d, c.sb, &r->caller, "process.signal",
+                             json_pack("{s:i, s:i, s:s}", "pid", pid, "signal", sig, "name",
+                                       sig == SIGKILL ? "KILL" : "TERM"));
     if (rc < 0 && c.err->kind == BRIG_E_INVALID) /* it has exited: kill() says false */
         c.err->kind = BRIG_E_NOT_FOUND;
     api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : json_object());
@@ -619,8 +623,12 @@ void e2b_proc_input(brig_req *r)
     int rc = brig_agentc_proc_stdin_begin(c.fd, pid, &c.err);
     if (rc == 0 && n)
         rc = brig_agentc_write_chunk(c.fd, bytes, n, &c.err);
+    int64_t taken = 0;
     if (rc == 0)
-        rc = brig_agentc_write_end(c.fd, NULL, &c.err);
+        rc = brig_agentc_write_end(c.fd, &taken, &c.err);
+    if (rc == 0)
+        brig_timeline_record(r->d, c.sb, &r->caller, "process.stdin",
+                             json_pack("{s:i, s:I}", "pid", pid, "bytes", (json_int_t)taken));
     free(bytes);
     api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : json_object());
 }
@@ -636,6 +644,9 @@ void e2b_proc_close_stdin(brig_req *r)
     if (pid == 0 || api_call_open(r, &c, API_CALL_MS) < 0)
         return;
     int rc = brig_agentc_proc_stdin_close(c.fd, pid, &c.err);
+    if (rc == 0)
+        brig_timeline_record(r->d, c.sb, &r->caller, "process.stdin_close",
+                             json_pack("{s:i}", "pid", pid));
     api_call_answer(r, &c, rc, 200, rc < 0 ? NULL : json_object());
 }
 

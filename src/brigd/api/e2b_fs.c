@@ -183,6 +183,9 @@ void e2b_fs_make_dir(brig_req *r)
         rc = fs_next(r, &f) < 0 ? -1 : brig_agentc_mkdir(f.c.fd, f.path, 0755, true, &f.c.err);
         if (rc == 0)
             rc = give_to_user(r, f.c.sb, f.path, &f.c.err);
+        if (rc == 0) /* the audit timeline's, as brig's own API records it */
+            brig_timeline_record(r->d, f.c.sb, &r->caller, "file.mkdir",
+                                 json_pack("{s:s}", "path", f.path));
     } else {
         rc = -1;
     }
@@ -196,6 +199,9 @@ void e2b_fs_remove(brig_req *r)
     if (fs_open(r, &f, "path") < 0)
         return;
     int rc = brig_agentc_remove(f.c.fd, f.path, true, &f.c.err);
+    if (rc == 0)
+        brig_timeline_record(r->d, f.c.sb, &r->caller, "file.delete",
+                             json_pack("{s:s, s:b}", "path", f.path, "recursive", 1));
     api_call_answer(r, &f.c, rc, 200, rc < 0 ? NULL : json_object());
     brig_redactor_free(f.red);
     free(f.path);
@@ -212,6 +218,9 @@ void e2b_fs_move(brig_req *r)
     int rc = to ? brig_agentc_move(f.c.fd, f.path, to, &f.c.err) : -1;
     if (to == NULL)
         f.c.err = err;
+    else if (rc == 0)
+        brig_timeline_record(r->d, f.c.sb, &r->caller, "file.move",
+                             json_pack("{s:s, s:s}", "from", f.path, "to", to));
     fs_answer_entry(r, &f, rc, to ? to : f.path, true);
     free(to);
 }
@@ -300,8 +309,11 @@ static void file_end(e2b_upload *u)
 {
     if (u->fd < 0)
         return;
-    if (u->err == NULL && brig_agentc_write_end(u->fd, NULL, &u->err) == 0 &&
+    int64_t size = 0;
+    if (u->err == NULL && brig_agentc_write_end(u->fd, &size, &u->err) == 0 &&
         give_to_user(u->r, u->sb, u->path, &u->err) == 0) {
+        brig_timeline_record(u->d, u->sb, &u->r->caller, "file.write",
+                             json_pack("{s:s, s:I}", "path", u->path, "size", (json_int_t)size));
         const char *slash = strrchr(u->path, '/');
         json_array_append_new(u->written, json_pack("{s:s, s:s, s:s}", "name", slash + 1, "type",
                                                     "file", "path", u->path));
