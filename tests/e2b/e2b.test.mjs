@@ -248,6 +248,28 @@ describe("commands", () => {
   });
 });
 
+describe("secrets", () => {
+  test("a brig sandbox with secrets: the SDK connects to it, and output and files are redacted", async () => {
+    const secret = "s3cr3t-e2b-value-7781";
+    const own = await brigd.admin("POST", "/v1/sandboxes", { template: "base", secrets: { TOKEN: secret } });
+    const s = await Sandbox.connect(own.id);
+    try {
+      const r = await s.commands.run("echo $TOKEN; echo $TOKEN >&2; echo $TOKEN > /tmp/t.txt");
+      assert.equal(r.stdout, "[REDACTED:TOKEN]\n");
+      assert.equal(r.stderr, "[REDACTED:TOKEN]\n");
+      const streamed = [];
+      await s.commands.run("echo $TOKEN", { background: true, onStdout: (d) => streamed.push(d) }).then((h) => h.wait());
+      assert.ok(!streamed.join("").includes(secret));
+      const f = await s.files.read("/tmp/t.txt");
+      assert.ok(!f.includes(secret), f);
+      assert.equal(f.length, secret.length + 1); // a mask of its own length
+      conform("`Sandbox.connect(id)` of a sandbox made by brig's own API; its secrets", "supported", "commands' output and downloads redacted as brig's own exec and downloads are");
+    } finally {
+      await s.kill();
+    }
+  });
+});
+
 describe("pty", () => {
   test("create, input, resize, exit; kill", async () => {
     let out = "";
