@@ -23,7 +23,7 @@ PYTEST_DIRS     = tests/integration sdk/python/tests
 PYTEST_SEC_DIRS = tests/security
 C_SOURCES       = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find src tests -name '*.[ch]')
 
-.PHONY: all setup build build-check up check unit integration fuzz sdk sdk-test node-check \
+.PHONY: all setup build build-check up check unit integration fuzz sdk sdk-test e2b-test node-check \
 	ui-test screenshots templates format format-check bench clean
 
 all: build
@@ -80,6 +80,10 @@ node-check: setup
 sdk-test: build-check sdk
 	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) sdk/test
 
+# E2B compatibility (docs/e2b.md): the pinned official e2b SDK against one real brigd.
+e2b-test: build-check
+	BRIG_BUILD=$(CURDIR)/$(CHECK_BUILD) BRIG_TEMPLATE_CACHE=$(TEMPLATE_CACHE) tests/e2b/run
+
 # The dashboard (docs/dashboard.md): one brigd, one headless Chromium; screenshots of each page
 # in build/ui-screenshots/.
 ui-test: build-check
@@ -103,6 +107,7 @@ check: build-check format-check
 	  /usr/bin/python3 -m pytest -q $(PYTEST_SEC_DIRS) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory node-check
 	$(MAKE) --no-print-directory sdk-test
+	$(MAKE) --no-print-directory e2b-test
 	$(MAKE) --no-print-directory ui-test
 
 format:

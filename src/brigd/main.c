@@ -254,9 +254,11 @@ static int configure(brig_config *cfg, int argc, char **argv)
     if (r > 0)
         return 0;
     if (cfg->print_routes) {
-        /* The route table is the truth the OpenAPI document is checked against. */
+        /* The route table is the truth the OpenAPI document is checked against; E2B's
+         * routes are E2B's API (docs/e2b.md), not brig's. */
         for (const brig_route *rt = brig_api_routes; rt->method; rt++)
-            printf("%s %s\n", rt->method, rt->pattern);
+            if (!(rt->flags & (ROUTE_E2B | ROUTE_CONNECT)))
+                printf("%s %s\n", rt->method, rt->pattern);
         return 0;
     }
     return -1;

@@ -88,3 +88,32 @@ brig_err_kind brig_error_kind_from_code(const char *code)
             return (brig_err_kind)k;
     return BRIG_E_INTERNAL;
 }
+
+const char *brig_connect_code(unsigned status)
+{
+    switch (status) {
+    case 400:
+        return "invalid_argument";
+    case 401:
+        return "unauthenticated";
+    case 403:
+        return "permission_denied";
+    case 404:
+        return "not_found";
+    case 409:
+        return "already_exists";
+    case 413:
+    case 429:
+    case 507:
+        return "resource_exhausted";
+    case 501:
+        return "unimplemented";
+    case 502:
+    case 503:
+        return "unavailable";
+    case 504:
+        return "deadline_exceeded";
+    default:
+        return "internal";
+    }
+}

@@ -59,4 +59,8 @@ const char *brig_error_code(brig_err_kind kind);
 /* Parses a stable code back into a kind (unknown codes map to BRIG_E_INTERNAL). */
 brig_err_kind brig_error_kind_from_code(const char *code);
 
+/* The Connect protocol's code of an HTTP status ("not_found" for 404, "internal" for
+ * what it has no code of): E2B's envd answers (brigd's api/e2b_*.c). */
+const char *brig_connect_code(unsigned status);
+
 #endif

@@ -70,6 +70,7 @@ typedef struct brig_exec_req {
     int pty_cols;       /* 0: no pty */
     int pty_rows;
     bool background;      /* answer "started" and leave the process running */
+    bool stdin_closed;    /* background: no stdin pipe kept open for proc_stdin */
     int64_t buffer_bytes; /* 0: the agent's default */
     bool has_stdin;       /* send stdin_data as the command's stdin */
     uint8_t *stdin_data;  /* owned (brig_exec_req_dispose) */

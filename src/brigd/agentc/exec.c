@@ -64,6 +64,7 @@ static void exec_spec(const brig_exec_req *req, brig_exec_spec *s)
     s->background = req->background;
     s->buffer_bytes = req->buffer_bytes > 0 ? (uint32_t)req->buffer_bytes : 0;
     s->want_stdin = req->has_stdin;
+    s->stdin_closed = req->stdin_closed;
 }
 
 static void *stdin_writer(void *arg)

@@ -491,6 +491,12 @@ void api_files_get(brig_req *r)
         stat_path(r, path);
         return;
     }
+    api_file_download(r, path);
+}
+
+void api_file_download(brig_req *r, const char *path)
+{
+    brig_error *err = NULL;
     download *dl = download_open(r, path);
     int mode = 0;
     if (dl == NULL)

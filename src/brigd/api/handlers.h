@@ -22,6 +22,8 @@ void api_proc_wait(brig_req *r);
 void api_proc_resize(brig_req *r);
 
 void api_files_get(brig_req *r);
+/* A file of the request's sandbox as the answer (redacted like every download). */
+void api_file_download(brig_req *r, const char *path);
 void api_files_put_begin(brig_req *r);
 void api_files_put_body(brig_req *r, const char *data, size_t n);
 void api_files_put(brig_req *r);

@@ -127,8 +127,15 @@ void brig_http_error(brig_req *r, brig_error *err)
         brig_warn("%s %s: %u %s", r->method, r->route ? r->route->pattern : "?", status, err->msg);
     /* Messages may name paths that are not UTF-8: shown with U+FFFD. */
     char *msg = brig_utf8_display(err->msg, strlen(err->msg));
-    json_t *body =
-        json_pack("{s:{s:s, s:s}}", "error", "code", brig_error_code(err->kind), "message", msg);
+    int flags = r->route ? r->route->flags : 0;
+    json_t *body;
+    if (flags & ROUTE_E2B) /* E2B's SDK reads the status as a number in the body */
+        body = json_pack("{s:i, s:s}", "code", (int)status, "message", msg);
+    else if (flags & ROUTE_CONNECT)
+        body = json_pack("{s:s, s:s}", "code", brig_connect_code(status), "message", msg);
+    else
+        body = json_pack("{s:{s:s, s:s}}", "error", "code", brig_error_code(err->kind), "message",
+                         msg);
     free(msg);
     brig_http_json(r, status, body);
     if (status == 401)
@@ -368,7 +375,7 @@ static void *sweeper_main(void *arg)
 
 /* A request authenticated: its connection stops waiting, and it takes one of its
  * account's requests in flight (replies 429 and returns false when none is left). */
-static bool authenticated(brig_req *r)
+bool brig_http_admit(brig_req *r)
 {
     http_ctx *hc = &the_ctx;
     if (r->conn_state) {
@@ -421,6 +428,12 @@ static void begin(brig_req *r, const brig_route *routes, const char *url)
         brig_error *err = NULL;
         const char *auth =
             MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        char bearer[300];
+        if (r->route->flags & ROUTE_E2B) { /* E2B's SDK sends its key as X-API-KEY */
+            const char *k = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-API-KEY");
+            snprintf(bearer, sizeof(bearer), "Bearer %s", k ? k : "");
+            auth = k ? bearer : NULL;
+        }
         if (brig_auth_check(r->d, auth, &r->caller, &err) < 0) {
             brig_http_error(r, err);
             return;
@@ -439,7 +452,7 @@ static void begin(brig_req *r, const brig_route *routes, const char *url)
             brig_http_fail(r, BRIG_E_FORBIDDEN, "this operation needs an admin-scoped API key");
             return;
         }
-        if (!authenticated(r))
+        if (!brig_http_admit(r))
             return;
     }
     if (!(r->route->flags & ROUTE_STREAM_BODY))

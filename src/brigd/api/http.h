@@ -47,6 +47,9 @@ enum {
     ROUTE_AGENT = 1 << 4,        /* talks to the agent of sandbox params[0]: a failure may be its
                                     end (its errors pass brig_http_start's explain) */
     ROUTE_OPERATOR_TOO = 1 << 5, /* the operator key may call it as well (the audit timeline) */
+    ROUTE_E2B = 1 << 6,          /* E2B's API (docs/e2b.md): the key in X-API-KEY, errors as
+                                    {"code":<status>,"message"} */
+    ROUTE_CONNECT = 1 << 7,      /* E2B's envd RPCs: errors as {"code":"<Connect code>",...} */
 };
 
 typedef struct brig_route {
@@ -99,6 +102,12 @@ void brig_http_fail(brig_req *r, brig_err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void brig_http_empty(brig_req *r, unsigned status);
 void brig_http_response(brig_req *r, unsigned status, struct MHD_Response *resp);
+
+/* A route that authenticates by itself (ROUTE_PUBLIC, in its on_begin: E2B's envd, by a
+ * sandbox's token) has set r->caller: the request now counts as authenticated (its connection
+ * stops waiting, it takes one of its account's requests in flight).  Replies 429 and returns
+ * false when the account has none left. */
+bool brig_http_admit(brig_req *r);
 
 /* Parses "HOST:PORT" / "[V6]:PORT" into a socket address. */
 int brig_http_parse_listen(const char *listen, struct sockaddr_storage *ss, brig_error **err);

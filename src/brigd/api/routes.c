@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "handlers.h"
+#include "e2b.h"
 #include "account/billing.h"
 #include "core/format.h"
 #include "validate.h"
@@ -299,5 +300,48 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/volumes", api_volume_list, 0, NULL, NULL},
     {"GET", "/v1/volumes/{name}", api_volume_get, 0, NULL, NULL},
     {"DELETE", "/v1/volumes/{name}", api_volume_delete, ROUTE_ADMIN, NULL, NULL},
+/* E2B's API (docs/e2b.md): its control plane, then envd by E2b-Sandbox-Id. */
+#define E2B ROUTE_E2B, e2b_api_begin, NULL
+    {"POST", "/sandboxes", e2b_sandbox_create, E2B},
+    {"POST", "/v2/sandboxes", e2b_sandbox_create, E2B},
+    {"GET", "/sandboxes", e2b_sandbox_list, E2B},
+    {"GET", "/v2/sandboxes", e2b_sandbox_list, E2B},
+    {"GET", "/sandboxes/{id}", e2b_sandbox_get, E2B},
+    {"DELETE", "/sandboxes/{id}", e2b_sandbox_kill, E2B},
+    {"POST", "/sandboxes/{id}/timeout", e2b_sandbox_timeout, E2B},
+    {"POST", "/sandboxes/{id}/connect", e2b_sandbox_connect, E2B},
+    {"POST", "/v2/sandboxes/{id}/connect", e2b_sandbox_connect, E2B},
+    {"POST", "/sandboxes/{id}/pause", e2b_unsupported, E2B},
+    {"POST", "/sandboxes/{id}/resume", e2b_unsupported, E2B},
+    {"POST", "/sandboxes/{id}/refreshes", e2b_unsupported, E2B},
+    {"GET", "/sandboxes/{id}/metrics", e2b_unsupported, E2B},
+    {"GET", "/v2/sandboxes/{id}/logs", e2b_unsupported, E2B},
+    {"GET", "/sandboxes/{id}/logs", e2b_unsupported, E2B},
+#undef E2B
+#define ENVD ROUTE_PUBLIC | ROUTE_E2B, e2b_envd_begin, NULL
+#define RPC  ROUTE_PUBLIC | ROUTE_CONNECT, e2b_envd_begin, NULL
+    {"GET", "/health", e2b_health, ENVD},
+    {"GET", "/files", e2b_files_get, ENVD},
+    {"POST", "/files", e2b_files_post, ROUTE_PUBLIC | ROUTE_E2B | ROUTE_STREAM_BODY,
+     e2b_files_post_begin, e2b_files_post_body},
+    {"POST", "/process.Process/Start", e2b_proc_start, RPC},
+    {"POST", "/process.Process/Connect", e2b_proc_connect, RPC},
+    {"POST", "/process.Process/List", e2b_proc_list, RPC},
+    {"POST", "/process.Process/SendSignal", e2b_proc_signal, RPC},
+    {"POST", "/process.Process/SendInput", e2b_proc_input, RPC},
+    {"POST", "/process.Process/CloseStdin", e2b_proc_close_stdin, RPC},
+    {"POST", "/process.Process/Update", e2b_proc_update, RPC},
+    {"POST", "/process.Process/StreamInput", e2b_rpc_unimplemented, RPC},
+    {"POST", "/filesystem.Filesystem/Stat", e2b_fs_stat, RPC},
+    {"POST", "/filesystem.Filesystem/MakeDir", e2b_fs_make_dir, RPC},
+    {"POST", "/filesystem.Filesystem/ListDir", e2b_fs_list_dir, RPC},
+    {"POST", "/filesystem.Filesystem/Move", e2b_fs_move, RPC},
+    {"POST", "/filesystem.Filesystem/Remove", e2b_fs_remove, RPC},
+    {"POST", "/filesystem.Filesystem/WatchDir", e2b_rpc_unimplemented, RPC},
+    {"POST", "/filesystem.Filesystem/CreateWatcher", e2b_rpc_unimplemented, RPC},
+    {"POST", "/filesystem.Filesystem/GetWatcherEvents", e2b_rpc_unimplemented, RPC},
+    {"POST", "/filesystem.Filesystem/RemoveWatcher", e2b_rpc_unimplemented, RPC},
+#undef ENVD
+#undef RPC
     {NULL, NULL, NULL, 0, NULL, NULL},
 };

@@ -190,6 +190,7 @@ static const setting settings[] = {
     STR("net_pool", net_pool, "10.201.0.0/16", "addresses of sandbox links"),
     STR("dns_upstream", dns_upstream, NULL, "IP[:PORT] the DNS proxy forwards to"),
     ENUM("network", network, "on", "on|off", "off: sandboxes get loopback only"),
+    ENUM("e2b_api", e2b_api, "on", "on|off", "E2B's API and envd on the listener (docs/e2b.md)"),
     NUM(T_INT, "dns_grants_max", dns_grants_max, "2048", 32, POW2(20),
         "addresses DNS answers keep open per sandbox"),
     NUM(T_INT, "dns_ttl_max", dns_ttl_max, "3600", 10, DAY,

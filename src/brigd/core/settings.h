@@ -88,6 +88,7 @@ typedef struct brig_config {
     int64_t dns_ttl_max;          /* seconds one stays open at most */
     int64_t net_connections_max;  /* tracked forwarded connections per sandbox */
     char *network;                /* "on" | "off": sandbox networking */
+    char *e2b_api;                /* "on" | "off": E2B's API (api/e2b_*.c) */
     char *warm_pool;              /* "auto", "off" or "TEMPLATE:TARIFF:COUNT[:ISOLATION],…" */
     bool pool_auto;               /* warm_pool has "auto": adaptive pools beside pinned ones */
     int64_t warm_pool_memory_mib; /* adaptive pools' memory limits at most; 0: derived */
