@@ -28,6 +28,7 @@ import zipfile
 import pytest
 
 from brigtest import Api, Sandbox
+from test_openapi import Checker, node  # noqa: F401 (node: the schema checker's fixture)
 
 
 def b64(data):
@@ -110,9 +111,10 @@ def test_failing_step_says_which_with_exit_code_and_tail(api, daemon, templates)
                   expect=(422,))
     body = r.json()
     assert body["error"]["code"] == "build_failed"
+    assert "step 2" in body["error"]["message"] and "exited with 3" in body["error"]["message"]
+    body = body["build"]
     assert body["step"] == 2 and body["exit_code"] == 3 and body["kind"] == "run"
     assert "boom-output" in body["output_tail"] and "to-stderr" in body["output_tail"]
-    assert "step 2" in body["error"]["message"] and "exited with 3" in body["error"]["message"]
     assert [s["exit_code"] for s in body["steps"]] == [0, 3]
     assert api.request("GET", f"/v1/templates/{name}").status == 404
 
@@ -320,3 +322,28 @@ def test_apt_pip_and_npm_packages_from_uploaded_files_on_base(api, templates):
                     " brig-tplprobe-npm; test ! -e /tmp/pkgs && echo clean", timeout=60)
         assert r["exit_code"] == 0, r
         assert r["stdout"] == ("deb-ok\nStatus: install ok installed\nwheel-ok\nnpm-ok\nclean\n"), r
+
+
+def test_answers_match_the_openapi_document(api, templates, node):
+    """Every answer of these routes against docs/openapi.json's schemas (strict: a field
+    brigd sends that the document does not list fails)."""
+    c = Checker(api)
+    name = unique()
+    spec = {"name": name, "tag": "v2", "from": "minimal", "run": ["echo x > /x"],
+            "env": {"A": "b"}, "workdir": "/w", "start": "sleep 100", "ready": {"command": "true"}}
+    c.call("POST", "/v1/templates", spec, expect=201)
+    templates(spec, expect=(200,))  # deleted after the test
+    c.call("POST", "/v1/templates", spec, expect=200)
+    c.call("POST", "/v1/templates", {"name": unique(), "from": "minimal", "run": ["exit 7"]},
+           expect=422)
+    c.call("POST", "/v1/templates", {"name": "base"}, expect=400)
+    c.call("GET", "/v1/templates", expect=200)
+    c.call("GET", f"/v1/templates/{name}:v2", expect=200)
+    c.call("GET", "/v1/templates/minimal", expect=200)
+    c.call("GET", f"/v1/templates/{name}:v2/log", expect=200)
+    c.call("GET", f"/v1/templates/{name}", expect=404)
+    sb = c.call("POST", "/v1/sandboxes", {"template": f"{name}:v2"}, expect=201).json()
+    c.call("DELETE", f"/v1/templates/{name}:v2", expect=409)
+    api.delete(sb["id"])
+    c.call("DELETE", f"/v1/templates/{name}:v2", expect=204)
+    c.verify(node)

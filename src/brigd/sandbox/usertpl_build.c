@@ -330,9 +330,10 @@ static json_t *failure(build *b)
         json_pack("{s:s, s:o}", "code", "build_failed", "message",
                   json_sprintf("the template's build failed: step %d (%s) %s %d", step, kind,
                                timed_out ? "timed out, exit code" : "exited with", code));
-    return json_pack("{s:o, s:i, s:s, s:O, s:i, s:O, s:O}", "error", err, "step", step, "kind",
-                     kind, "command", json_object_get(last, "command"), "exit_code", code,
-                     "output_tail", json_object_get(last, "output"), "steps", b->steps);
+    json_t *build = json_pack("{s:i, s:s, s:O, s:i, s:O, s:O}", "step", step, "kind", kind,
+                              "command", json_object_get(last, "command"), "exit_code", code,
+                              "output_tail", json_object_get(last, "output"), "steps", b->steps);
+    return json_pack("{s:o, s:o}", "error", err, "build", build);
 }
 
 /* The build proper: its sandbox, the steps, the snapshot, the row; the sandbox goes. */
