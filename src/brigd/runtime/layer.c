@@ -183,6 +183,22 @@ static int apply_dir(walk *w, int udir, int ddir, int depth)
     return r;
 }
 
+/* brigd writes the resolver of every sandbox: the parent's stays.  Reached by file
+ * descriptors: a user parent's etc may be a symlink, which must not lead to the host's. */
+static void keep_resolver(const char *parent_rootfs, int dest)
+{
+    _cleanup_close_ int proot = open(parent_rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int petc =
+        proot < 0 ? -1 : openat(proot, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int etc = openat(dest, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat ps;
+    if (petc < 0 || etc < 0 || fstatat(petc, "resolv.conf", &ps, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !S_ISREG(ps.st_mode) || remove_at(etc, "resolv.conf", 0) < 0)
+        return;
+    if (linkat(petc, "resolv.conf", etc, "resolv.conf", 0) < 0)
+        brig_warn("keep %s/etc/resolv.conf: %s", parent_rootfs, strerror(errno));
+}
+
 int brig_layer_flatten(const char *parent_rootfs, int upper_fd, unsigned uid_base,
                        unsigned uid_size, const char *dest, int64_t *own_bytes, brig_error **err)
 {
@@ -215,16 +231,7 @@ int brig_layer_flatten(const char *parent_rootfs, int upper_fd, unsigned uid_bas
     walk w = {.base = uid_base, .size = uid_size, .err = err};
     if (apply_dir(&w, upper_fd, d, 0) < 0)
         return -1;
-    /* brigd writes the resolver of every sandbox: the parent's stays */
-    int etc = openat(d, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (etc >= 0) {
-        _cleanup_free_ char *p = brig_asprintf("%s/etc/resolv.conf", parent_rootfs);
-        struct stat ps;
-        if (lstat(p, &ps) == 0 && S_ISREG(ps.st_mode) && remove_at(etc, "resolv.conf", 0) == 0 &&
-            linkat(AT_FDCWD, p, etc, "resolv.conf", 0) < 0)
-            brig_warn("keep %s: %s", p, strerror(errno));
-        close(etc);
-    }
+    keep_resolver(parent_rootfs, d);
     *own_bytes = w.bytes;
     return 0;
 }
