@@ -347,3 +347,12 @@ def test_answers_match_the_openapi_document(api, templates, node):
     api.delete(sb["id"])
     c.call("DELETE", f"/v1/templates/{name}:v2", expect=204)
     c.verify(node)
+
+
+def test_gvisor_sandbox_of_a_user_template(gvisor_api, templates):
+    name = unique()
+    templates({"name": name, "from": "minimal", "run": ["echo g > /g", "rm /etc/hostname"],
+               "env": {"G": "1"}, "workdir": "/w"}, a=gvisor_api, expect=(201,))
+    with Sandbox(gvisor_api, name, isolation="gvisor") as sb:
+        r = sb.exec("pwd; cat /g; echo $G; test -e /etc/hostname || echo gone")
+        assert r["stdout"] == "/w\ng\n1\ngone\n", r
