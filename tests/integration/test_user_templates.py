@@ -27,7 +27,7 @@ import zipfile
 
 import pytest
 
-from brigtest import Api, Sandbox
+from brigtest import BUILD, Api, Sandbox
 from test_openapi import Checker, node  # noqa: F401 (node: the schema checker's fixture)
 
 
@@ -356,3 +356,29 @@ def test_gvisor_sandbox_of_a_user_template(gvisor_api, templates):
     with Sandbox(gvisor_api, name, isolation="gvisor") as sb:
         r = sb.exec("pwd; cat /g; echo $G; test -e /etc/hostname || echo gone")
         assert r["stdout"] == "/w\ng\n1\ngone\n", r
+
+
+def test_cli_builds_a_spec_file(api, tmp_path):
+    brig = os.path.join(BUILD, "brig")
+    env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY=api.key)
+    name = unique()
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"name": name, "from": "minimal", "run": ["echo cli > /cli"]}))
+    try:
+        r = subprocess.run([brig, "template", "build", "--file", str(spec)], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        key = api.ok("GET", f"/v1/templates/{name}").json()["key"]
+        assert r.stdout == f"built {name}:latest (key {key})\n"
+        r = subprocess.run([brig, "template", "build", "--file", "-"], env=env, input=spec.read_text(),
+                           capture_output=True, text=True, timeout=300)
+        assert r.stdout == f"built before: {name}:latest (key {key})\n", r.stderr
+        r = subprocess.run([brig, "template", "ls"], env=env, capture_output=True, text=True)
+        assert f"{name}:latest" in r.stdout
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({"name": unique(), "from": "minimal", "run": ["exit 5"]}))
+        r = subprocess.run([brig, "template", "build", "--file", str(bad)], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 1 and "step 1 (run) exited with 5" in r.stderr, r.stderr
+    finally:
+        api.request("DELETE", f"/v1/templates/{name}")
