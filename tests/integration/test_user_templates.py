@@ -22,12 +22,13 @@ import secrets
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import zipfile
 
 import pytest
 
-from brigtest import BUILD, Api, Sandbox
+from brigtest import BUILD, Api, Sandbox, wait_for
 from test_openapi import Checker, node  # noqa: F401 (node: the schema checker's fixture)
 
 
@@ -382,3 +383,53 @@ def test_cli_builds_a_spec_file(api, tmp_path):
         assert r.returncode == 1 and "step 1 (run) exited with 5" in r.stderr, r.stderr
     finally:
         api.request("DELETE", f"/v1/templates/{name}")
+
+
+def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
+    d = fresh_daemon.start()
+    api = d.api()
+    name = unique()
+    answer = {}
+
+    def build():
+        try:
+            answer["r"] = api.request("POST", "/v1/templates", {
+                "name": name, "from": "minimal",
+                "run": ["echo partial > /partial; touch /tmp/in-step; exec sleep 600"]},
+                timeout=300)
+        except ConnectionError as e:  # the server closed it: its answer raced the close
+            answer["r"] = e
+
+    t = threading.Thread(target=build)
+    t.start()
+    # the build's sandbox is a sandbox of the account: wait until its step runs
+    sid = wait_for(lambda: next((s["id"] for s in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]),
+                                None), timeout=60, what="the build's sandbox")
+
+    def in_step():  # 404 while it is still being created
+        r = api.request("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "test -f /tmp/in-step"})
+        return r.status == 200 and r.json()["exit_code"] == 0
+    wait_for(in_step, timeout=60, what="the build's step")
+    t0 = time.monotonic()
+    d.stop(timeout=60)
+    t.join(timeout=60)
+    print(f"brigd stopped {time.monotonic() - t0:.2f} s into a build's step")
+    r = answer["r"]
+    print(f"the build's request got: {r if isinstance(r, Exception) else (r.status, r.body)}")
+    # brigd answers 503 before its HTTP server closes the connections; a client may still
+    # see the connection close first
+    assert isinstance(r, ConnectionError) or (
+        r.status == 503 and "brigd stopped during the build" in r.json()["error"]["message"]), r
+    assert not d.live_sandboxes()
+    d.start()
+    api = d.api()
+    assert api.request("GET", f"/v1/templates/{name}").status == 404
+    assert api.ok("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    tdir = os.path.join(d.state_dir, "templates")
+    left = [os.path.join(p, f) for p, ds, fs in os.walk(tdir) for f in ds + fs] \
+        if os.path.isdir(tdir) else []
+    assert left == [], left
+    # and builds work again
+    built = api.ok("POST", "/v1/templates", {"name": name, "from": "minimal", "run": ["true"]})
+    assert built.status == 201
+    api.ok("DELETE", f"/v1/templates/{name}", expect=(204,))

@@ -4,10 +4,13 @@
 #include "usertpl_build.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agentc/agentc.h"
@@ -19,6 +22,68 @@
 #include "store/store.h"
 #include "usertpl.h"
 #include "util.h"
+
+/* The builds' sandboxes, so that a stopping brigd can end them (their HTTP requests
+ * must end before the HTTP server can stop).  Per process, like the builds. */
+#define LIVE_MAX     256
+#define STOP_WAIT_MS 30000 /* how long a stopping brigd waits for its builds' requests */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t live_gone = PTHREAD_COND_INITIALIZER;
+static char live[LIVE_MAX][BRIG_ID_MAX];
+static bool stopping;
+
+/* Lists a build's sandbox: false when brigd stops (or too many build at once). */
+static bool live_add(const char *id)
+{
+    bool ok = false;
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; !stopping && !ok && i < LIVE_MAX; i++)
+        if (live[i][0] == '\0') {
+            snprintf(live[i], sizeof(live[i]), "%s", id);
+            ok = true;
+        }
+    pthread_mutex_unlock(&live_lock);
+    return ok;
+}
+
+static void live_remove(const char *id)
+{
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; i < LIVE_MAX; i++)
+        if (strcmp(live[i], id) == 0)
+            live[i][0] = '\0';
+    pthread_cond_broadcast(&live_gone);
+    pthread_mutex_unlock(&live_lock);
+}
+
+void brig_utpl_builds_stop(brigd *d)
+{
+    char ids[LIVE_MAX][BRIG_ID_MAX];
+    size_t n = 0;
+    pthread_mutex_lock(&live_lock);
+    stopping = true;
+    for (size_t i = 0; i < LIVE_MAX; i++)
+        if (live[i][0])
+            memcpy(ids[n++], live[i], BRIG_ID_MAX);
+    pthread_mutex_unlock(&live_lock);
+    for (size_t i = 0; i < n; i++) {
+        brig_warn("template build in sandbox %s: stopped with brigd", ids[i]);
+        brig_sandbox_stop(d, ids[i], "host_shutdown");
+    }
+    /* Their requests answer before the HTTP server closes every connection. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += STOP_WAIT_MS / 1000;
+    pthread_mutex_lock(&live_lock);
+    for (;;) {
+        bool any = false;
+        for (size_t i = 0; i < LIVE_MAX && !any; i++)
+            any = live[i][0] != '\0';
+        if (!any || pthread_cond_timedwait(&live_gone, &live_lock, &until) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&live_lock);
+}
 
 /* A build on its way. */
 typedef struct build {
@@ -350,7 +415,12 @@ static int build_in_sandbox(build *b, json_t **out, brig_error **err)
     }
     snprintf(b->sbx, sizeof(b->sbx), "%s", json_string_value(json_object_get(sbj, "id")));
     json_decref(sbj);
-    int r = brig_sandbox_get(b->d, b->c, b->sbx, &b->sb, err);
+    int r = live_add(b->sbx)
+                ? 0
+                : brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
+                                 "brigd is shutting down (or runs %d builds)", LIVE_MAX);
+    if (r == 0)
+        r = brig_sandbox_get(b->d, b->c, b->sbx, &b->sb, err);
     if (r == 0)
         r = run_steps(b, err);
     int64_t size = 0;
@@ -360,6 +430,14 @@ static int build_in_sandbox(build *b, json_t **out, brig_error **err)
         brig_sandbox_put(b->d, b->sb);
     b->sb = NULL;
     brig_sandbox_delete(b->d, b->c, b->sbx, "deleted_by_api", NULL);
+    live_remove(b->sbx);
+    pthread_mutex_lock(&live_lock);
+    bool stopped = stopping;
+    pthread_mutex_unlock(&live_lock);
+    if (stopped && r != 0) { /* its sandbox was ended under it */
+        brig_error_clear(err);
+        return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "brigd stopped during the build");
+    }
     if (r == 1) {
         *out = failure(b);
         brig_info("template %s:%s: build failed (%s)", b->spec.name, b->spec.tag,

@@ -25,4 +25,8 @@
  * -1 and *err (a bad spec, an unknown parent, the sandbox could not be made...). */
 int brig_utpl_build(brigd *d, const brig_caller *c, json_t *body, json_t **out, brig_error **err);
 
+/* At shutdown, before the HTTP server stops: refuses new builds and stops the sandboxes
+ * of those that run (their requests answer 503, nothing of them is kept). */
+void brig_utpl_builds_stop(brigd *d);
+
 #endif
