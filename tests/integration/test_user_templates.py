@@ -433,3 +433,19 @@ def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
     built = api.ok("POST", "/v1/templates", {"name": name, "from": "minimal", "run": ["true"]})
     assert built.status == 201
     api.ok("DELETE", f"/v1/templates/{name}", expect=(204,))
+
+
+def test_a_sandbox_keeps_its_template_env_and_workdir_across_a_restart(fresh_daemon):
+    d = fresh_daemon.start()
+    api = d.api()
+    name = unique()
+    api.ok("POST", "/v1/templates", {"name": name, "from": "minimal", "workdir": "/w",
+                                     "env": {"K": "v"}, "run": ["touch here"]})
+    sid = api.create(name)["id"]
+    d.stop()
+    d.start()
+    api = d.api()
+    r = api.exec(sid, "pwd; ls; echo $K")
+    assert r["stdout"] == "/w\nhere\nv\n", r
+    api.delete(sid)
+    api.ok("DELETE", f"/v1/templates/{name}", expect=(204,))

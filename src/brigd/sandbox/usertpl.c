@@ -371,6 +371,20 @@ int brig_utpl_lookup(brigd *d, const char *account_id, const char *ref, brig_tem
     return 0;
 }
 
+void brig_utpl_workdir(brigd *d, const char *account_id, const char *ref, const char *key,
+                       char *buf, size_t n)
+{
+    buf[0] = '\0';
+    brig_template t;
+    brig_utpl_run run;
+    if (strchr(ref, ':') == NULL || brig_utpl_lookup(d, account_id, ref, &t, &run, NULL) < 0)
+        return;
+    if (strcmp(t.key, key) == 0 && run.workdir)
+        snprintf(buf, n, "%s", run.workdir);
+    brig_utpl_run_dispose(&run);
+    brig_template_dispose(&t);
+}
+
 static json_t *row_json(const brig_utpl_row *t)
 {
     char at[32];

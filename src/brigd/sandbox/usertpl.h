@@ -68,6 +68,11 @@ int brig_utpl_ref(const char *ref, char name[40], char tag[32]);
 int brig_utpl_lookup(brigd *d, const char *account_id, const char *ref, brig_template *t,
                      brig_utpl_run *run, brig_error **err);
 
+/* The workdir of the account's template ref while its key is still `key` (a sandbox
+ * re-attached after a restart), into buf; "" otherwise. */
+void brig_utpl_workdir(brigd *d, const char *account_id, const char *ref, const char *key,
+                       char *buf, size_t n);
+
 /* Where the account's layer `key` lives (caller frees). */
 char *brig_utpl_dir(brigd *d, const char *account_id, const char *key);
 
