@@ -449,3 +449,29 @@ def test_a_sandbox_keeps_its_template_env_and_workdir_across_a_restart(fresh_dae
     assert r["stdout"] == "/w\nhere\nv\n", r
     api.delete(sid)
     api.ok("DELETE", f"/v1/templates/{name}", expect=(204,))
+
+
+def test_layer_keeps_owners_but_no_setid_bits_devices_or_host_files(api, daemon, templates):
+    name = unique()
+    t = templates({"name": name, "from": "minimal", "run": [
+        "echo data > /owned && chown 1000:1000 /owned",
+        "cp /bin/busybox /suid && chmod 4755 /suid",
+        "ln -s /etc/shadow /link && mkfifo /fifo",
+        "ln /bin/busybox /hardlink",
+        "mkdir -p /etc2 && rm -rf /home && ln -s /etc2 /home",
+        "mknod /dev-copy c 1 3 || true"]}, expect=(201,)).json()
+    root = os.path.join(layer_dir(daemon, api, t["key"]), "rootfs")
+    st = os.lstat(os.path.join(root, "owned"))
+    assert (st.st_uid, st.st_gid) == (1000, 1000)  # the template's ids, not the sandbox's
+    assert os.lstat(os.path.join(root, "suid")).st_mode & 0o7777 == 0o755
+    assert os.readlink(os.path.join(root, "link")) == "/etc/shadow"
+    assert os.readlink(os.path.join(root, "home")) == "/etc2"
+    assert not os.path.exists(os.path.join(root, "dev-copy"))
+    hl = os.lstat(os.path.join(root, "hardlink"))
+    assert hl.st_nlink == 1  # a copy: never a link to a file outside the layer
+    # the parent's files are shared (hard links), never changed
+    passwd = os.lstat(os.path.join(root, "etc", "passwd"))
+    assert passwd.st_nlink >= 2 and passwd.st_mode & 0o7777 == 0o644
+    with Sandbox(api, name) as sb:
+        r = sb.exec("stat -c '%u %a' /owned /suid; test -p /fifo && echo fifo; readlink /home")
+        assert r["stdout"] == "1000 644\n0 755\nfifo\n/etc2\n", r
