@@ -475,3 +475,25 @@ def test_layer_keeps_owners_but_no_setid_bits_devices_or_host_files(api, daemon,
     with Sandbox(api, name) as sb:
         r = sb.exec("stat -c '%u %a' /owned /suid; test -p /fifo && echo fifo; readlink /home")
         assert r["stdout"] == "1000 644\n0 755\nfifo\n/etc2\n", r
+
+
+@pytest.mark.base
+def test_apt_and_npm_packages_by_name_where_the_registries_are_reachable(api, templates):
+    """Packages by name from the Debian mirror (the host's, in base's sources.list) and the
+    npm registry, through the project's egress.  The suites here run in network namespaces
+    without a route to either: then this test is skipped, saying so (the uploaded-file test
+    above covers apt, pip and npm offline)."""
+    with Sandbox(api, "base") as sb:
+        apt = sb.exec("apt-get update -o Acquire::Retries=0 -o Acquire::http::Timeout=5"
+                      " >/dev/null 2>&1", timeout=60)
+        npm = sb.exec("npm view is-number@7.0.0 version --fetch-retries=0 --fetch-timeout=10000",
+                      timeout=60)
+    if apt["exit_code"] != 0 or npm["stdout"].strip() != "7.0.0":
+        pytest.skip("the Debian mirror or the npm registry is not reachable from a sandbox here")
+    name = unique()
+    templates({"name": name, "from": "base", "apt": ["hello"], "npm": ["is-number@7.0.0"]},
+              expect=(201,))
+    with Sandbox(api, name) as sb:
+        r = sb.exec("hello; node -e \"console.log(require('/usr/local/lib/node_modules/is-number')(5))\"",
+                    timeout=60)
+        assert r["stdout"] == "Hello, world!\ntrue\n", r
