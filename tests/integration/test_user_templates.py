@@ -497,3 +497,17 @@ def test_apt_and_npm_packages_by_name_where_the_registries_are_reachable(api, te
         r = sb.exec("hello; node -e \"console.log(require('/usr/local/lib/node_modules/is-number')(5))\"",
                     timeout=60)
         assert r["stdout"] == "Hello, world!\ntrue\n", r
+
+
+def test_an_account_has_at_most_100_templates(api, daemon, templates):
+    """Names of one layer (cache hits: cheap) up to the limit, then 429; a name it has may
+    still be built again."""
+    spec = {"from": "minimal", "run": ["true"]}
+    have = [t for t in api.ok("GET", "/v1/templates").json()["templates"] if "ref" in t]
+    first = unique("lim")
+    templates({**spec, "name": first}, expect=(201,))
+    for _ in range(100 - len(have) - 1):
+        templates({**spec, "name": unique("lim")}, expect=(200,))
+    r = api.request("POST", "/v1/templates", {**spec, "name": unique("lim")})
+    assert r.status == 429 and "100 templates" in r.json()["error"]["message"], r.body
+    templates({**spec, "name": first}, expect=(200,))

@@ -191,6 +191,33 @@ static int cache_hit(build *b, brig_error **err)
     return r < 0 ? -1 : 1;
 }
 
+typedef struct count_q {
+    const char *name, *tag;
+    int n;
+    bool same; /* name:tag is one of them */
+} count_q;
+
+static void count_one(const brig_utpl_row *t, void *arg)
+{
+    count_q *q = arg;
+    q->n++;
+    q->same |= strcmp(t->name, q->name) == 0 && strcmp(t->tag, q->tag) == 0;
+}
+
+/* An account has at most BRIG_UTPL_PER_ACCOUNT names (each may hold a layer). */
+static int room_for(build *b, brig_error **err)
+{
+    count_q q = {b->spec.name, b->spec.tag, 0, false};
+    if (brig_store_utpl_each(b->d->store, b->c->account_id, count_one, &q, err) < 0)
+        return -1;
+    if (!q.same && q.n >= BRIG_UTPL_PER_ACCOUNT)
+        return brig_error_set(err, BRIG_E_LIMIT, 0,
+                              "the account has %d templates, the most it may have: delete one "
+                              "first",
+                              q.n);
+    return 0;
+}
+
 /* ---- in the sandbox ---------------------------------------------------------------- */
 
 static int put_file(build *b, const brig_utpl_file *f, brig_error **err)
@@ -462,6 +489,8 @@ int brig_utpl_build(brigd *d, const brig_caller *c, json_t *body, json_t **out, 
     int r = brig_utpl_spec_parse(&d->cfg, body, &b.spec, err);
     if (r == 0)
         r = resolve_parent(&b, err);
+    if (r == 0)
+        r = room_for(&b, err);
     if (r == 0)
         r = cache_hit(&b, err);
     if (r == 1)

@@ -16,8 +16,9 @@
 #include "error.h"
 #include "server.h"
 
-#define BRIG_UTPL_STEP_MS (30LL * 60 * 1000) /* a step's time limit */
-#define BRIG_UTPL_TAIL    4096               /* output bytes kept per step */
+#define BRIG_UTPL_STEP_MS     (30LL * 60 * 1000) /* a step's time limit */
+#define BRIG_UTPL_TAIL        4096               /* output bytes kept per step */
+#define BRIG_UTPL_PER_ACCOUNT 100                /* templates (name:tag) an account may have */
 
 /* Builds the template body declares for caller c, or finds it built (the same key: the
  * same spec on the same parent).  0 and *out (the template; "cached" says whether it was
