@@ -452,8 +452,15 @@ def test_a_sandbox_keeps_its_template_env_and_workdir_across_a_restart(fresh_dae
 
 
 def test_layer_keeps_owners_but_no_setid_bits_devices_or_host_files(api, daemon, templates):
+    minimal = next(t for t in api.ok("GET", "/v1/templates").json()["templates"]
+                   if t["name"] == "minimal")
+    group = os.path.join(os.environ.get("BRIG_TEMPLATE_CACHE", "/var/cache/brig/templates"),
+                         "minimal", minimal["key"], "rootfs", "etc", "group")
+    with open(group, "rb") as f:
+        group_before = f.read()
     name = unique()
     t = templates({"name": name, "from": "minimal", "run": [
+        "echo 'evil:x:4242:' >> /etc/group",
         "echo data > /owned && chown 1000:1000 /owned",
         "cp /bin/busybox /suid && chmod 4755 /suid",
         "ln -s /etc/shadow /link && mkfifo /fifo",
@@ -472,6 +479,12 @@ def test_layer_keeps_owners_but_no_setid_bits_devices_or_host_files(api, daemon,
     # the parent's files are shared (hard links), never changed
     passwd = os.lstat(os.path.join(root, "etc", "passwd"))
     assert passwd.st_nlink >= 2 and passwd.st_mode & 0o7777 == 0o644
+    # a file the build changed is the layer's own copy: the parent's (hard-linked into
+    # other layers too) is never written through
+    with open(group, "rb") as f:
+        assert f.read() == group_before
+    with open(os.path.join(root, "etc", "group"), "rb") as f:
+        assert f.read() == group_before + b"evil:x:4242:\n"
     with Sandbox(api, name) as sb:
         r = sb.exec("stat -c '%u %a' /owned /suid; test -p /fifo && echo fifo; readlink /home")
         assert r["stdout"] == "1000 644\n0 755\nfifo\n/etc2\n", r
