@@ -33,3 +33,23 @@ def test_template_build_use_log_and_delete(daemon):
         t.delete(missing_ok=True)
     with pytest.raises(brig.NotFound):
         Template.get(t.ref)
+
+
+def test_template_asyncio(daemon):
+    import asyncio
+    from brig import aio
+    name = f"aio-{secrets.token_hex(3)}"
+
+    async def main():
+        t = await aio.Template.build(name, from_="minimal", files={"/f": "x"}, run=["cat /f > /g"])
+        try:
+            assert not t.cached and t.ref == f"{name}:latest"
+            assert (await aio.Template.get(name)).key == t.key
+            assert [s["exit_code"] for s in await t.log()] == [0]
+            async with aio.Sandbox.create(t.ref) as sb:
+                assert (await sb.exec("cat /g")).stdout == "x"
+            with pytest.raises(brig.BuildFailed):
+                await aio.Template.build(f"{name}-bad", from_="minimal", run=["false"])
+        finally:
+            await t.delete(missing_ok=True)
+    asyncio.run(main())

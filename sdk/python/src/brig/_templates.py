@@ -26,6 +26,24 @@ def _files(files: Optional[Mapping[str, FileSpec]]) -> builtins.list[dict[str, A
     return out
 
 
+def template_spec(name: str, *, tag: Optional[str], from_: str, apt: Sequence[str],
+                  pip: Sequence[str], npm: Sequence[str], files: Optional[Mapping[str, FileSpec]],
+                  run: Sequence[str], env: Optional[Mapping[str, str]], workdir: Optional[str],
+                  start: Optional[str], ready: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """The JSON spec of ``POST /v1/templates`` (docs/templates.md)."""
+    spec: dict[str, Any] = {"name": name, "from": from_, "apt": list(apt), "pip": list(pip),
+                            "npm": list(npm), "files": _files(files), "run": list(run)}
+    for k, v in (("tag", tag), ("env", dict(env) if env else None), ("workdir", workdir),
+                 ("start", start), ("ready", dict(ready) if ready else None)):
+        if v is not None:
+            spec[k] = v
+    return spec
+
+
+def quoted(ref: str) -> str:
+    return urllib.parse.quote(ref, safe=":")
+
+
 class Template:
     """A template of the account, built from a spec inside a sandbox of its
     parent; sandboxes start from it like from ``base``::
@@ -63,12 +81,8 @@ class Template:
         """Builds (or finds built) the template: ``POST /v1/templates``.  Waits
         for the build's end (``timeout`` seconds; None: no limit).  ``files``
         maps absolute paths to bytes, or to ``(bytes, mode)``."""
-        spec: dict[str, Any] = {"name": name, "from": from_, "apt": list(apt), "pip": list(pip),
-                                "npm": list(npm), "files": _files(files), "run": list(run)}
-        for k, v in (("tag", tag), ("env", dict(env) if env else None), ("workdir", workdir),
-                     ("start", start), ("ready", dict(ready) if ready else None)):
-            if v is not None:
-                spec[k] = v
+        spec = template_spec(name, tag=tag, from_=from_, apt=apt, pip=pip, npm=npm, files=files,
+                             run=run, env=env, workdir=workdir, start=start, ready=ready)
         cl, owns = _client(client, url, api_key)
         try:
             j = cl.transport.request("POST", "/v1/templates", json=spec, timeout=timeout).json()
@@ -84,7 +98,7 @@ class Template:
         """A template by ``name[:tag]``; :class:`NotFound` when the account has none."""
         cl, owns = _client(client, url, api_key)
         try:
-            j = cl.transport.request("GET", f"/v1/templates/{urllib.parse.quote(ref, safe=':')}")
+            j = cl.transport.request("GET", f"/v1/templates/{quoted(ref)}")
         except BaseException:
             if owns:
                 cl.close()
@@ -93,14 +107,14 @@ class Template:
 
     def log(self) -> builtins.list[dict[str, Any]]:
         """Its build's steps: command, exit code, duration, output's tail."""
-        path = f"/v1/templates/{urllib.parse.quote(self.ref, safe=':')}/log"
+        path = f"/v1/templates/{quoted(self.ref)}/log"
         return list(self.client.transport.request("GET", path).json().get("steps", []))
 
     def delete(self, *, missing_ok: bool = False) -> None:
         """Deletes it; :class:`Conflict` while sandboxes of it run."""
         try:
             self.client.transport.request(
-                "DELETE", f"/v1/templates/{urllib.parse.quote(self.ref, safe=':')}")
+                "DELETE", f"/v1/templates/{quoted(self.ref)}")
         except NotFound:
             if not missing_ok:
                 raise
