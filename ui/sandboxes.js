@@ -51,7 +51,7 @@ export function renderSandboxes(view, ctx) {
     for (const p of r.projects) fProject.append(h("option", { value: p.id }, `${p.name} (${p.id})`));
   }).catch(() => {});
   api("GET", "/v1/templates").then((r) => {
-    for (const t of r.templates) fTemplate.append(h("option", { value: t.name }, t.name));
+    for (const t of r.templates) fTemplate.append(h("option", { value: t.ref || t.name }, t.ref || t.name));
   }).catch(() => {});
 
   const keep = (sb) =>

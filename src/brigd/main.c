@@ -32,6 +32,7 @@
 #include "sandbox/build.h"
 #include "sandbox/janitor.h"
 #include "sandbox/pool.h"
+#include "sandbox/usertpl_build.h"
 #include "sandbox/reconcile.h"
 #include "sandbox/teardown.h"
 #include "sandbox/timeline.h"
@@ -402,6 +403,7 @@ int main(int argc, char **argv)
         brig_err("%s", err->msg);
         brig_error_clear(&err);
     }
+    brig_utpl_builds_stop(&d);          /* users' builds: their sandboxes end, their requests */
     brig_builds_stop(&d);               /* builds end as failed: their followers' streams end */
     brig_audit_stop_followers(d.audit); /* so do the timelines' */
     api_metrics_unlisten(&d);

@@ -20,6 +20,12 @@ static const char *str_cell(json_t *row, const char *key)
     return s != NULL && *s ? s : "-";
 }
 
+/* A built-in template's name, or an account's template's name:tag. */
+static const char *row_name(json_t *row)
+{
+    return json_object_get(row, "ref") ? str_cell(row, "ref") : str_cell(row, "name");
+}
+
 int brig_cmd_template_ls(const cli_args *a)
 {
     brig_error *err = NULL;
@@ -43,14 +49,14 @@ int brig_cmd_template_ls(const cli_args *a)
     int wname = (int)strlen("NAME");
     for (size_t i = 0; i < json_array_size(rows); i++) {
         json_t *row = json_array_get(rows, i);
-        int n = (int)strlen(str_cell(row, "name"));
+        int n = (int)strlen(row_name(row));
         if (n > wname)
             wname = n;
     }
     printf("%-*s  %-5s  %s\n", wname, "NAME", "BUILT", "KEY");
     for (size_t i = 0; i < json_array_size(rows); i++) {
         json_t *row = json_array_get(rows, i);
-        const char *name = str_cell(row, "name");
+        const char *name = row_name(row);
         cli_print_clean(stdout, name);
         printf("%*s  %-5s  ", wname - (int)strlen(name), "", built_cell(row));
         cli_print_clean(stdout, str_cell(row, "key"));
@@ -103,8 +109,49 @@ static int follow_build(brig_client *c, const char *name, const char *id, json_t
     return rc < 0 ? -1 : 0;
 }
 
+/* brig template build --file SPEC.json: an account's own template, built in a sandbox of
+ * its parent (POST /v1/templates); the answer comes when the build ended. */
+static int build_spec(const cli_args *a, const char *file)
+{
+    brig_error *err = NULL;
+    json_error_t jerr;
+    json_t *spec =
+        strcmp(file, "-") == 0 ? json_loadf(stdin, 0, &jerr) : json_load_file(file, 0, &jerr);
+    if (spec == NULL) {
+        brig_error_set(&err, BRIG_E_INVALID, 0, "%s: not a JSON spec: %s (line %d)", file,
+                       jerr.text, jerr.line);
+        return cli_fail(&err);
+    }
+    brig_client *c = cli_client(true, &err);
+    json_t *t = NULL;
+    int st = c == NULL ? -1 : brig_client_call(c, "POST", "/v1/templates", spec, 0, &t, &err);
+    json_decref(spec);
+    if (st < 0) {
+        brig_error_prefix(&err, "build %s", file);
+        return cli_fail(&err);
+    }
+    if (cli_opt_has(a, OPT_JSON)) {
+        cli_print_json(t);
+    } else {
+        fputs(json_is_true(json_object_get(t, "cached")) ? "built before: " : "built ", stdout);
+        cli_print_clean(stdout, str_cell(t, "ref"));
+        fputs(" (key ", stdout);
+        cli_print_clean(stdout, str_cell(t, "key"));
+        fputs(")\n", stdout);
+    }
+    json_decref(t);
+    return CLI_EXIT_OK;
+}
+
 int brig_cmd_template_build(const cli_args *a)
 {
+    const char *file = cli_opt_get(a, OPT_FILE);
+    if (file != NULL && a->npos > 0)
+        return cli_usage_error(a->cmd, "either NAME (the operator's rebuild) or --file SPEC");
+    if (file != NULL)
+        return build_spec(a, file);
+    if (a->npos < 1)
+        return cli_usage_error(a->cmd, "NAME or --file SPEC");
     const char *name = a->pos[0];
     if (*name == '\0')
         return cli_usage_error(a->cmd, "empty template name");

@@ -82,6 +82,7 @@ static const cli_opt *option_row(int key)
 static const int opts_none[] = {0};
 static const int opts_create[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_VOLUME, OPT_JSON, 0};
 static const int opts_json[] = {OPT_JSON, 0};
+static const int opts_tbuild[] = {OPT_FILE, OPT_JSON, 0};
 static const int opts_exec[] = {OPT_CWD,   OPT_ENV,        OPT_TIMEOUT, OPT_SHELL, OPT_USER,
                                 OPT_STDIN, OPT_BACKGROUND, OPT_PTY,     OPT_JSON,  0};
 static const int opts_run[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_VOLUME, OPT_CWD,   OPT_ENV,
@@ -146,7 +147,10 @@ static int cmd_help(const cli_args *a);
 #define TEMPLATE_BUILD_DETAILS                                                                     \
     "brigd builds in the background; brig prints the build's output on stderr as it\n"             \
     "comes, then 'built NAME (key KEY)' (--json: the build's record).  Exits 0 once\n"             \
-    "built, 1 when the build failed.  Ctrl-C stops following, not the build.\n"
+    "built, 1 when the build failed.  Ctrl-C stops following, not the build.\n"                    \
+    "With --file SPEC.json (- for stdin), an account's own template instead: the spec\n"           \
+    "(docs/templates.md) is built in a sandbox of its parent; brig prints\n"                       \
+    "'built NAME:TAG (key KEY)' when done, or the failed step and its exit code.\n"
 #define ACCOUNT_SHOW_DETAILS                                                                       \
     "With ACCOUNT: that account, as the operator sees it (the operator key: BRIG_API_KEY,\n"       \
     "else $BRIG_STATE_DIR/operator.key).\n"
@@ -220,8 +224,9 @@ static const cli_cmd commands[] = {
      CLI_REST_REQUIRED},
     {"template ls", brig_cmd_template_ls, "[--json]", "list templates", NULL, opts_json, 0, 0,
      CLI_REST_NONE},
-    {"template build", brig_cmd_template_build, "[--json] NAME",
-     "build a template (may take minutes)", TEMPLATE_BUILD_DETAILS, opts_json, 1, 1, CLI_REST_NONE},
+    {"template build", brig_cmd_template_build, "[--json] NAME | --file SPEC.json",
+     "build a template (may take minutes)", TEMPLATE_BUILD_DETAILS, opts_tbuild, 0, 1,
+     CLI_REST_NONE},
     {"timeline", brig_cmd_timeline, "[--follow] [--json] ID",
      "print a sandbox's audit timeline (kept after it ended)", TIMELINE_DETAILS, opts_timeline, 1,
      1, CLI_REST_NONE},

@@ -57,6 +57,18 @@ export class UnavailableError extends ServerError {}
 /** 507 `no_space`: the sandbox's disk is full. */
 export class NoSpaceError extends ServerError {}
 /** brigd could not be reached, or the connection broke before an answer. */
+/**
+ * 422 `build_failed`: a step of `Template.build` exited non-zero: which (`step`, from 1;
+ * `kind`: apt, pip, npm or run), its `command`, `exitCode` and `outputTail` (its last 4 KiB).
+ */
+export class BuildFailedError extends BrigError {
+  step = 0;
+  kind = "";
+  command = "";
+  exitCode = 0;
+  outputTail = "";
+  steps: Record<string, unknown>[] = [];
+}
 export class ConnectionError extends BrigError {}
 /** A client-side deadline passed (e.g. `Process.wait({timeoutMs})` while it still runs). */
 export class TimeoutError extends BrigError {}
@@ -73,6 +85,7 @@ const STATUS_OF_CODE: Record<string, number> = {
   agent_protocol: 502,
   unavailable: 503,
   no_space: 507,
+  build_failed: 422,
 };
 
 const LIMIT_CODES = new Set([
@@ -107,6 +120,8 @@ export function apiError(status: number, code: string, message: string): BrigErr
       return new ConflictError(message, opts);
     case 413:
       return new TooLargeError(message, opts);
+    case 422:
+      return new BuildFailedError(message, opts);
     case 502:
       return new AgentProtocolError(message, opts);
     case 503:
@@ -122,12 +137,24 @@ export function apiError(status: number, code: string, message: string): BrigErr
 export function errorFromBody(status: number, body: string): BrigError {
   let code = "http_" + status;
   let message = body.slice(0, 500) || `HTTP ${status}`;
+  let build: Record<string, unknown> | undefined;
   try {
-    const err = (JSON.parse(body) as { error?: { code?: unknown; message?: unknown } }).error;
+    const whole = JSON.parse(body) as { error?: { code?: unknown; message?: unknown }; build?: unknown };
+    const err = whole.error;
     if (err && typeof err.code === "string") code = err.code;
     if (err && typeof err.message === "string") message = err.message;
+    if (whole.build && typeof whole.build === "object") build = whole.build as Record<string, unknown>;
   } catch {
     /* not JSON (a proxy's page): keep the raw text */
   }
-  return apiError(status, code, message);
+  const e = apiError(status, code, message);
+  if (e instanceof BuildFailedError && build) {
+    e.step = Number(build.step ?? 0);
+    e.kind = String(build.kind ?? "");
+    e.command = String(build.command ?? "");
+    e.exitCode = Number(build.exit_code ?? 0);
+    e.outputTail = String(build.output_tail ?? "");
+    e.steps = Array.isArray(build.steps) ? (build.steps as Record<string, unknown>[]) : [];
+  }
+  return e;
 }

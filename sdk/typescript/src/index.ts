@@ -9,6 +9,8 @@
 export { Sandbox } from "./sandbox.js";
 export type { ConnectOptions } from "./sandbox.js";
 export { Volume } from "./volume.js";
+export { Template } from "./template.js";
+export type { TemplateSpec } from "./template.js";
 export type { VolumeOptions } from "./volume.js";
 export { Process } from "./process.js";
 export type { OutputOptions } from "./process.js";
@@ -18,6 +20,7 @@ export {
   AgentProtocolError,
   AuthError,
   BrigError,
+  BuildFailedError,
   ConflictError,
   ConnectionError,
   ForbiddenError,

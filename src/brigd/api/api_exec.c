@@ -259,6 +259,8 @@ void api_exec(brig_req *r)
     brig_vault_wipe(secrets);
     if (env)
         req.env = env;
+    if (req.cwd == NULL && brig_sandbox_spec_of(sb)->workdir[0]) /* its template's */
+        req.cwd = brig_sandbox_spec_of(sb)->workdir;
     if (req.background) {
         exec_background(r, &req, sb, fd, ev);
         goto out;

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "sandbox/build.h"
 #include "sandbox/template.h"
+#include "sandbox/usertpl.h"
 #include "stream.h"
 
 #define TAIL_MAX      (16u << 10) /* output bytes in a record's log_tail */
@@ -21,7 +22,9 @@
 
 void api_template_list(brig_req *r)
 {
-    brig_http_json(r, 200, json_pack("{s:o}", "templates", brig_template_list(&r->d->cfg)));
+    /* the built-in ones, then the caller's account's (usertpl.h) */
+    brig_http_json(r, 200,
+                   json_pack("{s:o}", "templates", brig_utpl_list(r->d, r->caller.account_id)));
 }
 
 /* Output as a JSON string: bytes that are not UTF-8 become U+FFFD. */

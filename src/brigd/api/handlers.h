@@ -36,6 +36,11 @@ void api_tar_get(brig_req *r);
 void api_template_list(brig_req *r);
 void api_template_build(brig_req *r);
 void api_template_build_get(brig_req *r);
+/* api_usertpl.c: templates declared by users */
+void api_utpl_build(brig_req *r);
+void api_utpl_get(brig_req *r);
+void api_utpl_log(brig_req *r);
+void api_utpl_delete(brig_req *r);
 
 void api_account_create(brig_req *r);
 void api_account_credit(brig_req *r);

@@ -1,9 +1,8 @@
 /*
  * routes.c - the route table, and the REST handlers of health and sandboxes (the others are
- * in api_exec.c, api_files.c, api_templates.c, api_accounts.c, api_audit.c, api_metrics.c,
- * api_volumes.c and ui.c, the dashboard's files; what
- * they all use in handler.c). Each validates its input completely before touching a sandbox,
- * answers errors as
+ * in api_exec.c, api_files.c, api_templates.c, api_usertpl.c, api_accounts.c, api_audit.c,
+ * api_metrics.c, api_volumes.c and ui.c, the dashboard's files; what they all use in handler.c).
+ * Each validates its input completely before touching a sandbox, answers errors as
  * {"error":{"code","message"}} with the right status, and never holds brigd's lock while
  * talking to a sandbox.
  */
@@ -275,6 +274,10 @@ const brig_route brig_api_routes[] = {
      api_tar_put_begin, api_upload_body},
     {"GET", "/v1/sandboxes/{id}/files/tar", api_tar_get, ROUTE_AGENT, NULL, NULL},
     {"GET", "/v1/templates", api_template_list, 0, NULL, NULL},
+    {"POST", "/v1/templates", api_utpl_build, 0, NULL, NULL},
+    {"GET", "/v1/templates/{name}", api_utpl_get, 0, NULL, NULL},
+    {"GET", "/v1/templates/{name}/log", api_utpl_log, 0, NULL, NULL},
+    {"DELETE", "/v1/templates/{name}", api_utpl_delete, 0, NULL, NULL},
     {"GET", "/v1/tariffs", h_tariffs, 0, NULL, NULL},
     {"POST", "/v1/templates/{name}/build", api_template_build, ROUTE_OPERATOR, NULL, NULL},
     {"GET", "/v1/templates/{name}/builds/{id}", api_template_build_get, ROUTE_OPERATOR, NULL, NULL},

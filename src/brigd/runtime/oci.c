@@ -609,6 +609,7 @@ static const brig_runtime_ops oci_ops = {
     .volume_remove = brig_oci_volume_remove,
     .volume_unmount = brig_oci_volume_unmount,
     .volume_list = brig_oci_volume_list,
+    .layer_open = brig_oci_layer_open,
     .free = oci_free,
 };
 

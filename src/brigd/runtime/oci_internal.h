@@ -99,6 +99,8 @@ int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int ns, brig_
 /* Unmounts the root, the template and the writable layer; what is not
  * mounted is no error.  -1 when one stays mounted (the directory must stay). */
 int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err);
+/* The runtime op layer_open (runtime.h): disk/upper of a container sandbox. */
+int brig_oci_layer_open(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
 
 /* ---- volume.c: volumes (docs/volumes.md) ------------------------------------------------ */
 

@@ -130,6 +130,11 @@ typedef struct brig_runtime_ops {
     int (*volume_remove)(brig_runtime *rt, const char *id, brig_error **err);
     int (*volume_unmount)(brig_runtime *rt, const char *id, brig_error **err);
     int (*volume_list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
+    /* An O_DIRECTORY fd of the sandbox's writable layer as the host sees it (an overlay
+     * upper directory: whiteouts, opaque directories; owned by the sandbox's host ids),
+     * for a template build (layer.h); BRIG_E_INVALID where the driver keeps none that
+     * the host can read (gvisor keeps its writes in its own overlay). */
+    int (*layer_open)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
     /* Ids of every sandbox this driver holds anything for (running or not). */
     int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     void (*free)(brig_runtime *rt);

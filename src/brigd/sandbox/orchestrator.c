@@ -40,6 +40,8 @@
 #include "template.h"
 #include "timeline.h"
 #include "usage.h"
+#include "usertpl.h"
+#include "usertpl_start.h"
 #include "util.h"
 #include "vault/vault.h"
 #include "view.h"
@@ -203,6 +205,7 @@ typedef struct create {
     bool claimed;         /* a warm sandbox of the pool */
     int64_t begun;        /* mono ms: when the request came */
     brig_volset vols;     /* its volumes, resolved in its project (volmounts.h) */
+    brig_utpl_run run;    /* a user template's env, workdir, start command (usertpl.h) */
 } create;
 
 /* Its volumes: an admin key's, of its project, mountable at their paths in its template
@@ -261,7 +264,9 @@ static int resolve(create *x, brig_error **err)
                               brig_isolation_name(x->iso));
         return -1;
     }
-    if (brig_template_lookup(&d->cfg, tname, &x->t, err) < 0) {
+    /* a built-in template, else one of the account's (usertpl.h) */
+    if (brig_template_lookup(&d->cfg, tname, &x->t, NULL) < 0 &&
+        brig_utpl_lookup(d, c->account_id, tname, &x->t, &x->run, err) < 0) {
         if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
             (*err)->kind = BRIG_E_INVALID;
         return -1;
@@ -351,7 +356,11 @@ static int reserve(create *x, brig_error **err)
         brig_id_new("sbx", sp.id);
         sp.uid_base = brig_registry_uid_take(d);
     }
-    json_t *env = o->env && json_object_size(o->env) ? json_deep_copy(o->env) : NULL;
+    if (x->run.workdir)
+        snprintf(sp.workdir, sizeof(sp.workdir), "%s", x->run.workdir);
+    json_t *env = x->run.env ? json_deep_copy(x->run.env) : NULL; /* the request's wins */
+    if (o->env && json_object_size(o->env))
+        env = env ? (json_object_update(env, o->env), env) : json_deep_copy(o->env);
     x->sb = brig_sandbox_new(&sp, x->expires_at, env);
     if (claimed) {
         brig_sandbox_set_runtime(x->sb, warm.rt);
@@ -513,6 +522,26 @@ static void unwind(create *x, brig_error **err)
            brig_now_real_ms(), x->c, NULL);
 }
 
+/* A user template's start command, started once it runs; the answer waits for its ready
+ * check.  One that never becomes ready is deleted: the create failed. */
+static int started(create *x, json_t **out, brig_error **err)
+{
+    const char *id = json_string_value(json_object_get(*out, "id"));
+    brig_sandbox *sb = NULL;
+    int r = brig_sandbox_get(x->d, x->c, id, &sb, err);
+    if (r == 0) {
+        r = brig_utpl_start(x->d, sb, &x->run, err);
+        brig_sandbox_put(x->d, sb);
+    }
+    if (r < 0) {
+        brig_warn("sandbox %s: %s", id, err && *err ? (*err)->msg : "not ready");
+        brig_sandbox_delete(x->d, x->c, id, "deleted_by_api", NULL);
+        json_decref(*out);
+        *out = NULL;
+    }
+    return r;
+}
+
 /* ---- create: the checklist --------------------------------------------------------------- */
 
 int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts *opts, json_t **out,
@@ -536,9 +565,10 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
         unwind(&x, err);
         goto out;
     }
-    activate(&x, out); /* running: watched, its row, the answer */
-    r = 0;
+    activate(&x, out);                           /* running: watched, its row, the answer */
+    r = x.run.start ? started(&x, out, err) : 0; /* a user template's start command */
 out:
+    brig_utpl_run_dispose(&x.run);
     brig_template_dispose(&x.t);
     free(x.resolv);
     return r;

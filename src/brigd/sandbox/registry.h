@@ -66,6 +66,7 @@ typedef struct brig_sandbox_spec {
     int64_t uid_base;        /* its user namespace range (0: none held) */
     int64_t idle_timeout_ms; /* 0: none */
     brig_isolation isolation;
+    char workdir[256]; /* commands' default cwd (a user template's); "": the agent's */
 } brig_sandbox_spec;
 
 /* A copy of a live sandbox, for views (view.c). */

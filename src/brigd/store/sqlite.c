@@ -1,7 +1,8 @@
 /*
  * sqlite.c - the SQLite backend of the store (see store_ops.h): its ops table, the
  * connection (WAL, created 0600) and the schema with its migrations.  The
- * operations live in sqlite_accounts.c, sqlite_sandboxes.c, sqlite_volumes.c and
+ * operations live in sqlite_accounts.c, sqlite_sandboxes.c, sqlite_volumes.c,
+ * sqlite_templates.c and
  * sqlite_audit.c.
  *
  * Invariants: the schema version lives in PRAGMA user_version and migrations
@@ -20,6 +21,7 @@
 #include "sqlite_audit.h"
 #include "sqlite_sandboxes.h"
 #include "sqlite_stmt.h"
+#include "sqlite_templates.h"
 #include "sqlite_volumes.h"
 #include "util.h"
 
@@ -125,6 +127,13 @@ static const char *const migrations[] = {
      "  volume_id TEXT NOT NULL REFERENCES volumes(id), path TEXT NOT NULL,"
      "  read_only INTEGER NOT NULL, PRIMARY KEY (sandbox_id, volume_id));"
      "ALTER TABLE ledger ADD COLUMN volume_id TEXT;"),
+    /* templates declared by users (docs/templates.md): an account's name:tag, its layer's
+     * key, its canonical spec and its build's steps */
+    ("CREATE TABLE user_templates ("
+     "  account_id TEXT NOT NULL REFERENCES accounts(id), name TEXT NOT NULL,"
+     "  tag TEXT NOT NULL, key TEXT NOT NULL, parent TEXT NOT NULL, parent_key TEXT NOT NULL,"
+     "  spec TEXT NOT NULL, log TEXT, size_bytes INTEGER NOT NULL, build_ms INTEGER NOT NULL,"
+     "  built_at INTEGER NOT NULL, built_by TEXT NOT NULL, PRIMARY KEY (account_id, name, tag));"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -252,6 +261,10 @@ const brig_store_ops brig_store_sqlite_ops = {
     .volume_mount_insert = brig_sqlite_volume_mount_insert,
     .volume_mount_delete = brig_sqlite_volume_mount_delete,
     .volume_mount_each = brig_sqlite_volume_mount_each,
+    .utpl_put = brig_sqlite_utpl_put,
+    .utpl_get = brig_sqlite_utpl_get,
+    .utpl_each = brig_sqlite_utpl_each,
+    .utpl_delete = brig_sqlite_utpl_delete,
     .audit_chain = brig_sqlite_audit_chain,
     .audit_append = brig_sqlite_audit_append,
     .audit_each = brig_sqlite_audit_each,

@@ -319,3 +319,33 @@ int brig_store_audit_prune(brig_store *st, int64_t before, int64_t *pruned, brig
 {
     return st->ops->audit_prune(st->conn, before, pruned, err);
 }
+
+int brig_store_utpl_put(brig_store *st, const brig_utpl_row *t, brig_error **err)
+{
+    return st->ops->utpl_put(st->conn, t, err);
+}
+
+int brig_store_utpl_get(brig_store *st, const char *account_id, const char *name, const char *tag,
+                        brig_utpl_row *out, brig_error **err)
+{
+    return st->ops->utpl_get(st->conn, account_id, name, tag, out, err);
+}
+
+int brig_store_utpl_each(brig_store *st, const char *account_id,
+                         void (*fn)(const brig_utpl_row *, void *), void *ctx, brig_error **err)
+{
+    return st->ops->utpl_each(st->conn, account_id, fn, ctx, err);
+}
+
+int brig_store_utpl_delete(brig_store *st, const char *account_id, const char *name,
+                           const char *tag, brig_error **err)
+{
+    return st->ops->utpl_delete(st->conn, account_id, name, tag, err);
+}
+
+void brig_utpl_row_dispose(brig_utpl_row *t)
+{
+    free(t->spec);
+    free(t->log);
+    t->spec = t->log = NULL;
+}

@@ -108,6 +108,15 @@ int brig_store_volume_mount_insert(brig_store *st, const brig_volume_mount_row *
 int brig_store_volume_mount_delete(brig_store *st, const char *sandbox_id, brig_error **err);
 int brig_store_volume_mount_each(brig_store *st, void (*fn)(const brig_volume_mount_row *, void *),
                                  void *ctx, brig_error **err);
+/* templates declared by users (store_ops.h: utpl_*) */
+int brig_store_utpl_put(brig_store *st, const brig_utpl_row *t, brig_error **err);
+int brig_store_utpl_get(brig_store *st, const char *account_id, const char *name, const char *tag,
+                        brig_utpl_row *out, brig_error **err);
+int brig_store_utpl_each(brig_store *st, const char *account_id,
+                         void (*fn)(const brig_utpl_row *, void *), void *ctx, brig_error **err);
+int brig_store_utpl_delete(brig_store *st, const char *account_id, const char *name,
+                           const char *tag, brig_error **err);
+void brig_utpl_row_dispose(brig_utpl_row *t);
 
 int brig_store_audit_chain(brig_store *st, const char *account_id, brig_audit_chain *out,
                            brig_error **err);

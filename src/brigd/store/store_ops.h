@@ -191,6 +191,24 @@ typedef struct brig_volume_mount_row {
     bool read_only;
 } brig_volume_mount_row;
 
+/* A template an account declared and built (docs/templates.md, "Templates declared by
+ * users"): named name:tag within its account; its layer is kept by key (content-addressed),
+ * so two names may share one. */
+typedef struct brig_utpl_row {
+    char account_id[BRIG_ID_MAX];
+    char name[40];
+    char tag[32];
+    char key[17];
+    char parent[80]; /* what it was built from: "base", "minimal" or "name:tag" */
+    char parent_key[17];
+    char *spec;                 /* its canonical spec, JSON (owned by whoever filled the row) */
+    char *log;                  /* its build's steps, JSON (owned; may be NULL) */
+    int64_t size_bytes;         /* bytes of its own layer (what the steps wrote) */
+    int64_t build_ms;           /* how long its build took */
+    int64_t built_at;           /* ms since the epoch */
+    char built_by[BRIG_ID_MAX]; /* the key (its id) that built it */
+} brig_utpl_row;
+
 /* One record of the audit timeline (audit/audit.h says what they mean).  Records form
  * one hash chain per account: n counts the account's records from 1, prev is the hash
  * of record n - 1 (64 zeros for the first), hash the record's own. */
@@ -382,6 +400,21 @@ typedef struct brig_store_ops {
     /* Calls fn for every row (lent for the call; fn may use the store). */
     int (*volume_mount_each)(brig_store_conn *c, void (*fn)(const brig_volume_mount_row *, void *),
                              void *ctx, brig_error **err);
+    /* -- templates declared by users */
+    /* Writes the account's template name:tag (a new one, or replacing the one of that
+     * name and tag). */
+    int (*utpl_put)(brig_store_conn *c, const brig_utpl_row *t, brig_error **err);
+    /* The account's template name:tag: 1 and *out (its spec and log malloc'd: the caller
+     * frees them), or 0. */
+    int (*utpl_get)(brig_store_conn *c, const char *account_id, const char *name, const char *tag,
+                    brig_utpl_row *out, brig_error **err);
+    /* Calls fn for each template of account_id (NULL: every account's), by name and tag
+     * (lent for the call, without spec and log; fn may use the store). */
+    int (*utpl_each)(brig_store_conn *c, const char *account_id,
+                     void (*fn)(const brig_utpl_row *, void *), void *ctx, brig_error **err);
+    /* Deletes the account's template name:tag: 1, or 0 when there is none. */
+    int (*utpl_delete)(brig_store_conn *c, const char *account_id, const char *name,
+                       const char *tag, brig_error **err);
     /* -- the audit timeline (append-only but for the janitor's prune) */
     /* The account's chain: 1 and *out, or 0 when it has no record yet. */
     int (*audit_chain)(brig_store_conn *c, const char *account_id, brig_audit_chain *out,

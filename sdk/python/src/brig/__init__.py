@@ -19,6 +19,7 @@ from ._errors import (
     AgentProtocolError,
     AuthError,
     BrigError,
+    BuildFailed,
     Conflict,
     ConnectionError,
     Forbidden,
@@ -36,11 +37,13 @@ from ._errors import (
 )
 from ._models import Chunk, ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo, VolumeInfo
 from ._sync import Client, ExecStream, OutputStream, Process, Sandbox, Volume
+from ._templates import Template
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Sandbox",
+    "Template",
     "Volume",
     "VolumeInfo",
     "Process",
@@ -54,6 +57,7 @@ __all__ = [
     "OutputEvent",
     "Chunk",
     "BrigError",
+    "BuildFailed",
     "InvalidRequest",
     "MethodNotAllowed",
     "AuthError",

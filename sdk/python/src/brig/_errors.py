@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "BrigError",
+    "BuildFailed",
     "InvalidRequest",
     "MethodNotAllowed",
     "AuthError",
@@ -143,6 +144,21 @@ class NoSpace(ServerError):
     default_status, default_code = 507, "no_space"
 
 
+class BuildFailed(BrigError):
+    """A step of a template's build exited non-zero (``422 build_failed`` of
+    ``POST /v1/templates``): ``step`` (its number from 1), ``kind`` (apt, pip,
+    npm or run), ``command``, ``exit_code``, ``output_tail`` (its last 4 KiB of
+    output) and ``steps`` (every step that ran, this one last)."""
+
+    default_status, default_code = 422, "build_failed"
+    step: int | None = None
+    kind: str | None = None
+    command: str | None = None
+    exit_code: int | None = None
+    output_tail: str = ""
+    steps: list = []
+
+
 class ConnectionError(BrigError, builtins.ConnectionError):  # noqa: A001 - the issue's name
     """brigd could not be reached, or the connection broke mid-answer.
 
@@ -185,6 +201,7 @@ _BY_STATUS: dict[int, type[BrigError]] = {
     503: Unavailable,
     504: Timeout,
     507: NoSpace,
+    422: BuildFailed,
 }
 
 _BY_CODE: dict[str, type[BrigError]] = {
@@ -202,6 +219,7 @@ _BY_CODE: dict[str, type[BrigError]] = {
     "unavailable": Unavailable,
     "timeout": Timeout,
     "no_space": NoSpace,
+    "build_failed": BuildFailed,
 }
 
 _STATUS_OF_CODE = {code: cls.default_status for code, cls in _BY_CODE.items()}
@@ -234,13 +252,21 @@ def error_from_response(status: int, body: bytes, reason: str = "") -> BrigError
     when the body is that, else the status line and the start of the body."""
     code: str | None = None
     message: str | None = None
+    build: Any = None
     try:
-        err: Any = json.loads(body)["error"]
+        whole: Any = json.loads(body)
+        err: Any = whole["error"]
         code = err.get("code")
         message = err.get("message")
+        build = whole.get("build")
     except Exception:  # noqa: BLE001 - not brigd's error shape (a proxy, a crash page)
         pass
     if not message:
         text = body[:300].decode("utf-8", "replace").strip()
         message = f"HTTP {status} {reason}".strip() + (f": {text}" if text else "")
-    return _class_for(status, code)(message, status=status, code=code)
+    e = _class_for(status, code)(message, status=status, code=code)
+    if isinstance(e, BuildFailed) and isinstance(build, dict):
+        for k in ("step", "kind", "command", "exit_code", "output_tail", "steps"):
+            if k in build:
+                setattr(e, k, build[k])
+    return e

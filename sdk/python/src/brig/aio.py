@@ -40,7 +40,7 @@ from ._errors import BrigError, NotFound, ProtocolError, Timeout
 from ._models import Chunk, ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo, \
     VolumeInfo
 
-__all__ = ["Client", "Sandbox", "Process", "ExecStream", "OutputStream", "Volume"]
+__all__ = ["Client", "Sandbox", "Process", "ExecStream", "OutputStream", "Volume", "Template"]
 
 #: An output callback: a function or a coroutine function taking a chunk.
 AsyncOutputCallback = Callable[[Chunk], Union[Any, Awaitable[Any]]]
@@ -868,3 +868,6 @@ class Process:
                         "timed_out": info.timed_out, "reason": info.reason}
         col.pid = self.pid
         return col.result()
+
+
+from ._templates_aio import Template  # noqa: E402 (it builds on Client above)

@@ -1,0 +1,55 @@
+"""Against a real brigd: templates declared by users through the SDK (docs/templates.md)."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+import brig
+from brig import Sandbox, Template
+
+
+def test_template_build_use_log_and_delete(daemon):
+    name = f"sdk-{secrets.token_hex(3)}"
+    t = Template.build(name, tag="v1", from_="minimal",
+                       files={"/opt/hi.sh": (b"#!/bin/sh\necho hi $WHO\n", 0o755)},
+                       run=["echo made > made"], env={"WHO": "sdk"}, workdir="/w")
+    try:
+        assert t.ref == f"{name}:v1" and not t.cached and len(t.key) == 16
+        again = Template.build(name, tag="v1", from_="minimal",
+                               files={"/opt/hi.sh": (b"#!/bin/sh\necho hi $WHO\n", 0o755)},
+                               run=["echo made > made"], env={"WHO": "sdk"}, workdir="/w")
+        assert again.cached and again.key == t.key
+        assert [s["exit_code"] for s in t.log()] == [0]
+        assert Template.get(t.ref).info["spec"]["workdir"] == "/w"
+        with Sandbox.create(t.ref) as sb:
+            assert sb.exec("cat made; /opt/hi.sh").stdout == "made\nhi sdk\n"
+        with pytest.raises(brig.BuildFailed) as e:
+            Template.build(f"{name}-bad", from_="minimal", run=["echo nope; exit 4"])
+        assert e.value.step == 1 and e.value.exit_code == 4 and "nope" in e.value.output_tail
+        assert e.value.status == 422 and e.value.code == "build_failed"
+    finally:
+        t.delete(missing_ok=True)
+    with pytest.raises(brig.NotFound):
+        Template.get(t.ref)
+
+
+def test_template_asyncio(daemon):
+    import asyncio
+    from brig import aio
+    name = f"aio-{secrets.token_hex(3)}"
+
+    async def main():
+        t = await aio.Template.build(name, from_="minimal", files={"/f": "x"}, run=["cat /f > /g"])
+        try:
+            assert not t.cached and t.ref == f"{name}:latest"
+            assert (await aio.Template.get(name)).key == t.key
+            assert [s["exit_code"] for s in await t.log()] == [0]
+            async with aio.Sandbox.create(t.ref) as sb:
+                assert (await sb.exec("cat /g")).stdout == "x"
+            with pytest.raises(brig.BuildFailed):
+                await aio.Template.build(f"{name}-bad", from_="minimal", run=["false"])
+        finally:
+            await t.delete(missing_ok=True)
+    asyncio.run(main())
