@@ -203,6 +203,7 @@ typedef struct create {
     char *resolv;         /* gvisor: its /etc/resolv.conf, attached before start */
     int64_t t0;           /* mono ms: when it got its capacity */
     bool claimed;         /* a warm sandbox of the pool */
+    bool builtin;         /* a template of templates_dir (the pool keeps only those) */
     int64_t begun;        /* mono ms: when the request came */
     brig_volset vols;     /* its volumes, resolved in its project (volmounts.h) */
     brig_utpl_run run;    /* a user template's env, workdir, start command (usertpl.h) */
@@ -265,8 +266,8 @@ static int resolve(create *x, brig_error **err)
         return -1;
     }
     /* a built-in template, else one of the account's (usertpl.h) */
-    if (brig_template_lookup(&d->cfg, tname, &x->t, NULL) < 0 &&
-        brig_utpl_lookup(d, c->account_id, tname, &x->t, &x->run, err) < 0) {
+    x->builtin = brig_template_lookup(&d->cfg, tname, &x->t, NULL) == 0;
+    if (!x->builtin && brig_utpl_lookup(d, c->account_id, tname, &x->t, &x->run, err) < 0) {
         if (err && *err && (*err)->kind == BRIG_E_NOT_FOUND)
             (*err)->kind = BRIG_E_INVALID;
         return -1;
@@ -346,7 +347,9 @@ static int reserve(create *x, brig_error **err)
     x->expires_at =
         sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
     brig_pooled warm;
-    bool claimed = x->vols.n == 0 && /* a warm sandbox has its mounts already */
+    /* A warm sandbox has its mounts already; a user template's name is its account's, and
+     * the pool's are by name: those are cold creates for now. */
+    bool claimed = x->vols.n == 0 && x->builtin &&
                    brig_pool_claim(d, x->t.name, x->t.build, tf->name, x->iso, &warm) == 0;
     x->claimed = claimed;
     if (claimed) {

@@ -34,11 +34,11 @@
  * QUIET_MS, or DEFER_MS after it was needed, whichever comes first. */
 #define QUIET_MS     5
 #define DEFER_MS     100
-#define IDLE_MS      1000    /* a look at the pool at least this often */
+#define IDLE_MS      1000   /* a look at the pool at least this often */
 #define RATE_TAU_MS  5000.0 /* the create rate forgets with this time constant */
-#define HEADROOM     2.0     /* sandboxes kept per sandbox a refill period consumes */
-#define AUTO_MAX     32      /* one adaptive pool's size at most */
-#define REFILL_GUESS 500     /* ms a start takes, until one was measured */
+#define HEADROOM     2.0    /* sandboxes kept per sandbox a refill period consumes */
+#define AUTO_MAX     32     /* one adaptive pool's size at most */
+#define REFILL_GUESS 500    /* ms a start takes, until one was measured */
 
 typedef struct entry {
     brig_pooled p;
