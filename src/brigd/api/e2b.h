@@ -17,14 +17,14 @@
 #define E2B_ENVD_VERSION "0.5.7"
 #define E2B_TOKEN_LEN    64 /* hex characters */
 
-/* The E2B record of a sandbox (made at its create or first connect): its envd access token,
- * who made it, its metadata. */
-/* Copies the token and owner of sandbox id; false when it has no record. */
-bool e2b_record_get(const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *owner);
+/* The envd access token of listed sandbox id (derived: e2b_api.c) and the caller envd acts as
+ * (who created or connected it, else a sandbox key of its project); false when it is not
+ * listed. */
+bool e2b_record_get(brigd *d, const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *owner);
 
 /* The sandbox whose token this is (SDKs before 2.8 send no E2b-Sandbox-Id on /files and
  * /health: the token alone names the sandbox there). */
-bool e2b_record_by_token(const char *token, char id[BRIG_ID_MAX]);
+bool e2b_record_by_token(brigd *d, const char *token, char id[BRIG_ID_MAX]);
 
 /* Replies {"code":status,"message"} (the control plane's and /files' errors). */
 void e2b_fail(brig_req *r, unsigned status, const char *fmt, ...)

@@ -4,9 +4,11 @@
  * {"code":<status>,"message"} (the SDK reads the body's code), and every option brig does
  * not have refused by name.
  *
- * The E2B side of a sandbox (its envd token, metadata, creator) is a record kept here, in
- * memory: a brigd restart forgets it (the sandbox stays, but envd refuses it and its metadata
- * is gone).  Records of ended sandboxes are dropped as the list is walked.
+ * A sandbox's envd access token is derived from brigd's master key and its id (vault.h):
+ * the same after a restart, stored nowhere, handed out only by a create or connect that
+ * brig's own key checks allowed.  Its metadata and creator are a record kept here, in
+ * memory: after a restart envd acts as a sandbox key of the sandbox's project and the
+ * metadata is gone.  Records of ended sandboxes are dropped as the list is walked.
  */
 #include <pthread.h>
 #include <sodium.h>
@@ -16,12 +18,13 @@
 #include <string.h>
 
 #include "e2b.h"
+#include "sandbox/registry.h"
 #include "validate.h"
+#include "vault/vault.h"
 
 typedef struct e2b_rec {
     struct e2b_rec *next;
     char id[BRIG_ID_MAX];
-    char token[E2B_TOKEN_LEN + 1];
     brig_caller owner;
     json_t *metadata; /* object of strings */
 } e2b_rec;
@@ -37,8 +40,17 @@ static e2b_rec *rec_find(const char *id)
     return NULL;
 }
 
+/* envd's access token of sandbox id. */
+static void token_of(brigd *d, const char *id, char token[E2B_TOKEN_LEN + 1])
+{
+    unsigned char raw[E2B_TOKEN_LEN / 2];
+    brig_vault_derive(d->vault, "brig e2b envd token", id, raw);
+    sodium_bin2hex(token, E2B_TOKEN_LEN + 1, raw, sizeof(raw));
+    sodium_memzero(raw, sizeof(raw));
+}
+
 /* The record of id (made when missing), its token copied out. */
-static void rec_ensure(const char *id, const brig_caller *owner, json_t *metadata,
+static void rec_ensure(brigd *d, const char *id, const brig_caller *owner, json_t *metadata,
                        char token[E2B_TOKEN_LEN + 1])
 {
     pthread_mutex_lock(&recs_lock);
@@ -46,42 +58,54 @@ static void rec_ensure(const char *id, const brig_caller *owner, json_t *metadat
     if (e == NULL) {
         e = brig_xcalloc(1, sizeof(*e));
         snprintf(e->id, sizeof(e->id), "%s", id);
-        unsigned char raw[E2B_TOKEN_LEN / 2];
-        randombytes_buf(raw, sizeof(raw));
-        sodium_bin2hex(e->token, sizeof(e->token), raw, sizeof(raw));
         e->owner = *owner;
         e->metadata = metadata ? json_deep_copy(metadata) : json_object();
         e->next = recs;
         recs = e;
     }
-    memcpy(token, e->token, sizeof(e->token));
     pthread_mutex_unlock(&recs_lock);
+    token_of(d, id, token);
 }
 
-bool e2b_record_get(const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *owner)
+bool e2b_record_get(brigd *d, const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *owner)
 {
+    brig_sandbox *sb = brig_registry_ref_id(d, id);
+    if (sb == NULL)
+        return false;
     pthread_mutex_lock(&recs_lock);
     e2b_rec *e = rec_find(id);
     if (e) {
-        memcpy(token, e->token, sizeof(e->token));
         *owner = e->owner;
+    } else { /* made before a restart: a sandbox key of its project */
+        const brig_sandbox_spec *sp = brig_sandbox_spec_of(sb);
+        *owner = (brig_caller){.scope = "sandbox"};
+        snprintf(owner->account_id, sizeof(owner->account_id), "%s", sp->account_id);
+        snprintf(owner->project_id, sizeof(owner->project_id), "%s", sp->project_id);
     }
     pthread_mutex_unlock(&recs_lock);
-    return e != NULL;
+    brig_sandbox_unref(d, sb);
+    token_of(d, id, token);
+    return true;
 }
 
-bool e2b_record_by_token(const char *token, char id[BRIG_ID_MAX])
+bool e2b_record_by_token(brigd *d, const char *token, char id[BRIG_ID_MAX])
 {
-    bool found = false;
     if (token == NULL || strlen(token) != E2B_TOKEN_LEN)
         return false;
-    pthread_mutex_lock(&recs_lock);
-    for (e2b_rec *e = recs; e && !found; e = e->next)
-        if (sodium_memcmp(e->token, token, E2B_TOKEN_LEN) == 0) {
-            memcpy(id, e->id, BRIG_ID_MAX);
+    size_t n = 0;
+    char **ids = brig_registry_ids(d, &n);
+    bool found = false;
+    for (size_t i = 0; i < n; i++) {
+        char t[E2B_TOKEN_LEN + 1];
+        token_of(d, ids[i], t);
+        if (!found && sodium_memcmp(t, token, E2B_TOKEN_LEN) == 0) {
+            snprintf(id, BRIG_ID_MAX, "%s", ids[i]);
             found = true;
         }
-    pthread_mutex_unlock(&recs_lock);
+        sodium_memzero(t, sizeof(t));
+        free(ids[i]);
+    }
+    free(ids);
     return found;
 }
 
@@ -109,7 +133,6 @@ static void recs_prune(brigd *d)
         e2b_rec *gone = *p;
         *p = gone->next;
         json_decref(gone->metadata);
-        sodium_memzero(gone->token, sizeof(gone->token));
         free(gone);
     }
     pthread_mutex_unlock(&recs_lock);
@@ -259,7 +282,7 @@ void e2b_sandbox_create(brig_req *r)
     recs_prune(r->d);
     const char *id = json_string_value(json_object_get(out, "id"));
     char token[E2B_TOKEN_LEN + 1];
-    rec_ensure(id, &r->caller, json_is_object(meta) ? meta : NULL, token);
+    rec_ensure(r->d, id, &r->caller, json_is_object(meta) ? meta : NULL, token);
     brig_http_json(r, 201,
                    sandbox_json(id, json_string_value(json_object_get(out, "template")), token));
     sodium_memzero(token, sizeof(token));
@@ -295,7 +318,7 @@ void e2b_sandbox_get(brig_req *r)
     json_t *o = listed_json(r->d, v);
     char token[E2B_TOKEN_LEN + 1];
     brig_caller owner;
-    if (e2b_record_get(r->params[0], token, &owner))
+    if (e2b_record_get(r->d, r->params[0], token, &owner))
         json_object_set_new(o, "envdAccessToken", json_string(token));
     json_object_set_new(o, "domain", json_null());
     json_object_set_new(o, "allowInternetAccess", json_true());
@@ -363,7 +386,7 @@ void e2b_sandbox_connect(brig_req *r)
         e2b_fail(r, 400, "'memory' is not supported by brig's E2B API: a sandbox keeps its tariff");
     } else if ((v = running_view(r)) != NULL && set_timeout(r, body, false) == 0) {
         char token[E2B_TOKEN_LEN + 1];
-        rec_ensure(r->params[0], &r->caller, NULL, token);
+        rec_ensure(r->d, r->params[0], &r->caller, NULL, token);
         brig_http_json(
             r, 200,
             sandbox_json(r->params[0], json_string_value(json_object_get(v, "template")), token));

@@ -42,14 +42,14 @@ void e2b_envd_begin(brig_req *r)
     const char *id = header(r, "E2b-Sandbox-Id"), *tok = header(r, "X-Access-Token");
     char token[E2B_TOKEN_LEN + 1], by_token[BRIG_ID_MAX];
     brig_caller owner;
-    if ((id == NULL || *id == '\0') && e2b_record_by_token(tok, by_token))
+    if ((id == NULL || *id == '\0') && e2b_record_by_token(r->d, tok, by_token))
         id = by_token;
     if (id == NULL || *id == '\0' || strlen(id) >= sizeof(r->params[0])) {
         brig_http_fail(r, BRIG_E_INVALID, "envd requests name their sandbox in E2b-Sandbox-Id");
         return;
     }
     /* envd answers 502 for a sandbox that is not there: the SDK's isRunning() says false. */
-    if (!e2b_record_get(id, token, &owner)) {
+    if (!e2b_record_get(r->d, id, token, &owner)) {
         brig_http_fail(r, BRIG_E_PROTOCOL, "sandbox '%.40s' is not running", id);
         return;
     }

@@ -293,6 +293,17 @@ void brig_vault_delete_all(brig_store *st, const char *owner)
     brig_store_secret_delete_all(st, owner, NULL);
 }
 
+void brig_vault_derive(const brig_vault *v, const char *purpose, const char *subject,
+                       unsigned char out[32])
+{
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, v->key, KEY_BYTES, 32);
+    crypto_generichash_update(&st, (const unsigned char *)purpose, strlen(purpose) + 1);
+    crypto_generichash_update(&st, (const unsigned char *)subject, strlen(subject));
+    crypto_generichash_final(&st, out, 32);
+    sodium_memzero(&st, sizeof(st));
+}
+
 void brig_vault_wipe(json_t *obj)
 {
     const char *k;

@@ -50,6 +50,11 @@ int brig_vault_delete(brig_store *st, const char *owner, const char *name, brig_
 /* Removes every secret of owner (a deleted sandbox). */
 void brig_vault_delete_all(brig_store *st, const char *owner);
 
+/* A 32-byte value only this brigd's master key gives: a keyed BLAKE2b of purpose and subject
+ * (e.g. E2B's envd token of a sandbox, the same after a restart, never stored). */
+void brig_vault_derive(const brig_vault *v, const char *purpose, const char *subject,
+                       unsigned char out[32]);
+
 /* Zeroes the string values of obj, then releases it. */
 void brig_vault_wipe(json_t *obj);
 
