@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "exec_event.h"
+#include "sandbox/injection.h"
 #include "handlers.h"
 #include "sandbox/ends.h"
 #include "log.h"
@@ -255,6 +256,7 @@ void api_exec(brig_req *r)
         goto out;
     }
     json_t *ev = api_exec_event(&req, secrets); /* names only, before env holds values */
+    brig_injection_env(r->d, sb, secrets);      /* injected ones: placeholders only */
     env = brig_sandbox_command_env(sb, secrets, req.env);
     brig_vault_wipe(secrets);
     if (env)

@@ -123,4 +123,38 @@ typedef void (*brig_net_log_hook)(void *ctx, const char *sandbox_id, const json_
  * log and ignores it. */
 void brig_net_set_log_hook(brig_net *n, brig_net_log_hook fn, void *ctx);
 
+/* ---- credential injection (docs/secrets.md) ---------------------------------------
+ * A sandbox with rules has its TCP 80 (and 443) redirected to brigd's egress proxy on
+ * its gateway (inject.c): requests toward a rule's host get the rule's headers, whose
+ * values name secrets the sandbox never holds; a request that carries a placeholder
+ * toward another host is refused (403) and logged. */
+typedef struct brig_inject_secret {
+    const char *name;
+    const char *value;       /* the real value */
+    const char *placeholder; /* what the sandbox holds in its place */
+    int64_t expires_ms;      /* CLOCK_REALTIME ms after which it is not injected; 0: never */
+} brig_inject_secret;
+
+typedef struct brig_inject_header {
+    const char *name;
+    const char *value; /* may hold {{secret:NAME}} */
+} brig_inject_header;
+
+typedef struct brig_inject_rule {
+    const char *host; /* "api.example.com" or "*.example.com" (lower case) */
+    const brig_inject_header *headers;
+    size_t n_headers;
+} brig_inject_rule;
+
+typedef struct brig_inject {
+    const brig_inject_rule *rules;
+    size_t n_rules;
+    const brig_inject_secret *secrets;
+    size_t n_secrets;
+} brig_inject;
+
+/* Sets (copies) the sandbox's rules and the secrets they may use; no rules (inj NULL
+ * or n_rules 0) turns the proxy off for it.  The none flavour accepts and ignores it. */
+int brig_net_set_inject(brig_net *n, brig_net_sandbox *s, const brig_inject *inj, brig_error **err);
+
 #endif

@@ -45,6 +45,7 @@ brig_net_sandbox *brig_net_sandbox_new(brig_net_host *n, const char *id, const b
     brig_net_ifname_of(id, s->ifname);
     s->slot = -1;
     s->udp_fd = s->tcp_fd = -1;
+    s->inj_fd[0] = s->inj_fd[1] = -1;
     brig_egress_copy(&s->policy, policy);
     s->gen = brig_net_gen_next(n);
     s->log_hook = n->log_hook;
@@ -58,6 +59,7 @@ void brig_net_sandbox_free(brig_net_sandbox *s)
         return;
     brig_net_grants_dispose(s);
     brig_net_log_dispose(s);
+    brig_inject_cfg_unref(s->inj);
     brig_egress_dispose(&s->policy);
     free(s->id);
     free(s);

@@ -18,6 +18,7 @@
 
 #include "sqlite_accounts.h"
 #include "sqlite_audit.h"
+#include "sqlite_inject.h"
 #include "sqlite_sandboxes.h"
 #include "sqlite_stmt.h"
 #include "sqlite_volumes.h"
@@ -125,6 +126,9 @@ static const char *const migrations[] = {
      "  volume_id TEXT NOT NULL REFERENCES volumes(id), path TEXT NOT NULL,"
      "  read_only INTEGER NOT NULL, PRIMARY KEY (sandbox_id, volume_id));"
      "ALTER TABLE ledger ADD COLUMN volume_id TEXT;"),
+    /* credential injection (docs/secrets.md): a project's rules, one JSON array */
+    ("CREATE TABLE injections ("
+     "  project_id TEXT PRIMARY KEY REFERENCES projects(id), rules TEXT NOT NULL);"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -256,4 +260,6 @@ const brig_store_ops brig_store_sqlite_ops = {
     .audit_each = brig_sqlite_audit_each,
     .audit_chains = brig_sqlite_audit_chains,
     .audit_prune = brig_sqlite_audit_prune,
+    .injections_put = brig_sqlite_injections_put,
+    .injections_get = brig_sqlite_injections_get,
 };

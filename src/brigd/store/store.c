@@ -313,3 +313,15 @@ int brig_store_audit_prune(brig_store *st, int64_t before, int64_t *pruned, brig
 {
     return st->ops->audit_prune(st->conn, before, pruned, err);
 }
+
+int brig_store_injections_put(brig_store *st, const char *project_id, const char *rules,
+                              brig_error **err)
+{
+    return st->ops->injections_put(st->conn, project_id, rules, err);
+}
+
+int brig_store_injections_get(brig_store *st, const char *project_id, char **rules,
+                              brig_error **err)
+{
+    return st->ops->injections_get(st->conn, project_id, rules, err);
+}

@@ -1,0 +1,58 @@
+/*
+ * inject_internal.h - what the egress proxy's files share (inject.c, injconn.c,
+ * injtls.c).  A connection runs on a thread of its own with blocking sockets and
+ * timeouts; it holds a reference to its sandbox's rules (brig_inj_cfg), never the
+ * sandbox's record, and reaches the record (policy, log) only by id under n->lock.
+ */
+#ifndef BRIG_INJECT_INTERNAL_H
+#define BRIG_INJECT_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "net_internal.h"
+
+#define BRIG_INJ_CONNS_MAX  64    /* connections in flight per sandbox */
+#define BRIG_INJ_IO_TIMEOUT 30000 /* ms a connection may wait for either side */
+
+/* A sandbox's rules, as brig_net_set_inject gave them (deep copies); shared by
+ * its connections, freed with the last reference. */
+typedef struct brig_inj_cfg {
+    atomic_int refs;
+    atomic_int active; /* connections in flight */
+    char *sandbox_id;
+    brig_inject_rule *rules;
+    size_t n_rules;
+    brig_inject_secret *secrets;
+    size_t n_secrets;
+} brig_inj_cfg;
+
+/* One proxied connection from a sandbox. */
+typedef struct brig_inj_conn {
+    brig_net_host *n;
+    brig_inj_cfg *cfg;                 /* a reference */
+    int fd;                            /* the sandbox's end */
+    int up;                            /* upstream; -1 until connected */
+    struct sockaddr_in dst;            /* where the sandbox was going (SO_ORIGINAL_DST) */
+    bool tls;                          /* came in on the HTTPS port */
+    struct brig_inj_conn *prev, *next; /* the injector's list (stop shuts them down) */
+} brig_inj_conn;
+
+/* ---- inject.c (for the connections) ----------------------------------------------- */
+
+/* Whether the sandbox's egress policy lets it reach dst (what the firewall's
+ * egress chain would decide for a forwarded connection). */
+bool brig_inject_allows(brig_net_host *n, const char *sandbox_id, const struct sockaddr_in *dst);
+/* Whether brigd's DNS upstream answers an A record addr for host (a plain-HTTP
+ * request that is to get a secret must go to the rule host's own address). */
+bool brig_inject_resolves_to(brig_net_host *n, const char *host, uint32_t addr);
+/* Appends rec (owned) to the sandbox's network log (and the audit timeline). */
+void brig_inject_log(brig_net_host *n, const char *sandbox_id, json_t *rec);
+
+/* ---- injconn.c ----------------------------------------------------------------------- */
+
+/* Serves c to the end, then closes its sockets (c and its reference stay the caller's). */
+void brig_injconn_serve(brig_inj_conn *c);
+/* The rule of cfg for host (lower case, no port), or NULL. */
+const brig_inject_rule *brig_inject_rule_for(const brig_inj_cfg *cfg, const char *host);
+
+#endif

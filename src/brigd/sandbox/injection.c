@@ -1,0 +1,232 @@
+/*
+ * injection.c - a project's credential injection rules (see injection.h).  The rules
+ * name secrets, never hold them: a rule's header value is text with {{secret:NAME}}
+ * in it, filled by the proxy from the sandbox's own sealed secrets.
+ */
+#include "injection.h"
+
+#include <string.h>
+
+#include "log.h"
+#include "secrets.h"
+#include "vault/vault.h"
+
+#define RULES_MAX   64
+#define HEADERS_MAX 16
+
+static bool host_ok(const char *h)
+{
+    const char *p = strncmp(h, "*.", 2) == 0 ? h + 2 : h;
+    size_t n = strlen(p);
+    if (n == 0 || n > 253 || p[0] == '.' || p[n - 1] == '.' || strstr(p, ".."))
+        return false;
+    for (; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+            return false;
+    return true;
+}
+
+static bool header_name_ok(const char *n)
+{
+    static const char *const reserved[] = {
+        "host",    "connection", "content-length",   "transfer-encoding", "keep-alive",
+        "upgrade", "te",         "proxy-connection", "accept-encoding"};
+    if (n[0] == 0 || strlen(n) > 64)
+        return false;
+    for (const char *p = n; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_'))
+            return false;
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(reserved); i++)
+        if (strcasecmp(n, reserved[i]) == 0)
+            return false;
+    return true;
+}
+
+/* A header value: printable ASCII, each {{secret:NAME}} well formed. */
+static int value_check(const char *v, brig_error **err)
+{
+    if (strlen(v) > 4096)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "a header value is longer than 4096 bytes");
+    for (const char *p = v; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+            return brig_error_set(err, BRIG_E_INVALID, 0, "header values must be printable ASCII");
+    for (const char *p = strstr(v, "{{"); p; p = strstr(p + 2, "{{")) {
+        const char *close = strstr(p, "}}");
+        if (strncmp(p, "{{secret:", 9) != 0 || close == NULL)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'{{' in a header value must start {{secret:NAME}}");
+        _cleanup_free_ char *name = brig_asprintf("%.*s", (int)(close - p - 9), p + 9);
+        if (brig_vault_check_name(name, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int brig_injection_check(json_t *rules, brig_error **err)
+{
+    if (!json_is_array(rules) || json_array_size(rules) > RULES_MAX)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "'rules' must be an array of at most %d",
+                              RULES_MAX);
+    size_t i;
+    json_t *r;
+    json_array_foreach(rules, i, r)
+    {
+        json_t *host = json_object_get(r, "host"), *headers = json_object_get(r, "headers");
+        if (!json_is_object(r) || json_object_size(r) != 2 || !json_is_string(host) ||
+            !host_ok(json_string_value(host)))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "rule %zu: needs \"host\" (a lower-case name or *.suffix) "
+                                  "and \"headers\", nothing else",
+                                  i);
+        if (!json_is_object(headers) || json_object_size(headers) == 0 ||
+            json_object_size(headers) > HEADERS_MAX)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "rule %zu: 'headers' must be an object of 1 to %d strings", i,
+                                  HEADERS_MAX);
+        const char *k;
+        json_t *v;
+        json_object_foreach(headers, k, v)
+        {
+            if (!header_name_ok(k))
+                return brig_error_set(err, BRIG_E_INVALID, 0,
+                                      "rule %zu: header '%.64s' cannot be set", i, k);
+            if (!json_is_string(v) || value_check(json_string_value(v), err) < 0) {
+                if (err && *err == NULL)
+                    brig_error_set(err, BRIG_E_INVALID, 0, "rule %zu: header values are strings",
+                                   i);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+json_t *brig_injection_get(brigd *d, const char *project_id, brig_error **err)
+{
+    char *text = NULL;
+    int r = brig_store_injections_get(d->store, project_id, &text, err);
+    if (r < 0)
+        return NULL;
+    json_t *rules = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    return json_is_array(rules) ? rules : (json_decref(rules), json_array());
+}
+
+/* Whether a rule of rules names secret name. */
+static bool named(json_t *rules, const char *name)
+{
+    _cleanup_free_ char *ref = brig_asprintf("{{secret:%s}}", name);
+    size_t i;
+    json_t *r;
+    json_array_foreach(rules, i, r)
+    {
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(r, "headers"), k,
+                            v) if (strstr(json_string_value(v), ref)) return true;
+    }
+    return false;
+}
+
+/* The proxy's view of rules and secrets (the arrays malloc'd; strings lent). */
+static void view(brigd *d, const char *id, json_t *rules, json_t *secrets, brig_inject *out,
+                 char (*ph)[64])
+{
+    size_t nr = json_array_size(rules), ns = 0;
+    brig_inject_rule *rv = brig_xcalloc(nr ? nr : 1, sizeof(*rv));
+    for (size_t i = 0; i < nr; i++) {
+        json_t *r = json_array_get(rules, i), *hs = json_object_get(r, "headers");
+        brig_inject_header *h = brig_xcalloc(json_object_size(hs) + 1, sizeof(*h));
+        size_t k = 0;
+        const char *name;
+        json_t *v;
+        json_object_foreach(hs, name, v) h[k++] = (brig_inject_header){name, json_string_value(v)};
+        rv[i] = (brig_inject_rule){json_string_value(json_object_get(r, "host")), h, k};
+    }
+    brig_inject_secret *sv = brig_xcalloc(json_object_size(secrets) + 1, sizeof(*sv));
+    const char *name;
+    json_t *v;
+    json_object_foreach(secrets, name, v)
+    {
+        if (!named(rules, name))
+            continue;
+        brig_vault_placeholder(d->vault, id, name, ph[ns]);
+        sv[ns] = (brig_inject_secret){name, json_string_value(v), ph[ns], 0};
+        ns++;
+    }
+    *out = (brig_inject){rv, nr, sv, ns};
+}
+
+static void view_dispose(brig_inject *in)
+{
+    for (size_t i = 0; i < in->n_rules; i++)
+        free((void *)in->rules[i].headers);
+    free((void *)in->rules);
+    free((void *)in->secrets);
+}
+
+int brig_injection_apply(brigd *d, brig_sandbox *sb, brig_error **err)
+{
+    brig_net_sandbox *net = brig_sandbox_net(sb);
+    if (net == NULL)
+        return 0;
+    json_t *rules = brig_injection_get(d, brig_sandbox_spec_of(sb)->project_id, err);
+    if (rules == NULL)
+        return -1;
+    json_t *secrets = NULL;
+    if (json_array_size(rules) && brig_sandbox_secrets(d, sb, &secrets, err) < 0) {
+        json_decref(rules);
+        return -1;
+    }
+    char(*ph)[64] = brig_xcalloc(json_object_size(secrets) + 1, 64);
+    brig_inject in;
+    view(d, brig_sandbox_id(sb), rules, secrets, &in, ph);
+    int rc = brig_net_set_inject(d->net, net, &in, err);
+    view_dispose(&in);
+    free(ph);
+    brig_vault_wipe(secrets);
+    json_decref(rules);
+    return rc;
+}
+
+static void apply_one(brigd *d, brig_sandbox *sb, void *arg)
+{
+    (void)arg;
+    brig_error *err = NULL;
+    if (brig_injection_apply(d, sb, &err) < 0) {
+        brig_err("sandbox %s: injection rules: %s", brig_sandbox_id(sb), err->msg);
+        brig_error_clear(&err);
+    }
+}
+
+int brig_injection_put(brigd *d, const char *project_id, json_t *rules, brig_error **err)
+{
+    if (brig_injection_check(rules, err) < 0)
+        return -1;
+    _cleanup_free_ char *text = json_dumps(rules, JSON_COMPACT | JSON_SORT_KEYS);
+    if (brig_store_injections_put(d->store, project_id, text, err) < 0)
+        return -1;
+    brig_registry_each_running(d, project_id, BRIG_EACH_USE | BRIG_EACH_NETWORKED, apply_one, NULL);
+    return 0;
+}
+
+void brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets)
+{
+    if (json_object_size(secrets) == 0)
+        return;
+    json_t *rules = brig_injection_get(d, brig_sandbox_spec_of(sb)->project_id, NULL);
+    const char *name;
+    json_t *v;
+    json_object_foreach(secrets, name, v)
+    {
+        if (!named(rules, name))
+            continue;
+        char ph[64];
+        brig_vault_placeholder(d->vault, brig_sandbox_id(sb), name, ph);
+        char *s = (char *)json_string_value(v);
+        explicit_bzero(s, strlen(s));
+        json_string_set(v, ph);
+    }
+    json_decref(rules);
+}

@@ -1,0 +1,30 @@
+/*
+ * injection.h - a project's credential injection rules (docs/secrets.md): stored as
+ * JSON, handed to each running sandbox's egress proxy (net/inject.c) with the values
+ * of the secrets they name, and the placeholders those secrets become in the
+ * sandbox's commands' environment.
+ */
+#ifndef BRIG_INJECTION_H
+#define BRIG_INJECTION_H
+
+#include <jansson.h>
+
+#include "error.h"
+#include "registry.h"
+#include "server.h"
+
+/* Checks rules: an array of {"host": "api.example.com" | "*.example.com",
+ * "headers": {"Name": "value with {{secret:NAME}}"}}; BRIG_E_INVALID naming the
+ * problem otherwise. */
+int brig_injection_check(json_t *rules, brig_error **err);
+/* Stores the project's rules (checked) and applies them to its running sandboxes. */
+int brig_injection_put(brigd *d, const char *project_id, json_t *rules, brig_error **err);
+/* The project's rules (a new array; empty when it has none). */
+json_t *brig_injection_get(brigd *d, const char *project_id, brig_error **err);
+/* Hands the project's rules and the secrets they name to the sandbox's proxy. */
+int brig_injection_apply(brigd *d, brig_sandbox *sb, brig_error **err);
+/* In secrets (a command's, {"NAME": "value"}), replaces the value of every secret a
+ * rule of the sandbox's project names by its placeholder (the old value wiped). */
+void brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets);
+
+#endif

