@@ -30,6 +30,7 @@
 #include "core/settings.h"
 #include "api/http.h"
 #include "sandbox/build.h"
+#include "sandbox/injection.h"
 #include "sandbox/janitor.h"
 #include "sandbox/pool.h"
 #include "sandbox/reconcile.h"
@@ -305,12 +306,18 @@ static int run(brigd *d, int sigfd, brig_error **err)
         return -1;
     /* Networking is optional: without it sandboxes keep an isolated namespace
      * with loopback only (no egress at all), never an unfiltered one. */
+    _cleanup_free_ char *ca_key = NULL;
+    if (strcmp(d->cfg.network, "off") != 0 && brig_injection_ca(d, &d->ca_pem, &ca_key, err) < 0)
+        return -1;
     brig_net_config nc = {.state_dir = d->cfg.state_dir,
                           .pool = d->cfg.net_pool,
                           .dns_upstream = d->cfg.dns_upstream,
                           .dns_grants_max = (int)d->cfg.dns_grants_max,
                           .dns_ttl_max = (int)d->cfg.dns_ttl_max,
-                          .connections_max = (int)d->cfg.net_connections_max};
+                          .connections_max = (int)d->cfg.net_connections_max,
+                          .ca_cert_pem = d->ca_pem,
+                          .ca_key_pem = ca_key,
+                          .upstream_ca = d->cfg.proxy_upstream_ca};
     brig_error *nerr = NULL;
     if (strcmp(d->cfg.network, "off") == 0) {
         brig_info("networking off (network = off): sandboxes have loopback only");
@@ -320,6 +327,8 @@ static int run(brigd *d, int sigfd, brig_error **err)
         brig_error_clear(&nerr);
         d->net = brig_net_none();
     }
+    if (ca_key)
+        explicit_bzero(ca_key, strlen(ca_key));
     brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg),
                         disk_budget_mib(&d->cfg));
     d->exec_output = brig_quota_new(d->cfg.output_budget, d->cfg.output_budget_per_account);
@@ -416,6 +425,7 @@ int main(int argc, char **argv)
     brig_audit_free(d.audit);
     brig_runtime_free(d.rt);
     brig_vault_close(d.vault);
+    free(d.ca_pem);
     if (d.store)
         brig_admission_dispose(&d.admission);
     brig_store_close(d.store);

@@ -79,21 +79,6 @@ static void scan_drop(scan *s, size_t k)
 
 /* ---- I/O ------------------------------------------------------------------------------ */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w <= 0) {
-            if (w < 0 && errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static void timeouts(int fd)
 {
     struct timeval tv = {BRIG_INJ_IO_TIMEOUT / 1000, 0};
@@ -114,8 +99,8 @@ static void answer(brig_inj_conn *c, int status, const char *msg)
                                "Connection: close\r\nX-Brig-Proxy: refused\r\n"
                                "Content-Length: %zu\r\n\r\n",
                                status, reason, strlen(body));
-    (void)write_all(c->fd, head, strlen(head));
-    (void)write_all(c->fd, body, strlen(body));
+    (void)brig_injio_write(c, 0, head, strlen(head));
+    (void)brig_injio_write(c, 0, body, strlen(body));
     free(head);
     free(body);
 }
@@ -312,45 +297,54 @@ static int connect_upstream(brig_inj_conn *c)
     return connect(c->up, (struct sockaddr *)&c->dst, sizeof(c->dst));
 }
 
+/* Moves what side src has to the other side through sc (masking when mask);
+ * -1 when src is done or the other side failed, 1 when a guard pattern was met. */
+static int pump(brig_inj_conn *c, int src, scan *sc, bool mask)
+{
+    char b[16384];
+    ssize_t r = brig_injio_read(c, src, b, sizeof(b));
+    if (r == -2)
+        return 0;
+    if (r <= 0)
+        return -1;
+    const char *hit = NULL;
+    size_t out = scan_feed(sc, b, (size_t)r, mask, &hit);
+    if (hit)
+        return 1;
+    if (brig_injio_write(c, !src, sc->buf, out) < 0)
+        return -1;
+    scan_drop(sc, out);
+    return 0;
+}
+
 /* Relays both ways until either side is done: the sandbox's bytes scanned for
  * placeholders that must not go to this host (the connection then ends), the
  * upstream's with mask's values masked. */
 static void relay(brig_inj_conn *c, scan *mask, scan *guard)
 {
-    char b[16384];
     struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->up, .events = POLLIN}};
+    bool open_in = true;
     for (;;) {
-        int k = poll(p, 2, BRIG_INJ_IO_TIMEOUT);
-        if (k <= 0)
+        bool pend = brig_injio_pending(c, 0) || brig_injio_pending(c, 1);
+        int k = poll(p, 2, pend ? 0 : BRIG_INJ_IO_TIMEOUT);
+        if (k < 0 || (k == 0 && !pend))
             break;
-        if (p[0].revents) {
-            ssize_t r = recv(c->fd, b, sizeof(b), 0);
-            if (r <= 0) {
-                shutdown(c->up, SHUT_WR);
+        if (open_in && (p[0].revents || brig_injio_pending(c, 0))) {
+            int r = pump(c, 0, guard, false);
+            if (r == 1)
+                return;
+            if (r < 0) {
+                shutdown(c->up, SHUT_WR); /* the request is whole: the answer may follow */
+                open_in = false;
                 p[0].fd = -1;
-            } else {
-                const char *hit = NULL;
-                size_t out = scan_feed(guard, b, (size_t)r, false, &hit);
-                if (hit || write_all(c->up, guard->buf, out) < 0)
-                    break;
-                scan_drop(guard, out);
             }
         }
-        if (p[1].revents) {
-            ssize_t r = recv(c->up, b, sizeof(b), 0);
-            if (r <= 0)
-                break;
-            size_t out = scan_feed(mask, b, (size_t)r, true, NULL);
-            if (write_all(c->fd, mask->buf, out) < 0)
-                return;
-            scan_drop(mask, out);
-        }
+        if ((p[1].revents || brig_injio_pending(c, 1)) && pump(c, 1, mask, true) < 0)
+            break;
     }
     /* What is held back is no longer the start of a value: it goes out. */
     if (mask->used)
-        (void)write_all(c->fd, mask->buf, mask->used);
-    if (guard->used && p[0].fd >= 0)
-        (void)write_all(c->up, guard->buf, guard->used);
+        (void)brig_injio_write(c, 0, mask->buf, mask->used);
 }
 
 /* Reads the request head into buf; its length, or -1 (answered when it was bad). */
@@ -364,7 +358,9 @@ static long read_head(brig_inj_conn *c, char *buf, size_t *got, brig_http_head *
                 answer(c, 400, why);
             return k;
         }
-        ssize_t r = recv(c->fd, buf + *got, BRIG_HTTP_HEAD_MAX - *got, 0);
+        ssize_t r = brig_injio_read(c, 0, buf + *got, BRIG_HTTP_HEAD_MAX - *got);
+        if (r == -2)
+            continue;
         if (r <= 0)
             return -1;
         *got += (size_t)r;
@@ -382,57 +378,88 @@ static void passthrough(brig_inj_conn *c)
     free(none2.buf);
 }
 
-static void serve_http(brig_inj_conn *c)
+/* A refusal after the checks: logged and answered. */
+static void refuse(brig_inj_conn *c, const char *buf, const brig_http_head *h, const char *host,
+                   int status, const char *why)
 {
-    char *buf = brig_xmalloc(BRIG_HTTP_HEAD_MAX);
+    json_t *rec = record(c, buf, h, host, "refused");
+    json_object_set_new(rec, "reason", json_string(why));
+    brig_inject_log(c->n, c->cfg->sandbox_id, rec);
+    answer(c, status, why);
+}
+
+/* The scans of a request under rule: values to mask coming back, placeholders that
+ * must not go out. */
+static void scans_of(const brig_inj_cfg *cfg, const brig_inject_rule *rule, scan *mask, scan *guard)
+{
+    for (size_t i = 0; i < cfg->n_secrets; i++) {
+        const brig_inject_secret *s = &cfg->secrets[i];
+        if (rule_uses(rule, s))
+            scan_add(mask, s->value, s->name);
+        else
+            scan_add(guard, s->placeholder, s->name);
+    }
+}
+
+/* Connects upstream (TLS when the sandbox's side is) and sends head; -1 when it
+ * was answered with a refusal. */
+static int open_upstream(brig_inj_conn *c, const char *buf, const brig_http_head *h,
+                         const char *host, const char *head)
+{
+    _cleanup_free_ char *why = NULL;
+    if (connect_upstream(c) < 0)
+        why = brig_asprintf("%s cannot be reached", host);
+    else if (c->ssl[0] && brig_injtls_connect(c, host, &why) < 0)
+        ;
+    else if (brig_injio_write(c, 1, head, strlen(head)) < 0)
+        why = brig_asprintf("%s closed the connection", host);
+    if (why == NULL)
+        return 0;
+    refuse(c, buf, h, host, 502, why);
+    return -1;
+}
+
+/* One request (plain, or inside the sandbox's TLS to sni) to the end. */
+static void serve_http(brig_inj_conn *c, const char *sni)
+{
+    char *buf = brig_xmalloc(BRIG_HTTP_HEAD_MAX), host[256];
     size_t got = 0;
     brig_http_head h;
-    char host[256];
     const brig_inject_rule *rule = NULL;
     scan mask = {0}, guard = {0};
     long head_len = read_head(c, buf, &got, &h);
     if (head_len < 0)
         goto out;
     host_of(buf, &h, host);
+    if (sni && strcmp(sni, host) != 0) {
+        refuse(c, buf, &h, host, 421, "the Host header differs from the TLS server name");
+        goto out;
+    }
     if (check(c, buf, head_len, &h, host, &rule) < 0)
         goto out;
     _cleanup_free_ char *why = NULL;
     char *head = rewrite(c, buf, &h, rule, &why);
     if (head == NULL) {
-        json_t *rec = record(c, buf, &h, host, "refused");
-        json_object_set_new(rec, "reason", json_string(why));
-        brig_inject_log(c->n, c->cfg->sandbox_id, rec);
-        answer(c, 403, why);
+        refuse(c, buf, &h, host, 403, why);
         goto out;
     }
-    for (size_t i = 0; i < c->cfg->n_secrets; i++) {
-        const brig_inject_secret *s = &c->cfg->secrets[i];
-        if (rule_uses(rule, s))
-            scan_add(&mask, s->value, s->name);
-        else
-            scan_add(&guard, s->placeholder, s->name);
-    }
+    scans_of(c->cfg, rule, &mask, &guard);
     if (rule) {
-        json_t *rec = record(c, buf, &h, host, "injected");
-        json_t *names = json_array();
+        json_t *rec = record(c, buf, &h, host, "injected"), *names = json_array();
         for (size_t i = 0; i < mask.n; i++)
             json_array_append_new(names, json_string(mask.name[i]));
         json_object_set_new(rec, "secrets", names);
         brig_inject_log(c->n, c->cfg->sandbox_id, rec);
     }
-    int rc = connect_upstream(c);
-    if (rc == 0)
-        rc = write_all(c->up, head, strlen(head));
+    int rc = open_upstream(c, buf, &h, host, head);
     explicit_bzero(head, strlen(head));
     free(head);
-    if (rc < 0) {
-        answer(c, 502, "the upstream cannot be reached");
+    if (rc < 0)
         goto out;
-    }
     if (got > (size_t)head_len) {
         const char *hit = NULL;
         size_t out = scan_feed(&guard, buf + head_len, got - (size_t)head_len, false, &hit);
-        if (hit || write_all(c->up, guard.buf, out) < 0)
+        if (hit || brig_injio_write(c, 1, guard.buf, out) < 0)
             goto out;
         scan_drop(&guard, out);
     }
@@ -443,13 +470,29 @@ out:
     free(guard.buf);
 }
 
+/* HTTPS: intercepted when its server name has a rule and the proxy has a CA. */
+static void serve_tls(brig_inj_conn *c)
+{
+    char sni[256];
+    int k = brig_injtls_sni(c->fd, sni);
+    if (k < 0)
+        return;
+    if (k == 0 || c->tls_state == NULL || brig_inject_rule_for(c->cfg, sni) == NULL) {
+        passthrough(c);
+        return;
+    }
+    if (brig_injtls_accept(c, sni) == 0)
+        serve_http(c, sni);
+}
+
 void brig_injconn_serve(brig_inj_conn *c)
 {
     timeouts(c->fd);
     if (c->tls)
-        passthrough(c);
+        serve_tls(c);
     else
-        serve_http(c);
+        serve_http(c, NULL);
+    brig_injtls_close(c);
     close(c->fd);
     if (c->up >= 0)
         close(c->up);

@@ -30,6 +30,7 @@ typedef struct brig_injector {
     bool stop;            /* under n->lock */
     brig_inj_conn *conns; /* in flight, under n->lock */
     pthread_cond_t idle;  /* signalled when conns empties */
+    brig_injtls *tls;     /* NULL: HTTPS relayed only */
 } brig_injector;
 
 /* ---- rules -------------------------------------------------------------------------- */
@@ -216,7 +217,13 @@ static void accept_one(brig_net_host *n, int fd)
         free(c);
         return;
     }
-    *c = (brig_inj_conn){.n = n, .cfg = s->inj, .fd = cfd, .up = -1, .dst = c->dst, .tls = tls};
+    *c = (brig_inj_conn){.n = n,
+                         .cfg = s->inj,
+                         .fd = cfd,
+                         .up = -1,
+                         .dst = c->dst,
+                         .tls = tls,
+                         .tls_state = n->injector->tls};
     atomic_fetch_add(&c->cfg->refs, 1);
     atomic_fetch_add(&c->cfg->active, 1);
     c->next = n->injector->conns;
@@ -266,8 +273,11 @@ static void *accept_loop(void *arg)
 
 int brig_inject_start(brig_net_host *n, const brig_net_config *cfg, brig_error **err)
 {
-    (void)cfg;
+    brig_injtls *tls = NULL;
+    if (brig_injtls_new(cfg, &tls, err) < 0)
+        return -1;
     brig_injector *j = brig_xcalloc(1, sizeof(*j));
+    j->tls = tls;
     j->ep = epoll_create1(EPOLL_CLOEXEC);
     j->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_cond_init(&j->idle, NULL);
@@ -315,6 +325,7 @@ void brig_inject_stop(brig_net_host *n)
     if (j->wake_fd >= 0)
         close(j->wake_fd);
     pthread_cond_destroy(&j->idle);
+    brig_injtls_free(j->tls);
     free(j);
     n->injector = NULL;
 }

@@ -34,8 +34,12 @@ typedef struct brig_inj_conn {
     int up;                            /* upstream; -1 until connected */
     struct sockaddr_in dst;            /* where the sandbox was going (SO_ORIGINAL_DST) */
     bool tls;                          /* came in on the HTTPS port */
+    struct brig_injtls *tls_state;     /* the proxy's (NULL: HTTPS is relayed only) */
+    void *ssl[2];                      /* SSL of the sandbox's side, the upstream's; NULL: plain */
     struct brig_inj_conn *prev, *next; /* the injector's list (stop shuts them down) */
 } brig_inj_conn;
+
+typedef struct brig_injtls brig_injtls;
 
 /* ---- inject.c (for the connections) ----------------------------------------------- */
 
@@ -54,5 +58,29 @@ void brig_inject_log(brig_net_host *n, const char *sandbox_id, json_t *rec);
 void brig_injconn_serve(brig_inj_conn *c);
 /* The rule of cfg for host (lower case, no port), or NULL. */
 const brig_inject_rule *brig_inject_rule_for(const brig_inj_cfg *cfg, const char *host);
+
+/* ---- injtls.c ------------------------------------------------------------------------ */
+
+/* The proxy's TLS state from cfg's CA (*out NULL when cfg has none: HTTPS is then
+ * relayed, never intercepted); BRIG_E_INVALID when the CA or upstream_ca do not load. */
+int brig_injtls_new(const brig_net_config *cfg, brig_injtls **out, brig_error **err);
+void brig_injtls_free(brig_injtls *t);
+/* Peeks the server name of the ClientHello waiting on fd (nothing consumed): 1 and
+ * out, 0 when it has none or is no TLS, -1 when the peer went away or was too slow. */
+int brig_injtls_sni(int fd, char out[256]);
+/* The sandbox side's handshake with a leaf for host (c->ssl[0]); -1 when it fails. */
+int brig_injtls_accept(brig_inj_conn *c, const char *host);
+/* The upstream side's handshake on c->up, verified for host (c->ssl[1]); -1 with
+ * *why (malloc'd) when it fails. */
+int brig_injtls_connect(brig_inj_conn *c, const char *host, char **why);
+/* Frees both sides' SSL (the sockets stay). */
+void brig_injtls_close(brig_inj_conn *c);
+/* A side's read (0: the sandbox's, 1: upstream): bytes, 0 at its end, -1 on an error
+ * or timeout, -2 when TLS read only a record without data (poll again). */
+ssize_t brig_injio_read(brig_inj_conn *c, int side, void *b, size_t n);
+/* Writes all of b to a side; -1 on failure. */
+int brig_injio_write(brig_inj_conn *c, int side, const void *b, size_t n);
+/* Whether TLS holds read data of a side that poll cannot see. */
+bool brig_injio_pending(brig_inj_conn *c, int side);
 
 #endif

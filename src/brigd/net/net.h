@@ -55,6 +55,10 @@ typedef struct brig_net_config {
     int dns_ttl_max;          /* seconds such an address stays open at most, and the TTL
                                  answers tell the sandbox at most; 0: 3600; 10 .. 86400 */
     int connections_max;      /* tracked forwarded connections per sandbox; 0: 1024 */
+    const char *ca_cert_pem;  /* the egress proxy's CA (brig_net_ca_make); NULL: HTTPS */
+    const char *ca_key_pem;   /* toward injected hosts is relayed, never intercepted */
+    const char *upstream_ca;  /* a CA file the proxy trusts upstream besides the host's
+                                 store (tests: their own CA); NULL: none */
 } brig_net_config;
 
 /* The host flavour: host-wide set-up (nftables table, forwarding, NAT).
@@ -152,6 +156,10 @@ typedef struct brig_inject {
     const brig_inject_secret *secrets;
     size_t n_secrets;
 } brig_inject;
+
+/* A new CA for the egress proxy (EC P-256, self-signed, 10 years): PEM texts, malloc'd
+ * (the caller seals the key and wipes it). */
+int brig_net_ca_make(char **cert_pem, char **key_pem, brig_error **err);
 
 /* Sets (copies) the sandbox's rules and the secrets they may use; no rules (inj NULL
  * or n_rules 0) turns the proxy off for it.  The none flavour accepts and ignores it. */

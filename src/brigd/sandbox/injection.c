@@ -6,7 +6,9 @@
 #include "injection.h"
 
 #include <string.h>
+#include <unistd.h>
 
+#include "agentc/agentc.h"
 #include "log.h"
 #include "secrets.h"
 #include "vault/vault.h"
@@ -166,6 +168,8 @@ static void view_dispose(brig_inject *in)
     free((void *)in->secrets);
 }
 
+static int install_ca(brigd *d, brig_sandbox *sb, brig_error **err);
+
 int brig_injection_apply(brigd *d, brig_sandbox *sb, brig_error **err)
 {
     brig_net_sandbox *net = brig_sandbox_net(sb);
@@ -182,7 +186,9 @@ int brig_injection_apply(brigd *d, brig_sandbox *sb, brig_error **err)
     char(*ph)[64] = brig_xcalloc(json_object_size(secrets) + 1, 64);
     brig_inject in;
     view(d, brig_sandbox_id(sb), rules, secrets, &in, ph);
-    int rc = brig_net_set_inject(d->net, net, &in, err);
+    int rc = in.n_rules && d->ca_pem ? install_ca(d, sb, err) : 0;
+    if (rc == 0)
+        rc = brig_net_set_inject(d->net, net, &in, err);
     view_dispose(&in);
     free(ph);
     brig_vault_wipe(secrets);
@@ -211,11 +217,16 @@ int brig_injection_put(brigd *d, const char *project_id, json_t *rules, brig_err
     return 0;
 }
 
-void brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets)
+#define CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define CA_FILE   "/usr/local/share/ca-certificates/brig-egress-ca.crt"
+
+json_t *brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets)
 {
-    if (json_object_size(secrets) == 0)
-        return;
     json_t *rules = brig_injection_get(d, brig_sandbox_spec_of(sb)->project_id, NULL);
+    if (json_array_size(rules) == 0) {
+        json_decref(rules);
+        return NULL;
+    }
     const char *name;
     json_t *v;
     json_object_foreach(secrets, name, v)
@@ -229,4 +240,98 @@ void brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets)
         json_string_set(v, ph);
     }
     json_decref(rules);
+    if (d->ca_pem == NULL)
+        return NULL;
+    /* The brig CA, for the clients that do not read the system store (or not only). */
+    return json_pack("{ss ss ss ss ss ss}", "SSL_CERT_FILE", CA_BUNDLE, "REQUESTS_CA_BUNDLE",
+                     CA_BUNDLE, "CURL_CA_BUNDLE", CA_BUNDLE, "PIP_CERT", CA_BUNDLE,
+                     "NPM_CONFIG_CAFILE", CA_BUNDLE, "NODE_EXTRA_CA_CERTS", CA_FILE);
+}
+
+/* The sandbox's system CA bundle (empty when it has none). */
+static void bundle_read(brigd *d, brig_sandbox *sb, brig_buf *b)
+{
+    int fd = d->rt->ops->connect(d->rt, brig_sandbox_runtime(sb), NULL);
+    int64_t size = 0;
+    int mode = 0;
+    if (fd >= 0 && brig_agentc_read_begin(fd, CA_BUNDLE, &size, &mode, NULL) == 0) {
+        brig_frame f = {0};
+        while (b->len < (4u << 20) && brig_agentc_read_chunk(fd, &f, NULL) > 0)
+            brig_buf_append(b, f.payload, f.hdr.len);
+        brig_frame_dispose(&f);
+    }
+    if (fd >= 0)
+        close(fd);
+    brig_buf_append(b, "", 0);
+}
+
+static int file_write(brigd *d, brig_sandbox *sb, const char *path, const char *text,
+                      brig_error **err)
+{
+    int fd = d->rt->ops->connect(d->rt, brig_sandbox_runtime(sb), err);
+    if (fd < 0)
+        return -1;
+    _cleanup_free_ char *dir = brig_xstrdup(path);
+    *strrchr(dir, '/') = 0;
+    int r = brig_agentc_mkdir(fd, dir, 0755, true, NULL);
+    close(fd);
+    fd = d->rt->ops->connect(d->rt, brig_sandbox_runtime(sb), err);
+    r = fd < 0 ? -1 : brig_agentc_write_begin(fd, path, 0644, err);
+    if (r == 0)
+        r = brig_agentc_write_chunk(fd, text, strlen(text), err);
+    if (r == 0)
+        r = brig_agentc_write_end(fd, NULL, err);
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+/* The brig CA into the sandbox's system store (once) and a file of its own. */
+static int install_ca(brigd *d, brig_sandbox *sb, brig_error **err)
+{
+    brig_buf b = {0};
+    bundle_read(d, sb, &b);
+    int r = 0;
+    if (strstr(b.data, d->ca_pem) == NULL) {
+        if (b.len && b.data[b.len - 1] != '\n')
+            brig_buf_append(&b, "\n", 1);
+        brig_buf_printf(&b, "%s", d->ca_pem);
+        r = file_write(d, sb, CA_BUNDLE, b.data, err);
+        if (r == 0)
+            r = file_write(d, sb, CA_FILE, d->ca_pem, err);
+    }
+    brig_buf_dispose(&b);
+    return r;
+}
+
+#define CA_OWNER "brigd-ca" /* the vault's owner of the CA (never a project or sandbox id) */
+
+int brig_injection_ca(brigd *d, char **cert_pem, char **key_pem, brig_error **err)
+{
+    *cert_pem = *key_pem = NULL;
+    json_t *kept = NULL;
+    if (brig_vault_open_all(d->vault, d->store, CA_OWNER, &kept, err) < 0)
+        return -1;
+    const char *c = json_string_value(json_object_get(kept, "CERT"));
+    const char *k = json_string_value(json_object_get(kept, "KEY"));
+    if (c && k) {
+        *cert_pem = brig_xstrdup(c);
+        *key_pem = brig_xstrdup(k);
+        brig_vault_wipe(kept);
+        return 0;
+    }
+    brig_vault_wipe(kept);
+    if (brig_net_ca_make(cert_pem, key_pem, err) < 0)
+        return -1;
+    if (brig_vault_put(d->vault, d->store, CA_OWNER, "CERT", *cert_pem, strlen(*cert_pem), err) <
+            0 ||
+        brig_vault_put(d->vault, d->store, CA_OWNER, "KEY", *key_pem, strlen(*key_pem), err) < 0) {
+        free(*cert_pem);
+        explicit_bzero(*key_pem, strlen(*key_pem));
+        free(*key_pem);
+        *cert_pem = *key_pem = NULL;
+        return -1;
+    }
+    brig_info("egress proxy: a new CA, its key sealed in the store");
+    return 0;
 }

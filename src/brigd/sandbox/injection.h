@@ -23,8 +23,15 @@ int brig_injection_put(brigd *d, const char *project_id, json_t *rules, brig_err
 json_t *brig_injection_get(brigd *d, const char *project_id, brig_error **err);
 /* Hands the project's rules and the secrets they name to the sandbox's proxy. */
 int brig_injection_apply(brigd *d, brig_sandbox *sb, brig_error **err);
-/* In secrets (a command's, {"NAME": "value"}), replaces the value of every secret a
- * rule of the sandbox's project names by its placeholder (the old value wiped). */
-void brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets);
+/* In secrets (a command's, {"NAME": "value"}; may be NULL), replaces the value of every
+ * secret a rule of the sandbox's project names by its placeholder (the old value
+ * wiped).  Returns what the command's environment needs besides when its project has
+ * rules (the variables that point clients at the brig CA: a new object), or NULL. */
+json_t *brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets);
+
+/* The egress proxy's CA: made at the first start, its key sealed with the master key
+ * (the vault, like a secret), the same one afterwards.  *cert_pem and *key_pem are
+ * malloc'd (wipe the key once the proxy has it). */
+int brig_injection_ca(brigd *d, char **cert_pem, char **key_pem, brig_error **err);
 
 #endif
