@@ -4,8 +4,11 @@ rule's host, and refuses a secret's placeholder toward any other host.
 
 The "internet" is test_network.py's (brigtest-inet, its DNS zone .test); this
 module adds a server there that records the headers it receives, on api.test
-(198.51.100.30) and second.test (198.51.100.40), port 80.  Its path /echo sends
-the request's Authorization header back in the body.
+(198.51.100.30) and second.test (198.51.100.40), HTTP on port 80 and HTTPS on
+443 with certificates of a test CA of its own (which this module's brigd trusts
+upstream through proxy_upstream_ca; the sandboxes do not).  wrong.test has
+second.test's address, so its server shows a certificate for another name.  The
+path /echo sends the request's Authorization header back in the body.
 """
 
 import base64
@@ -19,14 +22,14 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import brigtest  # noqa: E402
-from test_network import (API_ADDR, INET, SECOND_ADDR, NsApi, inet, napi,  # noqa: E402,F401
-                          netd, sbexec)
+from test_network import (API_ADDR, INET, SECOND_ADDR, inet, sandbox_links,  # noqa: E402,F401
+                          sbexec, start_in_hostns, stopped_clean, table_elements)
 
 VALUE = "sk_live_7Hq2vN9xR4tLm8Pw3Zy6Kb1D"  # the real secret
 RULE = {"host": "api.test", "headers": {"Authorization": "Bearer {{secret:API_KEY}}"}}
 
 RECORDER = r'''
-import http.server, json, socketserver, sys, threading
+import http.server, json, socketserver, ssl, sys, threading
 LOG = sys.argv[1]
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -44,21 +47,78 @@ class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     def server_bind(self):
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = self.server_address[:2]
-for a in sys.argv[2:]:
-    s = S((a, 80), H); threading.Thread(target=s.serve_forever, daemon=True).start()
+for spec in sys.argv[2:]:  # ADDR: HTTP on 80; ADDR:CERT:KEY: HTTPS on 443
+    a, *tls = spec.split(":")
+    s = S((a, 443 if tls else 80), H)
+    if tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(*tls)
+        s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
 print("ready", flush=True)
 threading.Event().wait()
 '''
 
 
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
 @pytest.fixture(scope="module")
-def recorder(inet):
+def pki(inet):
+    """A test CA and a certificate of it for api.test and second.test."""
+    d = pathlib.Path(inet["tmp"]) / "pki"
+    d.mkdir(exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj",
+            "/CN=brigtest upstream CA", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign", cwd=d)
+    for name in ("api.test", "second.test"):
+        (d / f"{name}.ext").write_text(f"subjectAltName=DNS:{name}\n")
+        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj",
+                f"/CN={name}", cwd=d)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", "-extfile",
+                f"{name}.ext", cwd=d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def injd(inet, pki):
+    """A brigd of this module's own in the test host namespace, trusting the test CA
+    upstream (test_network's own brigd, module-scoped there, is not running now)."""
+    cfg = pathlib.Path(inet["tmp"]) / "inject.conf"
+    cfg.write_text(f"[brigd]\nproxy_upstream_ca = {pki / 'ca.pem'}\n")
+    d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd-inject"), ["--config", str(cfg)])
+    start_in_hostns(d)
+    yield d
+    pathlib.Path("/tmp/i17-brigd.log").write_text(d.log())
+    stopped_clean(d)
+
+
+@pytest.fixture
+def napi(injd):
+    a = injd.net_api
+    yield a
+    for sb in a.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
+        if sb.get("state") not in ("deleted", "ended"):
+            a.request("DELETE", f"/v1/sandboxes/{sb['id']}")
+    brigtest.wait_for(lambda: sandbox_links() == [], what="sandbox links gone")
+    brigtest.wait_for(lambda: table_elements() == [], what="firewall elements gone")
+    assert not brigtest.leftovers(injd.state_dir)
+    assert "ERROR: AddressSanitizer" not in injd.log()
+
+
+@pytest.fixture(scope="module")
+def recorder(inet, pki):
     tmp = pathlib.Path(inet["tmp"])
     (tmp / "recorder.py").write_text(RECORDER)
     log = tmp / "recorded.jsonl"
     log.write_text("")
+    tls = [f"{a}:{pki / n}.pem:{pki / n}.key" for a, n in ((API_ADDR, "api.test"),
+                                                         (SECOND_ADDR, "second.test"))]
     p = subprocess.Popen(["ip", "netns", "exec", INET, "/usr/bin/python3", str(tmp / "recorder.py"),
-                          str(log), API_ADDR, SECOND_ADDR], stdout=subprocess.PIPE, text=True)
+                          str(log), API_ADDR, SECOND_ADDR, *tls], stdout=subprocess.PIPE,
+                         text=True)
     assert p.stdout.readline().strip() == "ready"
     yield log
     p.kill()
@@ -86,7 +146,7 @@ def test_rules_are_for_admin_keys_only(napi):
     p = project_with_rule(napi)
     assert napi.ok("GET", f"/v1/projects/{p}/injections").json()["rules"] == [RULE]
     k = napi.ok("POST", f"/v1/projects/{p}/keys", {"scope": "sandbox"}).json()["key"]
-    sbk = NsApi(napi.base_url, k)
+    sbk = type(napi)(napi.base_url, k)
     assert sbk.request("GET", f"/v1/projects/{p}/injections").status == 403
     assert sbk.request("PUT", f"/v1/projects/{p}/injections", {"rules": []}).status == 403
     for bad in ([{"host": "API.test", "headers": {"A": "b"}}],
@@ -101,24 +161,28 @@ def test_rules_are_for_admin_keys_only(napi):
 
 
 @pytest.mark.base
-def test_http_injection_from_curl_python_and_node(napi, recorder):
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_injection_from_curl_python_and_node(napi, recorder, scheme):
     p = project_with_rule(napi)
     sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
     rc, ph = sbexec(napi, sb, "printenv API_KEY")
     assert rc == 0 and ph.startswith("brig-placeholder-"), ph
     ph = ph.strip()
+    # over HTTPS, each client trusts the brig CA that signed the proxy's certificate
+    # (the system store or the variables brigd sets), never the upstream's test CA
+    u = f"{scheme}://api.test/"
     clients = {
-        "curl": 'curl -sS -m 5 -H "Authorization: Bearer $API_KEY" http://api.test/curl',
+        "curl": f'curl -sS -m 5 -H "Authorization: Bearer $API_KEY" {u}curl-{scheme}',
         "python": "python3 -c \"import os, urllib.request as u; print(u.urlopen(u.Request("
-                  "'http://api.test/python', headers={'Authorization': 'Bearer ' + "
+                  f"'{u}python-{scheme}', headers={{'Authorization': 'Bearer ' + "
                   "os.environ['API_KEY']}), timeout=5).read().decode())\"",
-        "node": "node -e \"fetch('http://api.test/node', {headers: {Authorization: 'Bearer ' + "
+        "node": f"node -e \"fetch('{u}node-{scheme}', {{headers: {{Authorization: 'Bearer ' + "
                 "process.env.API_KEY}}).then(r => r.text()).then(t => console.log(t))\"",
     }
     for name, cmd in clients.items():
         rc, out = sbexec(napi, sb, cmd)
         assert rc == 0 and out.strip() == "ok", (name, out)
-        got = [r for r in recorded(recorder) if r["path"] == f"/{name}"]
+        got = [r for r in recorded(recorder) if r["path"] == f"/{name}-{scheme}"]
         assert got and got[-1]["headers"]["Authorization"] == f"Bearer {VALUE}", (name, got)
     # the sandbox never held the value: no process's environment, no file it has
     scan = (f"import glob, os; v = {hidden(VALUE)}.encode(); n = 0\n"
@@ -135,7 +199,8 @@ def test_http_injection_from_curl_python_and_node(napi, recorder):
     assert (r["exit_code"], r["stdout"].strip()) == (0, "0"), r
     log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
     used = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
-    assert {e["path"] for e in used} >= {"/curl", "/python", "/node"}, log
+    assert {e["path"] for e in used} >= {f"/{c}-{scheme}" for c in clients}, log
+    assert {e["scheme"] for e in used} == {scheme}
     assert all(e["host"] == "api.test" and e["secrets"] == ["API_KEY"] for e in used)
     assert VALUE not in json.dumps(log)
     napi.delete(sb)
@@ -166,11 +231,12 @@ def test_placeholder_toward_another_host_is_refused_and_logged(napi, recorder):
 
 
 @pytest.mark.base
-def test_an_echoed_secret_is_masked_before_the_sandbox_sees_it(napi, recorder):
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_an_echoed_secret_is_masked_before_the_sandbox_sees_it(napi, recorder, scheme):
     p = project_with_rule(napi)
     sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
     # into a file, not stdout: the exec output's own redactor must not be what hides it
-    rc, out = sbexec(napi, sb, "curl -sS -m 5 -o /tmp/echo http://api.test/echo && "
+    rc, out = sbexec(napi, sb, f"curl -sS -m 5 -o /tmp/echo {scheme}://api.test/echo && "
                                f"python3 -c \"d = open('/tmp/echo').read(); "
                                f"print(len(d), {hidden(VALUE)} in d, '[REDACTED:API_KEY]' in d)\"")
     assert rc == 0 and out.split() == [str(len(f"auth=Bearer {VALUE}\n")), "False", "True"], out
@@ -193,4 +259,31 @@ def test_rules_apply_to_running_sandboxes_and_stop_when_removed(napi, recorder):
     assert out.strip() == "ok", out
     assert [r for r in recorded(recorder) if r["path"] == "/off"][-1]["headers"][
         "Authorization"] == "x"
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_https_without_a_rule_is_relayed_untouched_and_a_bad_upstream_refused(napi, recorder):
+    wrong = {"host": "wrong.test", "headers": {"Authorization": "Bearer {{secret:API_KEY}}"}}
+    p = project_with_rule(napi, rules=(RULE, wrong))
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    # second.test has no rule: its own certificate (the test CA's, which the sandbox
+    # does not trust: -k) reaches the sandbox, and its headers are the sandbox's
+    rc, out = sbexec(napi, sb, 'curl -sS -kv -m 5 -H "Authorization: Bearer mine" '
+                               'https://second.test/relayed')
+    assert rc == 0 and "brigtest upstream CA" in out and out.startswith("ok\n"), out
+    got = [r for r in recorded(recorder) if r["path"] == "/relayed"][-1]
+    assert got["headers"]["Authorization"] == "Bearer mine"
+    # wrong.test's server shows a certificate for second.test: the proxy refuses it
+    before = len(recorded(recorder))
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -w "%{http_code}" https://wrong.test/bad')
+    assert out.endswith("502") and "does not verify" in out, out
+    assert not [r for r in recorded(recorder)[before:] if r["path"] == "/bad"]
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    assert any(e["kind"] == "proxy" and e["verdict"] == "refused" and e["host"] == "wrong.test"
+               for e in log), log
+    # the SNI names the rule's host, the Host header another: refused
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -w "%{http_code}" -H "Host: second.test" '
+                               'https://api.test/mixed')
+    assert out.endswith("421"), out
     napi.delete(sb)

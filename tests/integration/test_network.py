@@ -68,6 +68,7 @@ ZONE = {  # name -> (address, ttl)
     "meta.test": ("169.254.169.254", 60), "priv.test": ("10.99.0.1", 60),
     "short.test": ("198.51.100.20", 1),
     "api.test": ("198.51.100.30", 60), "second.test": ("198.51.100.40", 60),
+    "wrong.test": ("198.51.100.40", 60),
 }
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):

@@ -256,14 +256,7 @@ void api_exec(brig_req *r)
         goto out;
     }
     json_t *ev = api_exec_event(&req, secrets); /* names only, before env holds values */
-    json_t *ca_env = brig_injection_env(r->d, sb, secrets); /* injected: placeholders only */
-    env = brig_sandbox_command_env(sb, secrets, req.env);
-    if (ca_env) {
-        if (env == NULL)
-            env = json_object();
-        json_object_update_missing(env, ca_env);
-        json_decref(ca_env);
-    }
+    env = brig_injection_command_env(r->d, sb, secrets, req.env); /* injected: placeholders */
     brig_vault_wipe(secrets);
     if (env)
         req.env = env;

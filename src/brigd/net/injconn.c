@@ -422,7 +422,7 @@ static int open_upstream(brig_inj_conn *c, const char *buf, const brig_http_head
 /* One request (plain, or inside the sandbox's TLS to sni) to the end. */
 static void serve_http(brig_inj_conn *c, const char *sni)
 {
-    char *buf = brig_xmalloc(BRIG_HTTP_HEAD_MAX), host[256];
+    char *buf = brig_xmalloc(BRIG_HTTP_HEAD_MAX), host[256], *why = NULL;
     size_t got = 0;
     brig_http_head h;
     const brig_inject_rule *rule = NULL;
@@ -437,7 +437,6 @@ static void serve_http(brig_inj_conn *c, const char *sni)
     }
     if (check(c, buf, head_len, &h, host, &rule) < 0)
         goto out;
-    _cleanup_free_ char *why = NULL;
     char *head = rewrite(c, buf, &h, rule, &why);
     if (head == NULL) {
         refuse(c, buf, &h, host, 403, why);
@@ -465,6 +464,7 @@ static void serve_http(brig_inj_conn *c, const char *sni)
     }
     relay(c, &mask, &guard);
 out:
+    free(why);
     free(buf);
     free(mask.buf);
     free(guard.buf);

@@ -41,7 +41,7 @@ typedef struct brig_inj_conn {
 
 typedef struct brig_injtls brig_injtls;
 
-/* ---- inject.c (for the connections) ----------------------------------------------- */
+/* ---- injpolicy.c (for the connections) ----------------------------------------------- */
 
 /* Whether the sandbox's egress policy lets it reach dst (what the firewall's
  * egress chain would decide for a forwarded connection). */
@@ -53,6 +53,9 @@ bool brig_inject_resolves_to(brig_net_host *n, const char *host, uint32_t addr);
 void brig_inject_log(brig_net_host *n, const char *sandbox_id, json_t *rec);
 
 /* ---- injconn.c ----------------------------------------------------------------------- */
+
+/* Drops a reference to a sandbox's rules (NULL: nothing). */
+void brig_inject_cfg_unref(brig_inj_cfg *c);
 
 /* Serves c to the end, then closes its sockets (c and its reference stay the caller's). */
 void brig_injconn_serve(brig_inj_conn *c);

@@ -28,8 +28,10 @@
  *   dnsmsg.c    DNS message handling over ldns (pure: no sockets; fuzzed)
  *   policy.c    egress policies: JSON, copies, normalised CIDRs
  *   inject.c    the egress proxy of credential injection: its rules per
- *               sandbox, listeners on the gateway, the accept thread, the
- *               policy's verdict for a proxied connection (inject_internal.h)
+ *               sandbox, listeners on the gateway, the accept thread
+ *               (inject_internal.h)
+ *   injpolicy.c the policy's verdict for a proxied connection, the DNS check
+ *               of a rule's host, the log (for injconn.c)
  *   injconn.c   one proxied connection: the request head (httpreq.c), the
  *               rule's headers, refusals, the relay with redaction
  *   injtls.c    TLS of the proxy: the brig CA's leaf certificates, upstream
@@ -446,9 +448,8 @@ void brig_inject_stop(brig_net_host *n);
 int brig_inject_set(brig_net_host *n, brig_net_sandbox *s, const brig_inject *inj,
                     brig_error **err);
 /* Under n->lock: closes s's listeners and drops its rules (connections in flight
- * keep their own reference and end on their own). */
+ * keep their own reference and end on their own).  Every record leaves the registry
+ * through here (attach.c's unregister, or brig_inject_stop at shutdown). */
 void brig_inject_remove(brig_net_host *n, brig_net_sandbox *s);
-/* Drops a reference to a sandbox's rules (NULL: nothing). */
-void brig_inject_cfg_unref(struct brig_inj_cfg *c);
 
 #endif

@@ -59,7 +59,6 @@ void brig_net_sandbox_free(brig_net_sandbox *s)
         return;
     brig_net_grants_dispose(s);
     brig_net_log_dispose(s);
-    brig_inject_cfg_unref(s->inj);
     brig_egress_dispose(&s->policy);
     free(s->id);
     free(s);

@@ -248,6 +248,20 @@ json_t *brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets)
                      "NPM_CONFIG_CAFILE", CA_BUNDLE, "NODE_EXTRA_CA_CERTS", CA_FILE);
 }
 
+json_t *brig_injection_command_env(brigd *d, const brig_sandbox *sb, json_t *secrets,
+                                   json_t *request_env)
+{
+    json_t *ca_env = brig_injection_env(d, sb, secrets);
+    json_t *env = brig_sandbox_command_env(sb, secrets, request_env);
+    if (ca_env) {
+        if (env == NULL)
+            env = json_object();
+        json_object_update_missing(env, ca_env);
+        json_decref(ca_env);
+    }
+    return env;
+}
+
 /* The sandbox's system CA bundle (empty when it has none). */
 static void bundle_read(brigd *d, brig_sandbox *sb, brig_buf *b)
 {

@@ -34,4 +34,10 @@ json_t *brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets);
  * malloc'd (wipe the key once the proxy has it). */
 int brig_injection_ca(brigd *d, char **cert_pem, char **key_pem, brig_error **err);
 
+/* A command's environment (brig_sandbox_command_env) with brig_injection_env's
+ * placeholders and variables (these where neither the sandbox nor the request set
+ * them); secrets' injected values are wiped in it.  A new object, or NULL when empty. */
+json_t *brig_injection_command_env(brigd *d, const brig_sandbox *sb, json_t *secrets,
+                                   json_t *request_env);
+
 #endif
