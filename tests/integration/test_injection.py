@@ -91,7 +91,6 @@ def injd(inet, pki):
     d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd-inject"), ["--config", str(cfg)])
     start_in_hostns(d)
     yield d
-    pathlib.Path("/tmp/i17-brigd.log").write_text(d.log())
     stopped_clean(d)
 
 
@@ -286,4 +285,48 @@ def test_https_without_a_rule_is_relayed_untouched_and_a_bad_upstream_refused(na
     rc, out = sbexec(napi, sb, 'curl -sS -m 5 -w "%{http_code}" -H "Host: second.test" '
                                'https://api.test/mixed')
     assert out.endswith("421"), out
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_per_step_credentials_expire(napi, recorder):
+    temp = {"host": "api.test", "headers": {"X-Temp": "{{secret:TEMP_KEY}}"}}
+    p = project_with_rule(napi, rules=(RULE, temp))
+    napi.ok("PUT", f"/v1/projects/{p}/secrets/TEMP_KEY", {"value": "tmp_4Xk9Qw2Lr7Zp"},
+            expect=(204,))
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    curl = 'curl -sS -m 5 -w " %{http_code}" -H "X-Temp: $TEMP_KEY" http://api.test/'
+
+    def step(path, creds=None):
+        body = {"cmd": curl + path + '; echo " $TEMP_KEY"'}
+        if creds is not None:
+            body["credentials"] = creds
+        return napi.ok("POST", f"/v1/sandboxes/{sb}/exec", body).json()
+
+    # granted for this step (the project's secret of that name), a placeholder in the env
+    r = step("granted", {"TEMP_KEY": {"ttl_seconds": 1}})
+    assert " 200 brig-placeholder-" in r["stdout"], r
+    assert [x for x in recorded(recorder) if x["path"] == "/granted"][-1]["headers"][
+        "X-Temp"] == "tmp_4Xk9Qw2Lr7Zp"
+    # a second of life: then the proxy refuses, and says why
+    brigtest.wait_for(lambda: "expired" in step("later")["stdout"], timeout=10,
+                      what="the credential to expire")
+    r = step("later")
+    assert " 403 " in r["stdout"] and "TEMP_KEY expired" in r["stdout"], r
+    # a value given just for this step
+    r = step("inline", {"TEMP_KEY": {"ttl_seconds": 60, "value": "given-just-now-77"}})
+    assert " 200 " in r["stdout"], r
+    assert [x for x in recorded(recorder) if x["path"] == "/inline"][-1]["headers"][
+        "X-Temp"] == "given-just-now-77"
+    # names no rule uses, the sandbox's own secrets, bad TTLs: 400 before anything runs
+    for creds in ({"OTHER": {"ttl_seconds": 5}}, {"API_KEY": {"ttl_seconds": 5}},
+                  {"TEMP_KEY": {"ttl_seconds": 0}}, {"TEMP_KEY": {"ttl": 5}}, {"TEMP_KEY": 5}):
+        rr = napi.request("POST", f"/v1/sandboxes/{sb}/exec", {"cmd": "true", "credentials": creds})
+        assert rr.status == 400, (creds, rr.body)
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    grants = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "granted"]
+    assert [g["secrets"] for g in grants] == [["TEMP_KEY"], ["TEMP_KEY"]], log
+    assert any(e["verdict"] == "refused" and "expired" in e["reason"] for e in log
+               if e["kind"] == "proxy")
+    assert "tmp_4Xk9Qw2Lr7Zp" not in json.dumps(log) and "given-just-now-77" not in json.dumps(log)
     napi.delete(sb)

@@ -158,3 +158,48 @@ long brig_http_parse(const char *buf, size_t len, brig_http_head *h, const char 
         return -1;
     return (long)i + 2;
 }
+
+/* A ClientHello's fields in order (RFC 8446 section 4.1.2), each length checked
+ * against what is there. */
+int brig_tls_sni_parse(const uint8_t *b, size_t n, char out[256])
+{
+    size_t i = 5 + 4 + 2 + 32; /* record, handshake header, version, random */
+    if (n < i + 1 || b[0] != 0x16 || b[5] != 0x01)
+        return 0;
+    i += 1 + b[i]; /* session id */
+    if (i + 2 > n)
+        return 0;
+    i += 2 + ((size_t)b[i] << 8 | b[i + 1]); /* cipher suites */
+    if (i + 1 > n)
+        return 0;
+    i += 1 + b[i]; /* compression methods */
+    if (i + 2 > n)
+        return 0;
+    size_t end = i + 2 + ((size_t)b[i] << 8 | b[i + 1]);
+    i += 2;
+    if (end > n)
+        end = n;
+    while (i + 4 <= end) {
+        size_t type = (size_t)b[i] << 8 | b[i + 1], len = (size_t)b[i + 2] << 8 | b[i + 3];
+        i += 4;
+        if (i + len > end)
+            return 0;
+        if (type == 0 && len >= 5 && b[i + 2] == 0) {
+            size_t nl = (size_t)b[i + 3] << 8 | b[i + 4];
+            if (nl == 0 || nl > 253 || 5 + nl > len)
+                return 0;
+            for (size_t k = 0; k < nl; k++) {
+                char ch = (char)b[i + 5 + k];
+                ch = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+                      ch == '.'))
+                    return 0;
+                out[k] = ch;
+            }
+            out[nl] = 0;
+            return 1;
+        }
+        i += len;
+    }
+    return 0;
+}

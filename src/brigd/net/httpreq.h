@@ -1,6 +1,7 @@
 /*
- * httpreq.h - a strict HTTP/1.x request head parser for the egress proxy
- * (inject.c): pure, no allocation, fuzzed (fuzz/fuzz_http.c).  What it refuses
+ * httpreq.h - the egress proxy's parsers (pure, no allocation, fuzzed by
+ * fuzz/fuzz_http.c): a strict HTTP/1.x request head parser
+ * (injconn.c), and the server name of a TLS ClientHello (injtls.c).  What it refuses
  * the proxy answers with 400 rather than guess: bare LF, obsolete line folding,
  * control characters, more than one Host or Content-Length, Transfer-Encoding
  * other than "chunked" or together with Content-Length.
@@ -10,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define BRIG_HTTP_HEAD_MAX    16384 /* bytes of a request head, at most */
 #define BRIG_HTTP_HEADERS_MAX 64    /* header fields, at most */
@@ -41,5 +43,10 @@ long brig_http_parse(const char *buf, size_t len, brig_http_head *h, const char 
 
 /* Whether the field's name is name (case-insensitive). */
 bool brig_http_field_is(const char *buf, const brig_http_field *f, const char *name);
+
+/* The server name (SNI) of the TLS ClientHello record at the start of b (n bytes),
+ * lower case, into out: 1, or 0 when b holds none (not a ClientHello, no SNI, a
+ * name that is not a plain host name, or cut short). */
+int brig_tls_sni_parse(const uint8_t *b, size_t n, char out[256]);
 
 #endif

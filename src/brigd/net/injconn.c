@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "httpreq.h"
@@ -153,6 +154,34 @@ static const brig_inject_secret *secret_named(const brig_inj_cfg *cfg, const cha
     return NULL;
 }
 
+#define MERGED_MAX 64 /* headers of all the rules for one host, at most */
+
+/* Every rule for host as one (into *m, its headers into h): the first rule to set a
+ * header name wins.  NULL when none is for host. */
+static const brig_inject_rule *rules_for(const brig_inj_cfg *cfg, const char *host,
+                                         brig_inject_rule *m, brig_inject_header *h)
+{
+    size_t n = 0;
+    bool any = false;
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        brig_inj_cfg one = *cfg;
+        one.rules = &cfg->rules[i];
+        one.n_rules = 1;
+        if (brig_inject_rule_for(&one, host) == NULL)
+            continue;
+        any = true;
+        for (size_t k = 0; k < cfg->rules[i].n_headers && n < MERGED_MAX; k++) {
+            bool dup = false;
+            for (size_t j = 0; j < n && !dup; j++)
+                dup = strcasecmp(h[j].name, cfg->rules[i].headers[k].name) == 0;
+            if (!dup)
+                h[n++] = cfg->rules[i].headers[k];
+        }
+    }
+    *m = (brig_inject_rule){host, h, n};
+    return any ? m : NULL;
+}
+
 /* Whether the rule's headers name secret s. */
 static bool rule_uses(const brig_inject_rule *r, const brig_inject_secret *s)
 {
@@ -261,10 +290,11 @@ static json_t *record(const brig_inj_conn *c, const char *buf, const brig_http_h
 /* Checks the request; the rule that applies (NULL: none) in *rule; -1 when it was
  * answered with a refusal (logged). */
 static int check(brig_inj_conn *c, const char *buf, long head_len, const brig_http_head *h,
-                 const char *host, const brig_inject_rule **rule)
+                 const char *host, const brig_inject_rule **rule, brig_inject_rule *merged,
+                 brig_inject_header *hdrs)
 {
     brig_net_host *n = c->n;
-    *rule = brig_inject_rule_for(c->cfg, host);
+    *rule = rules_for(c->cfg, host, merged, hdrs);
     _cleanup_free_ char *why = NULL;
     for (size_t i = 0; i < c->cfg->n_secrets && !why; i++) {
         const brig_inject_secret *s = &c->cfg->secrets[i];
@@ -426,6 +456,8 @@ static void serve_http(brig_inj_conn *c, const char *sni)
     size_t got = 0;
     brig_http_head h;
     const brig_inject_rule *rule = NULL;
+    brig_inject_rule merged;
+    brig_inject_header hdrs[MERGED_MAX];
     scan mask = {0}, guard = {0};
     long head_len = read_head(c, buf, &got, &h);
     if (head_len < 0)
@@ -435,7 +467,7 @@ static void serve_http(brig_inj_conn *c, const char *sni)
         refuse(c, buf, &h, host, 421, "the Host header differs from the TLS server name");
         goto out;
     }
-    if (check(c, buf, head_len, &h, host, &rule) < 0)
+    if (check(c, buf, head_len, &h, host, &rule, &merged, hdrs) < 0)
         goto out;
     char *head = rewrite(c, buf, &h, rule, &why);
     if (head == NULL) {

@@ -85,6 +85,37 @@ static brig_inj_cfg *cfg_copy(const char *id, const brig_inject *in)
     return c;
 }
 
+/* The rules of in with in's secrets (but expired grants), the grants of old still
+ * live and not named by in (a rules change keeps them), and grant (may be NULL;
+ * replaces any of its name). */
+static brig_inj_cfg *cfg_merge(const char *id, const brig_inject *in, const brig_inj_cfg *old,
+                               const brig_inject_secret *grant)
+{
+    size_t cap = in->n_secrets + (old ? old->n_secrets : 0) + 1, k = 0;
+    brig_inject_secret *all = brig_xcalloc(cap, sizeof(*all));
+    int64_t now = brig_now_real_ms();
+    for (size_t i = 0; i < in->n_secrets; i++) {
+        const brig_inject_secret *x = &in->secrets[i];
+        if ((grant == NULL || strcmp(grant->name, x->name) != 0) &&
+            (x->expires_ms == 0 || x->expires_ms > now))
+            all[k++] = *x;
+    }
+    for (size_t i = 0; old && i < old->n_secrets; i++) {
+        const brig_inject_secret *o = &old->secrets[i];
+        bool named = grant && strcmp(grant->name, o->name) == 0;
+        for (size_t j = 0; j < in->n_secrets && !named; j++)
+            named = strcmp(in->secrets[j].name, o->name) == 0;
+        if (o->expires_ms > now && !named)
+            all[k++] = *o;
+    }
+    if (grant)
+        all[k++] = *grant;
+    brig_inject view = {in->rules, in->n_rules, all, k};
+    brig_inj_cfg *c = cfg_copy(id, &view);
+    free(all);
+    return c;
+}
+
 /* ---- listeners ------------------------------------------------------------------------ */
 
 static int listener(uint32_t gw, int port, brig_error **err)
@@ -138,8 +169,8 @@ int brig_inject_set(brig_net_host *n, brig_net_sandbox *s, const brig_inject *in
     bool on = inj && inj->n_rules > 0;
     if (on && n->injector == NULL)
         return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "the egress proxy is not running");
-    brig_inj_cfg *c = on ? cfg_copy(s->id, inj) : NULL;
     pthread_mutex_lock(&n->lock);
+    brig_inj_cfg *c = on ? cfg_merge(s->id, inj, s->inj, NULL) : NULL;
     int rc = on ? listeners_open(n, s, err) : 0;
     if (rc == 0) {
         if (!on)
@@ -155,6 +186,27 @@ int brig_inject_set(brig_net_host *n, brig_net_sandbox *s, const brig_inject *in
     if (rc == 0)
         rc = brig_fw_inject(n->fw, s->ifname, on, err);
     return rc;
+}
+
+int brig_inject_grant(brig_net_host *n, brig_net_sandbox *s, const brig_inject_secret *g,
+                      brig_error **err)
+{
+    pthread_mutex_lock(&n->lock);
+    brig_inj_cfg *old = s->inj;
+    if (old == NULL) {
+        pthread_mutex_unlock(&n->lock);
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "the sandbox's project has no injection rules to use %s", g->name);
+    }
+    brig_inject view = {old->rules, old->n_rules, old->secrets, old->n_secrets};
+    s->inj = cfg_merge(s->id, &view, old, g);
+    json_t *rec = json_pack("{ss ss s[s] sI}", "kind", "proxy", "verdict", "granted", "secrets",
+                            g->name, "expires_at_ms", (json_int_t)g->expires_ms);
+    json_object_set_new(rec, "time", brig_net_time_now());
+    brig_net_log_add(s, rec);
+    pthread_mutex_unlock(&n->lock);
+    brig_inject_cfg_unref(old);
+    return 0;
 }
 
 void brig_inject_remove(brig_net_host *n, brig_net_sandbox *s)

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "httpreq.h"
 #include "inject_internal.h"
 #include "log.h"
 
@@ -206,51 +207,6 @@ int brig_injtls_new(const brig_net_config *cfg, brig_injtls **out, brig_error **
 
 /* ---- the server name -------------------------------------------------------------------- */
 
-/* The SNI of a ClientHello in b (n bytes from the record header on), lower case; 0
- * when it has none (or b is not one), 1 when found. */
-static int sni_parse(const uint8_t *b, size_t n, char out[256])
-{
-    size_t i = 5 + 4 + 2 + 32; /* record, handshake header, version, random */
-    if (n < i + 1 || b[0] != 0x16 || b[5] != 0x01)
-        return 0;
-    i += 1 + b[i]; /* session id */
-    if (i + 2 > n)
-        return 0;
-    i += 2 + ((size_t)b[i] << 8 | b[i + 1]); /* cipher suites */
-    if (i + 1 > n)
-        return 0;
-    i += 1 + b[i]; /* compression methods */
-    if (i + 2 > n)
-        return 0;
-    size_t end = i + 2 + ((size_t)b[i] << 8 | b[i + 1]);
-    i += 2;
-    if (end > n)
-        end = n;
-    while (i + 4 <= end) {
-        size_t type = (size_t)b[i] << 8 | b[i + 1], len = (size_t)b[i + 2] << 8 | b[i + 3];
-        i += 4;
-        if (i + len > end)
-            return 0;
-        if (type == 0 && len >= 5 && b[i + 2] == 0) {
-            size_t nl = (size_t)b[i + 3] << 8 | b[i + 4];
-            if (nl == 0 || nl > 253 || 5 + nl > len)
-                return 0;
-            for (size_t k = 0; k < nl; k++) {
-                char ch = (char)b[i + 5 + k];
-                ch = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
-                if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
-                      ch == '.'))
-                    return 0;
-                out[k] = ch;
-            }
-            out[nl] = 0;
-            return 1;
-        }
-        i += len;
-    }
-    return 0;
-}
-
 int brig_injtls_sni(int fd, char out[256])
 {
     uint8_t b[5 + 16384];
@@ -275,7 +231,7 @@ int brig_injtls_sni(int fd, char out[256])
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
-    return sni_parse(b, got < want ? got : want, out);
+    return brig_tls_sni_parse(b, got < want ? got : want, out);
 }
 
 /* ---- handshakes ------------------------------------------------------------------------- */

@@ -165,4 +165,11 @@ int brig_net_ca_make(char **cert_pem, char **key_pem, brig_error **err);
  * or n_rules 0) turns the proxy off for it.  The none flavour accepts and ignores it. */
 int brig_net_set_inject(brig_net *n, brig_net_sandbox *s, const brig_inject *inj, brig_error **err);
 
+/* Grants s the credential g (copied; its expires_ms set) for its rules until it expires:
+ * a rules change keeps it, a later grant of its name replaces it; recorded in the
+ * network log (name and expiry only).  BRIG_E_INVALID when s has no rules; the none
+ * flavour accepts and ignores it. */
+int brig_net_inject_grant(brig_net *n, brig_net_sandbox *s, const brig_inject_secret *g,
+                          brig_error **err);
+
 #endif

@@ -447,6 +447,9 @@ void brig_inject_stop(brig_net_host *n);
 /* Sets s's rules (brig_net_set_inject). */
 int brig_inject_set(brig_net_host *n, brig_net_sandbox *s, const brig_inject *inj,
                     brig_error **err);
+/* Adds (or renews) a credential g for s's rules, until g->expires_ms (brig_net_inject_grant). */
+int brig_inject_grant(brig_net_host *n, brig_net_sandbox *s, const brig_inject_secret *g,
+                      brig_error **err);
 /* Under n->lock: closes s's listeners and drops its rules (connections in flight
  * keep their own reference and end on their own).  Every record leaves the registry
  * through here (attach.c's unregister, or brig_inject_stop at shutdown). */

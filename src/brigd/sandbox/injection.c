@@ -249,9 +249,19 @@ json_t *brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets)
 }
 
 json_t *brig_injection_command_env(brigd *d, const brig_sandbox *sb, json_t *secrets,
-                                   json_t *request_env)
+                                   json_t *request_env, json_t *creds)
 {
     json_t *ca_env = brig_injection_env(d, sb, secrets);
+    const char *name;
+    json_t *c;
+    json_object_foreach(creds, name, c)
+    {
+        char ph[64];
+        brig_vault_placeholder(d->vault, brig_sandbox_id(sb), name, ph);
+        if (ca_env == NULL)
+            ca_env = json_object();
+        json_object_set_new(ca_env, name, json_string(ph));
+    }
     json_t *env = brig_sandbox_command_env(sb, secrets, request_env);
     if (ca_env) {
         if (env == NULL)
@@ -348,4 +358,106 @@ int brig_injection_ca(brigd *d, char **cert_pem, char **key_pem, brig_error **er
     }
     brig_info("egress proxy: a new CA, its key sealed in the store");
     return 0;
+}
+
+#define CREDENTIAL_TTL_MAX 86400
+
+int brig_injection_credentials_check(json_t *creds, brig_error **err)
+{
+    if (creds == NULL)
+        return 0;
+    if (!json_is_object(creds) || json_object_size(creds) > 16)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "'credentials' must be an object of at most 16 names");
+    const char *name;
+    json_t *c;
+    json_object_foreach(creds, name, c)
+    {
+        json_t *ttl = json_object_get(c, "ttl_seconds"), *v = json_object_get(c, "value");
+        if (brig_vault_check_name(name, err) < 0)
+            return -1;
+        if (!json_is_object(c) || json_object_size(c) != (v ? 2u : 1u) || !json_is_integer(ttl) ||
+            json_integer_value(ttl) < 1 || json_integer_value(ttl) > CREDENTIAL_TTL_MAX)
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "credential %s: {\"ttl_seconds\": 1..%d} and an optional "
+                                  "\"value\", nothing else",
+                                  name, CREDENTIAL_TTL_MAX);
+        if (v && (!json_is_string(v) ||
+                  brig_vault_check_value(json_string_value(v), json_string_length(v), err) < 0))
+            return err && *err ? -1
+                               : brig_error_set(err, BRIG_E_INVALID, 0,
+                                                "credential %s: 'value' must be a string", name);
+    }
+    return 0;
+}
+
+/* One credential's value: given, or the project's secret of that name (wipe it). */
+static char *credential_value(brigd *d, const brig_sandbox *sb, const char *name, json_t *c,
+                              brig_error **err)
+{
+    json_t *v = json_object_get(c, "value");
+    if (v)
+        return brig_xstrdup(json_string_value(v));
+    json_t *all = NULL;
+    if (brig_vault_open_all(d->vault, d->store, brig_sandbox_spec_of(sb)->project_id, &all, err) <
+        0)
+        return NULL;
+    const char *pv = json_string_value(json_object_get(all, name));
+    char *out = pv ? brig_xstrdup(pv) : NULL;
+    brig_vault_wipe(all);
+    if (out == NULL)
+        brig_error_set(err, BRIG_E_INVALID, 0,
+                       "credential %s: no 'value' given and the project has no secret of that name",
+                       name);
+    return out;
+}
+
+int brig_injection_grant(brigd *d, brig_sandbox *sb, json_t *creds, brig_error **err)
+{
+    if (json_object_size(creds) == 0)
+        return 0;
+    json_t *rules = brig_injection_get(d, brig_sandbox_spec_of(sb)->project_id, err);
+    json_t *own = brig_vault_names(d->store, brig_sandbox_id(sb));
+    int rc = rules ? 0 : -1;
+    const char *name;
+    json_t *c;
+    json_object_foreach(creds, name, c)
+    {
+        bool held = false;
+        for (size_t i = 0; i < json_array_size(own) && !held; i++)
+            held = strcmp(json_string_value(json_array_get(own, i)), name) == 0;
+        if (rc == 0 && !named(rules, name))
+            rc = brig_error_set(err, BRIG_E_INVALID, 0,
+                                "credential %s: no rule of the project "
+                                "names it",
+                                name);
+        else if (rc == 0 && held)
+            rc = brig_error_set(err, BRIG_E_INVALID, 0,
+                                "credential %s: a secret of the sandbox "
+                                "(injected for its whole life) has that name",
+                                name);
+        char *value = rc == 0 ? credential_value(d, sb, name, c, err) : NULL;
+        if (value == NULL) {
+            rc = -1;
+            break;
+        }
+        char ph[64];
+        brig_vault_placeholder(d->vault, brig_sandbox_id(sb), name, ph);
+        int64_t ttl = json_integer_value(json_object_get(c, "ttl_seconds"));
+        brig_inject_secret g = {name, value, ph, brig_now_real_ms() + ttl * 1000};
+        rc = brig_net_inject_grant(d->net, brig_sandbox_net(sb), &g, err);
+        explicit_bzero(value, strlen(value));
+        free(value);
+        if (rc < 0)
+            break;
+    }
+    json_object_foreach(creds, name, c)
+    {
+        json_t *v = json_object_get(c, "value"); /* the request's copy: wiped */
+        if (json_is_string(v))
+            explicit_bzero((char *)json_string_value(v), json_string_length(v));
+    }
+    json_decref(own);
+    json_decref(rules);
+    return rc;
 }

@@ -35,9 +35,18 @@ json_t *brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets);
 int brig_injection_ca(brigd *d, char **cert_pem, char **key_pem, brig_error **err);
 
 /* A command's environment (brig_sandbox_command_env) with brig_injection_env's
- * placeholders and variables (these where neither the sandbox nor the request set
- * them); secrets' injected values are wiped in it.  A new object, or NULL when empty. */
+ * placeholders and variables, and a placeholder for each of creds' names (these where
+ * neither the sandbox nor the request set them); secrets' injected values are wiped in
+ * it.  A new object, or NULL when empty. */
 json_t *brig_injection_command_env(brigd *d, const brig_sandbox *sb, json_t *secrets,
-                                   json_t *request_env);
+                                   json_t *request_env, json_t *creds);
+
+/* Checks an exec's "credentials" (NULL: none): {"NAME": {"ttl_seconds": 1..86400,
+ * "value": "…" (optional: else the project's secret NAME)}}, at most 16. */
+int brig_injection_credentials_check(json_t *creds, brig_error **err);
+/* Grants the sandbox's proxy each credential of creds (checked) until its TTL ends: a
+ * rule of the project must name it, and the sandbox must hold no secret of that name.
+ * BRIG_E_INVALID otherwise. */
+int brig_injection_grant(brigd *d, brig_sandbox *sb, json_t *creds, brig_error **err);
 
 #endif
