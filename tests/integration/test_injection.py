@@ -22,8 +22,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import brigtest  # noqa: E402
-from test_network import (API_ADDR, INET, SECOND_ADDR, inet, sandbox_links,  # noqa: E402,F401
-                          sbexec, start_in_hostns, stopped_clean, table_elements)
+from test_network import (API_ADDR, INET, SECOND_ADDR, gateway, inet,  # noqa: E402,F401
+                          sandbox_links, sbexec, start_in_hostns, stopped_clean, table_elements)
 
 VALUE = "sk_live_7Hq2vN9xR4tLm8Pw3Zy6Kb1D"  # the real secret
 RULE = {"host": "api.test", "headers": {"Authorization": "Bearer {{secret:API_KEY}}"}}
@@ -330,3 +330,20 @@ def test_per_step_credentials_expire(napi, recorder):
                if e["kind"] == "proxy")
     assert "tmp_4Xk9Qw2Lr7Zp" not in json.dumps(log) and "given-just-now-77" not in json.dumps(log)
     napi.delete(sb)
+
+
+@pytest.mark.base
+def test_a_sandbox_reaches_only_its_own_proxy(napi, recorder):
+    p = project_with_rule(napi)
+    a = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    b = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    b_gw = gateway(napi, b)
+    for port in (15080, 15443):  # b's proxy, from a: dropped (curl times out, 28)
+        rc, out = sbexec(napi, a, f"curl -sS -m 2 -o /dev/null http://{b_gw}:{port}/")
+        assert rc == 28, out
+    # a's own, addressed directly, is the same proxy its redirect reaches: the policy
+    # applies to where it would go (its own gateway: never), nothing is relayed
+    rc, out = sbexec(napi, a, f"curl -sS -m 2 -w ' %{{http_code}}' http://{gateway(napi, a)}:15080/")
+    assert out.endswith(" 403") and "egress policy" in out, out
+    napi.delete(a)
+    napi.delete(b)

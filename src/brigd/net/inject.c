@@ -255,12 +255,11 @@ static void accept_one(brig_net_host *n, int fd)
 {
     bool tls = false;
     brig_net_sandbox *s = owner_of(n, fd, &tls);
-    int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-    if (cfd < 0 || s == NULL) {
-        if (cfd >= 0)
-            close(cfd);
+    if (s == NULL) /* closed since epoll saw it (its number may be another socket's now) */
         return;
-    }
+    int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+    if (cfd < 0)
+        return;
     brig_inj_conn *c = brig_xcalloc(1, sizeof(*c));
     socklen_t sl = sizeof(c->dst);
     if (atomic_load(&s->inj->active) >= BRIG_INJ_CONNS_MAX ||
