@@ -347,3 +347,50 @@ def test_a_sandbox_reaches_only_its_own_proxy(napi, recorder):
     assert out.endswith(" 403") and "egress policy" in out, out
     napi.delete(a)
     napi.delete(b)
+
+
+BENCH = r'''
+import http.client, json, ssl, statistics, sys, time
+scheme, n = sys.argv[1], int(sys.argv[2])
+ctx = ssl.create_default_context(cafile=sys.argv[3] if len(sys.argv) > 3 else None)
+def one():
+    t = time.perf_counter()
+    c = (http.client.HTTPSConnection("api.test", context=ctx, timeout=5) if scheme == "https"
+         else http.client.HTTPConnection("api.test", timeout=5))
+    c.request("GET", "/bench", headers={"Authorization": "Bearer x"}); r = c.getresponse()
+    assert r.status == 200, r.status
+    r.read(); c.close()
+    return (time.perf_counter() - t) * 1000
+for _ in range(5): one()
+ts = sorted(one() for _ in range(n))
+print(json.dumps({"p50": round(statistics.median(ts), 2), "p90": round(ts[int(n * 0.9)], 2)}))
+'''
+
+
+@pytest.mark.base
+@pytest.mark.skipif(os.environ.get("BRIG_BENCH_INJECT") != "1",
+                    reason="a measurement (docs/benchmarks.md): BRIG_BENCH_INJECT=1")
+def test_bench_proxy_latency(napi, recorder, pki):
+    """A new connection per request, from Python in the sandbox: through the proxy with
+    injection, and the same request from a sandbox of a project without rules (direct,
+    trusting the test CA itself)."""
+    n = int(os.environ.get("BRIG_BENCH_N", "200"))
+    direct = napi.ok("POST", "/v1/projects", {"name": "direct"}).json()["id"]
+    sbs = {"proxied": napi.create(template="base", project=project_with_rule(napi),
+                                  secret_refs=["API_KEY"])["id"],
+           "direct": napi.create(template="base", project=direct)["id"]}
+    napi.put_file(sbs["direct"], "/tmp/ca.pem", (pki / "ca.pem").read_bytes())
+    for sb in sbs.values():
+        napi.put_file(sb, "/tmp/bench.py", BENCH.encode())
+    out = {}
+    for scheme in ("http", "https"):
+        for kind, sb in sbs.items():
+            argv = ["python3", "/tmp/bench.py", scheme, str(n)]
+            if kind == "direct" and scheme == "https":
+                argv.append("/tmp/ca.pem")
+            r = napi.exec(sb, argv=argv, timeout=300)
+            assert r["exit_code"] == 0, r
+            out[f"{scheme} {kind}"] = json.loads(r["stdout"])
+    print("\nBENCH", json.dumps(out))
+    for sb in sbs.values():
+        napi.delete(sb)
