@@ -394,3 +394,27 @@ def test_bench_proxy_latency(napi, recorder, pki):
     print("\nBENCH", json.dumps(out))
     for sb in sbs.values():
         napi.delete(sb)
+
+
+@pytest.mark.base
+def test_rules_survive_a_brigd_restart(injd, recorder):
+    """A sandbox outlives brigd's restart: its rules, placeholders and proxy come back
+    (the same placeholder: it is derived from the master key)."""
+    a = injd.net_api
+    p = project_with_rule(a)
+    sb = a.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    ph = sbexec(a, sb, "printenv API_KEY")[1]
+    injd.stop()
+    start_in_hostns(injd)
+    a = injd.net_api
+    try:
+        assert sbexec(a, sb, "printenv API_KEY")[1] == ph
+        for scheme in ("http", "https"):
+            rc, out = sbexec(a, sb, f'curl -sS -m 5 -H "Authorization: x" '
+                                    f'{scheme}://api.test/restarted-{scheme}')
+            assert out.strip() == "ok", out
+            got = [r for r in recorded(recorder) if r["path"] == f"/restarted-{scheme}"][-1]
+            assert got["headers"]["Authorization"] == f"Bearer {VALUE}"
+    finally:
+        a.delete(sb)
+        brigtest.wait_for(lambda: sandbox_links() == [], what="sandbox links gone")
