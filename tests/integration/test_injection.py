@@ -418,3 +418,18 @@ def test_rules_survive_a_brigd_restart(injd, recorder):
     finally:
         a.delete(sb)
         brigtest.wait_for(lambda: sandbox_links() == [], what="sandbox links gone")
+
+
+@pytest.mark.base
+def test_injection_in_a_gvisor_sandbox(napi, recorder):
+    """gVisor's own network stack reaches the same redirect and proxy."""
+    brigtest.needs_gvisor(napi)
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"], isolation="gvisor")["id"]
+    for scheme in ("http", "https"):
+        rc, out = sbexec(napi, sb, f'curl -sS -m 10 -H "Authorization: Bearer $API_KEY" '
+                                   f'{scheme}://api.test/gvisor-{scheme}', timeout=60)
+        assert out.strip() == "ok", out
+        got = [r for r in recorded(recorder) if r["path"] == f"/gvisor-{scheme}"][-1]
+        assert got["headers"]["Authorization"] == f"Bearer {VALUE}"
+    napi.delete(sb)
