@@ -223,7 +223,7 @@ int brig_injection_put(brigd *d, const char *project_id, json_t *rules, brig_err
 json_t *brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets)
 {
     json_t *rules = brig_injection_get(d, brig_sandbox_spec_of(sb)->project_id, NULL);
-    if (json_array_size(rules) == 0) {
+    if (rules && json_array_size(rules) == 0) {
         json_decref(rules);
         return NULL;
     }
@@ -231,7 +231,8 @@ json_t *brig_injection_env(brigd *d, const brig_sandbox *sb, json_t *secrets)
     json_t *v;
     json_object_foreach(secrets, name, v)
     {
-        if (!named(rules, name))
+        /* Rules that cannot be read (the store failed): no value goes in, fail closed. */
+        if (rules && !named(rules, name))
             continue;
         char ph[64];
         brig_vault_placeholder(d->vault, brig_sandbox_id(sb), name, ph);
