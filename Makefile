@@ -65,7 +65,8 @@ integration: build-check
 # libFuzzer targets (clang): the agent's frame/request decoder and brigd's
 # decoder of agent replies, FUZZ_SECONDS each from the committed corpus.
 fuzz: setup $(FUZZ_BUILD)/build.ninja
-	ninja -C $(FUZZ_BUILD) fuzz/fuzz_agent fuzz/fuzz_brigd fuzz/fuzz_dns fuzz/fuzz_redact
+	ninja -C $(FUZZ_BUILD) fuzz/fuzz_agent fuzz/fuzz_brigd fuzz/fuzz_dns fuzz/fuzz_redact \
+	  fuzz/fuzz_http
 	fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 # The TypeScript SDK and the MCP server (npm ci + tsc).

@@ -161,8 +161,37 @@ REDACT = {
 }
 
 
+
+def client_hello(name):
+    """A TLS 1.2 record holding a ClientHello with name as its SNI."""
+    sni = struct.pack(">HBH", len(name) + 3, 0, len(name)) + name
+    ext = struct.pack(">HH", 0, len(sni)) + sni + struct.pack(">HH", 0x10, 5) + b"\x00\x03\x02h2"
+    body = (b"\x03\x03" + b"\x11" * 32 + b"\x00" + struct.pack(">H", 2) + b"\x13\x01" + b"\x01\x00"
+            + struct.pack(">H", len(ext)) + ext)
+    hs = b"\x01" + struct.pack(">I", len(body))[1:] + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs
+
+
+# The egress proxy's parsers: request heads (good, keep-alive with a body, and the kinds it
+# refuses) and ClientHellos.
+HTTP = {
+    "get": b"GET /v1/x?q=1 HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer brig-placeholder-"
+           b"00112233445566778899aabbccddeeff\r\nAccept: */*\r\n\r\n",
+    "post": b"POST /up HTTP/1.1\r\nHost: api.test:8080\r\nContent-Length: 5\r\n\r\nhello",
+    "chunked": b"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    "http10": b"GET / HTTP/1.0\r\n\r\n",
+    "smuggle": b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "fold": b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n 2\r\n\r\n",
+    "bare_lf": b"GET / HTTP/1.1\nHost: a\n\n",
+    "two_hosts": b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    "sni": client_hello(b"api.test"),
+    "sni_upper": client_hello(b"API.Example.COM"),
+}
+
+
 def main():
-    for target, seeds in (("fuzz_agent", AGENT), ("fuzz_brigd", BRIGD), ("fuzz_redact", REDACT)):
+    for target, seeds in (("fuzz_agent", AGENT), ("fuzz_brigd", BRIGD), ("fuzz_redact", REDACT),
+                          ("fuzz_http", HTTP)):
         d = os.path.join(HERE, "corpus", target)
         os.makedirs(d, exist_ok=True)
         for name, blob in seeds.items():

@@ -30,6 +30,7 @@
 #include "core/settings.h"
 #include "api/http.h"
 #include "sandbox/build.h"
+#include "sandbox/injection.h"
 #include "sandbox/janitor.h"
 #include "sandbox/pool.h"
 #include "sandbox/usertpl_build.h"
@@ -281,6 +282,37 @@ static int runtime_open(brigd *d, brig_error **err)
     return brig_runtime_oci_new(&rc, &d->rt, err);
 }
 
+/* Networking is optional: without it sandboxes keep an isolated namespace with
+ * loopback only (no egress at all), never an unfiltered one.  -1 only when the egress
+ * proxy's CA cannot be had (the store or the master key fail). */
+static int net_open(brigd *d, brig_error **err)
+{
+    _cleanup_free_ char *ca_key = NULL;
+    if (strcmp(d->cfg.network, "off") != 0 && brig_injection_ca(d, &d->ca_pem, &ca_key, err) < 0)
+        return -1;
+    brig_net_config nc = {.state_dir = d->cfg.state_dir,
+                          .pool = d->cfg.net_pool,
+                          .dns_upstream = d->cfg.dns_upstream,
+                          .dns_grants_max = (int)d->cfg.dns_grants_max,
+                          .dns_ttl_max = (int)d->cfg.dns_ttl_max,
+                          .connections_max = (int)d->cfg.net_connections_max,
+                          .ca_cert_pem = d->ca_pem,
+                          .ca_key_pem = ca_key,
+                          .upstream_ca = d->cfg.proxy_upstream_ca};
+    brig_error *nerr = NULL;
+    if (strcmp(d->cfg.network, "off") == 0) {
+        brig_info("networking off (network = off): sandboxes have loopback only");
+        d->net = brig_net_none();
+    } else if (brig_net_new(&nc, &d->net, &nerr) < 0) {
+        brig_warn("networking off: %s", nerr->msg);
+        brig_error_clear(&nerr);
+        d->net = brig_net_none();
+    }
+    if (ca_key)
+        explicit_bzero(ca_key, strlen(ca_key));
+    return 0;
+}
+
 static int run(brigd *d, int sigfd, brig_error **err)
 {
     /* 0711: sandbox roots live below it and a sandbox's root is an unprivileged
@@ -306,23 +338,8 @@ static int run(brigd *d, int sigfd, brig_error **err)
         return -1;
     if (runtime_open(d, err) < 0)
         return -1;
-    /* Networking is optional: without it sandboxes keep an isolated namespace
-     * with loopback only (no egress at all), never an unfiltered one. */
-    brig_net_config nc = {.state_dir = d->cfg.state_dir,
-                          .pool = d->cfg.net_pool,
-                          .dns_upstream = d->cfg.dns_upstream,
-                          .dns_grants_max = (int)d->cfg.dns_grants_max,
-                          .dns_ttl_max = (int)d->cfg.dns_ttl_max,
-                          .connections_max = (int)d->cfg.net_connections_max};
-    brig_error *nerr = NULL;
-    if (strcmp(d->cfg.network, "off") == 0) {
-        brig_info("networking off (network = off): sandboxes have loopback only");
-        d->net = brig_net_none();
-    } else if (brig_net_new(&nc, &d->net, &nerr) < 0) {
-        brig_warn("networking off: %s", nerr->msg);
-        brig_error_clear(&nerr);
-        d->net = brig_net_none();
-    }
+    if (net_open(d, err) < 0)
+        return -1;
     brig_admission_init(&d->admission, d->cfg.max_sandboxes, memory_budget_mib(&d->cfg),
                         disk_budget_mib(&d->cfg));
     d->exec_output = brig_quota_new(d->cfg.output_budget, d->cfg.output_budget_per_account);
@@ -420,6 +437,7 @@ int main(int argc, char **argv)
     brig_audit_free(d.audit);
     brig_runtime_free(d.rt);
     brig_vault_close(d.vault);
+    free(d.ca_pem);
     if (d.store)
         brig_admission_dispose(&d.admission);
     brig_store_close(d.store);

@@ -128,6 +128,7 @@ extern const cli_cmd cli_project_commands[];
 extern const cli_cmd cli_key_commands[];
 extern const cli_cmd cli_secret_commands[];
 extern const cli_cmd cli_policy_commands[];
+extern const cli_cmd cli_inject_commands[];
 extern const cli_cmd cli_tariff_commands[];
 extern const cli_cmd cli_timeout_commands[];
 extern const cli_cmd cli_netlog_commands[];

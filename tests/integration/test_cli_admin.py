@@ -506,3 +506,24 @@ def test_every_new_command_has_help(cmd):
     r = subprocess.run([BRIG, *cmd.split(), "--help"], capture_output=True, timeout=30)
     assert r.returncode == 0 and r.stdout.startswith(f"usage: brig {cmd}".encode()), r
     assert f"  {cmd} ".encode() in subprocess.run([BRIG, "help"], capture_output=True).stdout
+
+
+def test_inject_rules(api):
+    pid = api.ok("POST", "/v1/projects", {"name": "cli-inject"}).json()["id"]
+    assert json.loads(brig(api, "inject", "show", "--project", pid).stdout) == []
+    brig(api, "inject", "set", "--project", pid, "api.example.com",
+         "Authorization=Bearer {{secret:KEY}}")
+    brig(api, "inject", "set", "--project", pid, "*.example.org", "X-Key={{secret:OTHER}}")
+    # a second set of a host replaces its rule
+    out = brig(api, "inject", "set", "--project", pid, "api.example.com", "X-A=1", "X-B=b=c")
+    want = [{"host": "api.example.com", "headers": {"X-A": "1", "X-B": "b=c"}},
+            {"host": "*.example.org", "headers": {"X-Key": "{{secret:OTHER}}"}}]
+    assert json.loads(out.stdout) == want
+    assert api.ok("GET", f"/v1/projects/{pid}/injections").json()["rules"] == want
+    brig(api, "inject", "remove", "--project", pid, "*.example.org")
+    assert json.loads(brig(api, "inject", "show", "--project", pid).stdout) == want[:1]
+    refused(api, "inject", "remove", "--project", pid, "nope.example.com", says=b"no rule for")
+    refused(api, "inject", "set", "--project", pid, "api.example.com", "novalue", code=2)
+    refused(api, "inject", "set", "--project", pid, "API.example.com", "A=1", says=b"rule 1")
+    sk = sandbox_key(api, pid)
+    refused(sk, "inject", "show", "--project", pid, says=b"403")

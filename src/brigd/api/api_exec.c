@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "exec_event.h"
+#include "sandbox/injection.h"
 #include "handlers.h"
 #include "sandbox/ends.h"
 #include "log.h"
@@ -246,7 +247,8 @@ void api_exec(brig_req *r)
         goto out;
     /* The redactor is the sandbox's own, built once (not per exec). */
     if (brig_sandbox_secrets(r->d, sb, &secrets, &err) < 0 ||
-        brig_sandbox_redactor(r->d, sb, &red, &err) < 0) {
+        brig_sandbox_redactor(r->d, sb, &red, &err) < 0 ||
+        brig_injection_grant(r->d, sb, json_object_get(body, "credentials"), &err) < 0) {
         /* Neither the command's env nor the redaction of its output can be right. */
         brig_vault_wipe(secrets);
         close(fd);
@@ -255,7 +257,9 @@ void api_exec(brig_req *r)
         goto out;
     }
     json_t *ev = api_exec_event(&req, secrets); /* names only, before env holds values */
-    env = brig_sandbox_command_env(sb, secrets, req.env);
+    env = brig_injection_command_env(
+        r->d, sb, secrets, req.env,
+        json_object_get(body, "credentials")); /* injected: placeholders */
     brig_vault_wipe(secrets);
     if (env)
         req.env = env;

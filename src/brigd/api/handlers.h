@@ -60,6 +60,8 @@ void api_key_delete(brig_req *r);
 void api_secret_list(brig_req *r);
 void api_secret_put(brig_req *r);
 void api_secret_delete(brig_req *r);
+void api_injections_get(brig_req *r);
+void api_injections_put(brig_req *r);
 
 /* api_volumes.c */
 void api_volume_create(brig_req *r);

@@ -299,6 +299,8 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/projects/{id}/secrets", api_secret_list, ROUTE_ADMIN, NULL, NULL},
     {"PUT", "/v1/projects/{id}/secrets/{name}", api_secret_put, ROUTE_ADMIN, NULL, NULL},
     {"DELETE", "/v1/projects/{id}/secrets/{name}", api_secret_delete, ROUTE_ADMIN, NULL, NULL},
+    {"GET", "/v1/projects/{id}/injections", api_injections_get, ROUTE_ADMIN, NULL, NULL},
+    {"PUT", "/v1/projects/{id}/injections", api_injections_put, ROUTE_ADMIN, NULL, NULL},
     {"POST", "/v1/volumes", api_volume_create, ROUTE_ADMIN, NULL, NULL},
     {"GET", "/v1/volumes", api_volume_list, 0, NULL, NULL},
     {"GET", "/v1/volumes/{name}", api_volume_get, 0, NULL, NULL},

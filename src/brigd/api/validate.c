@@ -7,6 +7,8 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "sandbox/injection.h"
+
 int brig_request_only_fields(json_t *obj, const char *const *allowed, brig_error **err)
 {
     const char *k;
@@ -127,9 +129,10 @@ int brig_request_exec(json_t *body, int64_t default_ms, int64_t max_ms, brig_exe
                       brig_error **err)
 {
     static const char *const fields[] = {
-        "cmd",  "argv", "cwd",        "env",          "timeout", "stdin", "stdin_encoding",
-        "user", "pty",  "background", "buffer_bytes", NULL};
-    if (brig_request_only_fields(body, fields, err) < 0)
+        "cmd",  "argv", "cwd",        "env",          "timeout",     "stdin", "stdin_encoding",
+        "user", "pty",  "background", "buffer_bytes", "credentials", NULL};
+    if (brig_request_only_fields(body, fields, err) < 0 ||
+        brig_injection_credentials_check(json_object_get(body, "credentials"), err) < 0)
         return -1;
     memset(req, 0, sizeof(*req));
     json_t *cmd = json_object_get(body, "cmd"), *argv = json_object_get(body, "argv");

@@ -189,6 +189,8 @@ static const setting settings[] = {
         "HOST:PORT of an unauthenticated /metrics listener; unset: none"),
     STR("net_pool", net_pool, "10.201.0.0/16", "addresses of sandbox links"),
     STR("dns_upstream", dns_upstream, NULL, "IP[:PORT] the DNS proxy forwards to"),
+    STR("proxy_upstream_ca", proxy_upstream_ca, NULL,
+        "a CA file the egress proxy trusts upstream besides the host's store"),
     ENUM("network", network, "on", "on|off", "off: sandboxes get loopback only"),
     ENUM("e2b_api", e2b_api, "on", "on|off", "E2B's API and envd on the listener (docs/e2b.md)"),
     NUM(T_INT, "dns_grants_max", dns_grants_max, "2048", 32, POW2(20),

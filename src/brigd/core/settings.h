@@ -84,6 +84,7 @@ typedef struct brig_config {
     char *metrics_listen;         /* HOST:PORT of the unauthenticated /metrics; NULL: none */
     char *net_pool;               /* sandbox link addresses */
     char *dns_upstream;           /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
+    char *proxy_upstream_ca;      /* CA file the egress proxy trusts upstream too; NULL: none */
     int64_t dns_grants_max;       /* addresses DNS answers keep open per sandbox */
     int64_t dns_ttl_max;          /* seconds one stays open at most */
     int64_t net_connections_max;  /* tracked forwarded connections per sandbox */

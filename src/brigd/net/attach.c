@@ -203,6 +203,7 @@ static void unregister(brig_net_host *n, brig_net_sandbox *s)
         *pp = s->next;
     s->next = NULL;
     brig_proxy_remove(n, s);
+    brig_inject_remove(n, s);
     s->dead = true; /* events already fetched for it are skipped */
 }
 

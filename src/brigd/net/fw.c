@@ -65,9 +65,9 @@ struct brig_fw {
 #define T "inet " BRIG_NET_TABLE
 
 /* The whole table; %1$s = the pool, %2$s = the forward isolation rule, %3$d
- * = the log group, %4$d = the tracked connections a sandbox may hold.  Chains
- * end in an explicit verdict: a chain that merely returns would hand the
- * packet back to a base chain whose policy is accept. */
+ * = the log group, %4$d = the tracked connections a sandbox may hold, %5$d and %6$d = the egress
+ * proxy's ports (inject.c).  Chains end in an explicit verdict: a chain that merely returns would
+ * hand the packet back to a base chain whose policy is accept. */
 static const char table_fmt[] =
     "table inet brig {\n"
     "  set sb_src { type ifname . ipv4_addr; }\n" /* link . its sandbox's address */
@@ -79,6 +79,7 @@ static const char table_fmt[] =
     "  set allow_dns { type ifname . ipv4_addr; flags timeout; }\n"
     "  set sb_ports { type ifname . inet_service; }\n"
     "  set sb_anyport { type ifname; }\n"
+    "  set sb_inject { type ifname; }\n" /* links whose TCP 80/443 go to the proxy */
     "  set logrl { type ifname; flags dynamic,timeout; timeout 1m; }\n"
     "  set conns { type ifname; flags dynamic; }\n" /* link : its connections (ct count) */
     "  set deny_always { type ipv4_addr; flags interval; elements = { 0.0.0.0/8, 127.0.0.0/8,"
@@ -90,6 +91,10 @@ static const char table_fmt[] =
     "    iifname \"brg*\" iifname . ip saddr != @sb_src jump deny_spoof\n"
     "    meta l4proto { udp, tcp } th dport 53 iifname . ip daddr @sb_gw notrack\n"
     "  }\n"
+    "  chain prerouting_nat { type nat hook prerouting priority dstnat; policy accept;\n"
+    "    iifname @sb_inject tcp dport 80 redirect to :%5$d\n"
+    "    iifname @sb_inject tcp dport 443 redirect to :%6$d\n"
+    "  }\n"
     "  chain output_raw { type filter hook output priority raw; policy accept;\n"
     "    meta l4proto { udp, tcp } th sport 53 oifname . ip saddr @sb_gw notrack\n"
     "  }\n"
@@ -97,6 +102,7 @@ static const char table_fmt[] =
     "    iifname \"brg*\" jump sb_input\n"
     "  }\n"
     "  chain sb_input {\n"
+    "    tcp dport { %5$d, %6$d } iifname @sb_inject iifname . ip daddr @sb_gw accept\n"
     "    meta l4proto { udp, tcp } th dport 53 iifname . ip daddr @sb_gw accept\n"
     "    jump deny_host\n"
     "  }\n"
@@ -217,7 +223,8 @@ int brig_fw_new(const char *pool, bool isolate_forward, int connections_max, bri
     /* One transaction: whatever a previous run left is replaced atomically
      * (its sandboxes are re-attached by brig_net_reattach). */
     _cleanup_free_ char *body =
-        brig_asprintf(table_fmt, pool, iso, BRIG_NET_LOG_GROUP, connections_max);
+        brig_asprintf(table_fmt, pool, iso, BRIG_NET_LOG_GROUP, connections_max,
+                      BRIG_NET_INJECT_HTTP_PORT, BRIG_NET_INJECT_TLS_PORT);
     _cleanup_free_ char *cmds = brig_asprintf("table " T "\ndelete table " T "\n%s", body);
     if (brig_fw_run(fw, cmds, err) < 0) {
         brig_error_prefix(err, "install the firewall table");
@@ -315,6 +322,8 @@ static void dynamic_elements_del(brig_buf *b, const char *ifname)
     for (int del = 0; del < 2; del++) {
         brig_buf_printf(b, "%s element " T " logrl { \"%s\" }\n", del ? "delete" : "add", ifname);
         brig_buf_printf(b, "%s element " T " conns { \"%s\" }\n", del ? "delete" : "add", ifname);
+        brig_buf_printf(b, "%s element " T " sb_inject { \"%s\" }\n", del ? "delete" : "add",
+                        ifname);
     }
 }
 
@@ -378,4 +387,16 @@ int brig_fw_revoke(brig_fw *fw, const char *ifname, const uint32_t *addrs, size_
                    brig_error **err)
 {
     return brig_fw_grant(fw, ifname, NULL, NULL, 0, addrs, n, err);
+}
+
+int brig_fw_inject(brig_fw *fw, const char *ifname, bool on, brig_error **err)
+{
+    /* Added (a no-op when present) before a delete, so either is idempotent. */
+    brig_buf b = {0};
+    brig_buf_printf(&b, "add element " T " sb_inject { \"%s\" }\n", ifname);
+    if (!on)
+        brig_buf_printf(&b, "delete element " T " sb_inject { \"%s\" }\n", ifname);
+    int rc = brig_fw_run(fw, b.data, err);
+    brig_buf_dispose(&b);
+    return rc;
 }

@@ -263,6 +263,10 @@ int brig_net_host_new(const brig_net_config *cfg, brig_net_host **out, brig_erro
     n->forwarding_ours = ours;
     if (brig_proxy_start(n, err) < 0)
         goto fail_fw;
+    if (brig_inject_start(n, cfg, err) < 0) {
+        brig_proxy_stop(n);
+        goto fail_fw;
+    }
     brig_info("net: pool %s, DNS upstream %s%s", pool, n->upstream_str,
               ours ? ", forwarding confined to sandbox links" : "");
     *out = n;
@@ -289,6 +293,7 @@ static void free_list(brig_net_sandbox *s)
 void brig_net_host_free(brig_net *net)
 {
     brig_net_host *n = brig_net_host_of(net);
+    brig_inject_stop(n);
     brig_proxy_stop(n);
     /* Attached sandboxes keep their links and firewall elements: they stay
      * confined while brigd is down.  With none left the table goes too, and

@@ -206,3 +206,18 @@ int brig_net_counters_of(brig_net *n, const char *sandbox_id, brig_net_counters 
                                .packets_out = (int64_t)st.rx_packets};
     return 0;
 }
+
+int brig_net_set_inject(brig_net *n, brig_net_sandbox *s, const brig_inject *inj, brig_error **err)
+{
+    if (!brig_net_enabled(n) || s == NULL)
+        return 0;
+    return brig_inject_set(brig_net_host_of(n), s, inj, err);
+}
+
+int brig_net_inject_grant(brig_net *n, brig_net_sandbox *s, const brig_inject_secret *g,
+                          brig_error **err)
+{
+    if (!brig_net_enabled(n) || s == NULL)
+        return 0;
+    return brig_inject_grant(brig_net_host_of(n), s, g, err);
+}

@@ -55,6 +55,10 @@ typedef struct brig_net_config {
     int dns_ttl_max;          /* seconds such an address stays open at most, and the TTL
                                  answers tell the sandbox at most; 0: 3600; 10 .. 86400 */
     int connections_max;      /* tracked forwarded connections per sandbox; 0: 1024 */
+    const char *ca_cert_pem;  /* the egress proxy's CA (brig_net_ca_make); NULL: HTTPS */
+    const char *ca_key_pem;   /* toward injected hosts is relayed, never intercepted */
+    const char *upstream_ca;  /* a CA file the proxy trusts upstream besides the host's
+                                 store (tests: their own CA); NULL: none */
 } brig_net_config;
 
 /* The host flavour: host-wide set-up (nftables table, forwarding, NAT).
@@ -122,5 +126,50 @@ typedef void (*brig_net_log_hook)(void *ctx, const char *sandbox_id, const json_
 /* Sets the hook, before any sandbox is attached (NULL: none); the none flavour has no
  * log and ignores it. */
 void brig_net_set_log_hook(brig_net *n, brig_net_log_hook fn, void *ctx);
+
+/* ---- credential injection (docs/secrets.md) ---------------------------------------
+ * A sandbox with rules has its TCP 80 (and 443) redirected to brigd's egress proxy on
+ * its gateway (inject.c): requests toward a rule's host get the rule's headers, whose
+ * values name secrets the sandbox never holds; a request that carries a placeholder
+ * toward another host is refused (403) and logged. */
+typedef struct brig_inject_secret {
+    const char *name;
+    const char *value;       /* the real value */
+    const char *placeholder; /* what the sandbox holds in its place */
+    int64_t expires_ms;      /* CLOCK_REALTIME ms after which it is not injected; 0: never */
+} brig_inject_secret;
+
+typedef struct brig_inject_header {
+    const char *name;
+    const char *value; /* may hold {{secret:NAME}} */
+} brig_inject_header;
+
+typedef struct brig_inject_rule {
+    const char *host; /* "api.example.com" or "*.example.com" (lower case) */
+    const brig_inject_header *headers;
+    size_t n_headers;
+} brig_inject_rule;
+
+typedef struct brig_inject {
+    const brig_inject_rule *rules;
+    size_t n_rules;
+    const brig_inject_secret *secrets;
+    size_t n_secrets;
+} brig_inject;
+
+/* A new CA for the egress proxy (EC P-256, self-signed, 10 years): PEM texts, malloc'd
+ * (the caller seals the key and wipes it). */
+int brig_net_ca_make(char **cert_pem, char **key_pem, brig_error **err);
+
+/* Sets (copies) the sandbox's rules and the secrets they may use; no rules (inj NULL
+ * or n_rules 0) turns the proxy off for it.  The none flavour accepts and ignores it. */
+int brig_net_set_inject(brig_net *n, brig_net_sandbox *s, const brig_inject *inj, brig_error **err);
+
+/* Grants s the credential g (copied; its expires_ms set) for its rules until it expires:
+ * a rules change keeps it, a later grant of its name replaces it; recorded in the
+ * network log (name and expiry only).  BRIG_E_INVALID when s has no rules; the none
+ * flavour accepts and ignores it. */
+int brig_net_inject_grant(brig_net *n, brig_net_sandbox *s, const brig_inject_secret *g,
+                          brig_error **err);
 
 #endif

@@ -27,6 +27,15 @@
  *               sandbox's set elements; one transaction at a time (FIFO)
  *   dnsmsg.c    DNS message handling over ldns (pure: no sockets; fuzzed)
  *   policy.c    egress policies: JSON, copies, normalised CIDRs
+ *   inject.c    the egress proxy of credential injection: its rules per
+ *               sandbox, listeners on the gateway, the accept thread
+ *               (inject_internal.h)
+ *   injpolicy.c the policy's verdict for a proxied connection, the DNS check
+ *               of a rule's host, the log (for injconn.c)
+ *   injconn.c   one proxied connection: the request head (httpreq.c), the
+ *               rule's headers, refusals, the relay with redaction
+ *   injtls.c    TLS of the proxy: the brig CA's leaf certificates, upstream
+ *               verification
  *
  * Locking (host flavour): brig_net_host.lock guards the registry, every
  * sandbox's mutable fields and the proxy's state; fw.c's own lock (first come,
@@ -58,13 +67,15 @@
 #define BRIG_NET_TTL_MIN             10     /* seconds an answered address stays open, at least */
 #define BRIG_NET_TTL_MAX             86400  /* ... and at most (dns_ttl_max's ceiling) */
 #define BRIG_NET_TTL_DEFAULT         3600   /* dns_ttl_max's default */
-#define BRIG_NET_GRANTS_DEFAULT      2048   /* dns_grants_max's default */
-#define BRIG_NET_GRANTS_MIN          32     /* ... at least one whole answer */
-#define BRIG_NET_CONNS_DEFAULT       1024   /* net_connections_max's default */
-#define BRIG_NET_REVOKE_CHUNK        64     /* grants revoked per nftables transaction */
-#define BRIG_NET_MAX_QUERIES         64     /* upstream queries in flight per sandbox */
-#define BRIG_NET_MAX_TCP             8      /* DNS-over-TCP connections per sandbox */
-#define BRIG_NET_ANSWERS_PER_ROUND   1      /* upstream answers per sandbox per loop round */
+#define BRIG_NET_INJECT_HTTP_PORT    15080  /* the egress proxy's ports on each gateway */
+#define BRIG_NET_INJECT_TLS_PORT     15443
+#define BRIG_NET_GRANTS_DEFAULT      2048 /* dns_grants_max's default */
+#define BRIG_NET_GRANTS_MIN          32   /* ... at least one whole answer */
+#define BRIG_NET_CONNS_DEFAULT       1024 /* net_connections_max's default */
+#define BRIG_NET_REVOKE_CHUNK        64   /* grants revoked per nftables transaction */
+#define BRIG_NET_MAX_QUERIES         64   /* upstream queries in flight per sandbox */
+#define BRIG_NET_MAX_TCP             8    /* DNS-over-TCP connections per sandbox */
+#define BRIG_NET_ANSWERS_PER_ROUND   1    /* upstream answers per sandbox per loop round */
 #define BRIG_NET_UPSTREAM_TIMEOUT_MS 4000
 
 /* ---- rtnl.c ------------------------------------------------------------ */
@@ -141,6 +152,8 @@ int brig_fw_grant(brig_fw *fw, const char *ifname, const uint32_t *addrs, const 
  * there (timed out).  Its cost grows with n: the caller bounds n. */
 int brig_fw_revoke(brig_fw *fw, const char *ifname, const uint32_t *addrs, size_t n,
                    brig_error **err);
+/* Sends (on) or stops sending the link's TCP 80/443 to the egress proxy. */
+int brig_fw_inject(brig_fw *fw, const char *ifname, bool on, brig_error **err);
 /* Runs a command list; for tests and cleanup. */
 int brig_fw_run(brig_fw *fw, const char *cmds, brig_error **err);
 
@@ -287,6 +300,10 @@ struct brig_net_sandbox {
     json_t **log;
     size_t log_start, log_len;
 
+    /* credential injection (inject.c): its rules (NULL: none), its listeners */
+    struct brig_inj_cfg *inj;
+    int inj_fd[2]; /* HTTP, HTTPS; -1: none */
+
     brig_net_sandbox *next; /* registry list, then graveyard */
 };
 
@@ -318,6 +335,7 @@ struct brig_net_host {
     brig_net_sandbox *graveyard; /* detached, freed by the proxy thread */
 
     brig_proxy *proxy;
+    struct brig_injector *injector; /* inject.c */
 };
 
 /* The host flavour's state of a brig_net whose ops are the host table. */
@@ -420,5 +438,21 @@ void brig_proxy_remove(brig_net_host *n, brig_net_sandbox *s);
 void brig_proxy_sandbox_free(brig_net_sandbox *s);
 /* Wakes the loop (to free the graveyard soon). */
 void brig_proxy_wake(brig_net_host *n);
+
+/* ---- inject.c ---------------------------------------------------------------------- */
+
+/* Starts / stops the egress proxy's accept thread (stop waits for no connection). */
+int brig_inject_start(brig_net_host *n, const brig_net_config *cfg, brig_error **err);
+void brig_inject_stop(brig_net_host *n);
+/* Sets s's rules (brig_net_set_inject). */
+int brig_inject_set(brig_net_host *n, brig_net_sandbox *s, const brig_inject *inj,
+                    brig_error **err);
+/* Adds (or renews) a credential g for s's rules, until g->expires_ms (brig_net_inject_grant). */
+int brig_inject_grant(brig_net_host *n, brig_net_sandbox *s, const brig_inject_secret *g,
+                      brig_error **err);
+/* Under n->lock: closes s's listeners and drops its rules (connections in flight
+ * keep their own reference and end on their own).  Every record leaves the registry
+ * through here (attach.c's unregister, or brig_inject_stop at shutdown). */
+void brig_inject_remove(brig_net_host *n, brig_net_sandbox *s);
 
 #endif

@@ -45,6 +45,7 @@ brig_net_sandbox *brig_net_sandbox_new(brig_net_host *n, const char *id, const b
     brig_net_ifname_of(id, s->ifname);
     s->slot = -1;
     s->udp_fd = s->tcp_fd = -1;
+    s->inj_fd[0] = s->inj_fd[1] = -1;
     brig_egress_copy(&s->policy, policy);
     s->gen = brig_net_gen_next(n);
     s->log_hook = n->log_hook;

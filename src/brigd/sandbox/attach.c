@@ -8,6 +8,7 @@
 
 #include "account/tenants.h"
 #include "agentc/agentc.h"
+#include "injection.h"
 #include "log.h"
 
 int brig_attach_resolv(brigd *d, brig_rt_sandbox *rt, const char *resolv, brig_error **err)
@@ -79,6 +80,8 @@ int brig_attach_project(brigd *d, brig_sandbox *sb, brig_error **err)
         brig_sandbox_set_net(sb, net);
     }
     brig_egress_dispose(&pol);
+    if (r == 0)
+        r = brig_injection_apply(d, sb, err);
     return r;
 }
 
@@ -94,6 +97,8 @@ void brig_attach_again(brigd *d, brig_sandbox *sb)
             net = NULL;
         brig_sandbox_set_net(sb, net);
         brig_egress_dispose(&pol);
+        if (net && brig_injection_apply(d, sb, &err) < 0)
+            brig_err("sandbox %s: injection rules after restart", brig_sandbox_id(sb));
     }
     if (fd >= 0)
         close(fd);

@@ -19,6 +19,7 @@
 
 #include "sqlite_accounts.h"
 #include "sqlite_audit.h"
+#include "sqlite_inject.h"
 #include "sqlite_sandboxes.h"
 #include "sqlite_stmt.h"
 #include "sqlite_templates.h"
@@ -134,6 +135,9 @@ static const char *const migrations[] = {
      "  tag TEXT NOT NULL, key TEXT NOT NULL, parent TEXT NOT NULL, parent_key TEXT NOT NULL,"
      "  spec TEXT NOT NULL, log TEXT, size_bytes INTEGER NOT NULL, build_ms INTEGER NOT NULL,"
      "  built_at INTEGER NOT NULL, built_by TEXT NOT NULL, PRIMARY KEY (account_id, name, tag));"),
+    /* credential injection (docs/secrets.md): a project's rules, one JSON array */
+    ("CREATE TABLE injections ("
+     "  project_id TEXT PRIMARY KEY REFERENCES projects(id), rules TEXT NOT NULL);"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -270,4 +274,6 @@ const brig_store_ops brig_store_sqlite_ops = {
     .audit_each = brig_sqlite_audit_each,
     .audit_chains = brig_sqlite_audit_chains,
     .audit_prune = brig_sqlite_audit_prune,
+    .injections_put = brig_sqlite_injections_put,
+    .injections_get = brig_sqlite_injections_get,
 };

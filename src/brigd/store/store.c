@@ -349,3 +349,15 @@ void brig_utpl_row_dispose(brig_utpl_row *t)
     free(t->log);
     t->spec = t->log = NULL;
 }
+
+int brig_store_injections_put(brig_store *st, const char *project_id, const char *rules,
+                              brig_error **err)
+{
+    return st->ops->injections_put(st->conn, project_id, rules, err);
+}
+
+int brig_store_injections_get(brig_store *st, const char *project_id, char **rules,
+                              brig_error **err)
+{
+    return st->ops->injections_get(st->conn, project_id, rules, err);
+}

@@ -127,4 +127,9 @@ int brig_store_audit_chains(brig_store *st, void (*fn)(const brig_audit_chain *,
                             brig_error **err);
 int brig_store_audit_prune(brig_store *st, int64_t before, int64_t *pruned, brig_error **err);
 
+int brig_store_injections_put(brig_store *st, const char *project_id, const char *rules,
+                              brig_error **err);
+int brig_store_injections_get(brig_store *st, const char *project_id, char **rules,
+                              brig_error **err);
+
 #endif

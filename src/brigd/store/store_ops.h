@@ -433,6 +433,13 @@ typedef struct brig_store_ops {
      * transaction per account, and moves its checkpoint to the first record kept (its
      * n and prev; past the head when none is kept).  *pruned = records deleted. */
     int (*audit_prune)(brig_store_conn *c, int64_t before, int64_t *pruned, brig_error **err);
+    /* -- credential injection rules */
+    /* Replaces project_id's rules (JSON text, the caller's format). */
+    int (*injections_put)(brig_store_conn *c, const char *project_id, const char *rules,
+                          brig_error **err);
+    /* 1 and *rules (malloc'd: the caller frees it), or 0 when the project has none. */
+    int (*injections_get)(brig_store_conn *c, const char *project_id, char **rules,
+                          brig_error **err);
 } brig_store_ops;
 
 #endif

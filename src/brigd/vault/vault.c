@@ -317,3 +317,18 @@ void brig_vault_wipe(json_t *obj)
     }
     json_decref(obj);
 }
+
+void brig_vault_placeholder(brig_vault *v, const char *owner, const char *name, char out[64])
+{
+    /* A keyed hash: stable for the sandbox's life (across restarts), and nothing
+     * about the value nor a guessable string. */
+    unsigned char h[16];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, v->key, KEY_BYTES, sizeof(h));
+    crypto_generichash_update(&st, (const unsigned char *)"placeholder", 12);
+    crypto_generichash_update(&st, (const unsigned char *)owner, strlen(owner) + 1);
+    crypto_generichash_update(&st, (const unsigned char *)name, strlen(name) + 1);
+    crypto_generichash_final(&st, h, sizeof(h));
+    memcpy(out, "brig-placeholder-", 17);
+    sodium_bin2hex(out + 17, 64 - 17, h, sizeof(h));
+}

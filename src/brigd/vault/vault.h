@@ -58,4 +58,9 @@ void brig_vault_derive(const brig_vault *v, const char *purpose, const char *sub
 /* Zeroes the string values of obj, then releases it. */
 void brig_vault_wipe(json_t *obj);
 
+/* The stand-in a sandbox holds for its secret name when brigd's egress proxy injects the
+ * value instead ("brig-placeholder-" + 32 hex digits of a hash keyed by the master key:
+ * the same for the sandbox's life, across restarts).  out gets a NUL-terminated string. */
+void brig_vault_placeholder(brig_vault *v, const char *owner, const char *name, char out[64]);
+
 #endif

@@ -1,0 +1,531 @@
+/*
+ * injconn.c - one connection through the egress proxy (inject.c): the request
+ * head, parsed strictly (httpreq.c); the sandbox's policy for where it goes; a
+ * placeholder toward any host but its rule's refused (403, logged: an attempt to
+ * send a secret's stand-in elsewhere); the rule's headers in place of the
+ * sandbox's; then the bytes relayed both ways until either side closes, the
+ * upstream's with every injected value masked (same length, so framing stays
+ * right).  One request per connection: the proxy says Connection: close.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "httpreq.h"
+#include "inject_internal.h"
+#include "log.h"
+
+/* ---- streams scanned for values -------------------------------------------------- */
+
+/* Patterns looked for in a byte stream that arrives in pieces: bytes are held back
+ * until no pattern can start in them any more. */
+typedef struct scan {
+    const char *pat[64];
+    size_t len[64];
+    const char *name[64];
+    size_t n, maxlen;
+    char *buf;
+    size_t used, cap;
+} scan;
+
+static void scan_add(scan *s, const char *pat, const char *name)
+{
+    if (s->n == BRIG_ARRAY_LEN(s->pat) || pat[0] == 0)
+        return;
+    s->pat[s->n] = pat;
+    s->len[s->n] = strlen(pat);
+    s->name[s->n++] = name;
+    if (s->len[s->n - 1] > s->maxlen)
+        s->maxlen = s->len[s->n - 1];
+}
+
+/* Appends data; masks (mask) every pattern now whole in the buffer, or reports the
+ * first one's name in *hit.  Returns how many leading bytes may go out. */
+static size_t scan_feed(scan *s, const char *data, size_t len, bool mask, const char **hit)
+{
+    if (s->used + len > s->cap) {
+        s->cap = s->used + len + 4096;
+        s->buf = brig_xrealloc(s->buf, s->cap);
+    }
+    memcpy(s->buf + s->used, data, len);
+    s->used += len;
+    for (size_t i = 0; i < s->n; i++) {
+        char *p = s->buf, *end = s->buf + s->used;
+        while ((p = memmem(p, (size_t)(end - p), s->pat[i], s->len[i])) != NULL) {
+            if (!mask) {
+                *hit = s->name[i];
+                return 0;
+            }
+            char m[128];
+            int k = snprintf(m, sizeof(m), "[REDACTED:%s]", s->name[i]);
+            for (size_t j = 0; j < s->len[i]; j++)
+                p[j] = j < (size_t)k ? m[j] : '*';
+            p += s->len[i];
+        }
+    }
+    return s->used > s->maxlen ? s->used - (s->maxlen ? s->maxlen - 1 : 0) : 0;
+}
+
+static void scan_drop(scan *s, size_t k)
+{
+    memmove(s->buf, s->buf + k, s->used - k);
+    s->used -= k;
+}
+
+/* ---- I/O ------------------------------------------------------------------------------ */
+
+static void timeouts(int fd)
+{
+    struct timeval tv = {BRIG_INJ_IO_TIMEOUT / 1000, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* An answer of the proxy's own: status, and a JSON body {"error": msg}. */
+static void answer(brig_inj_conn *c, int status, const char *msg)
+{
+    json_t *b = json_pack("{ss}", "error", msg);
+    char *body = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    const char *reason = status == 403   ? "Forbidden"
+                         : status == 400 ? "Bad Request"
+                                         : "Bad Gateway";
+    char *head = brig_asprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                               "Connection: close\r\nX-Brig-Proxy: refused\r\n"
+                               "Content-Length: %zu\r\n\r\n",
+                               status, reason, strlen(body));
+    (void)brig_injio_write(c, 0, head, strlen(head));
+    (void)brig_injio_write(c, 0, body, strlen(body));
+    free(head);
+    free(body);
+}
+
+/* ---- the request --------------------------------------------------------------------- */
+
+const brig_inject_rule *brig_inject_rule_for(const brig_inj_cfg *cfg, const char *host)
+{
+    size_t hl = strlen(host);
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        const char *r = cfg->rules[i].host;
+        if (strcmp(r, host) == 0)
+            return &cfg->rules[i];
+        size_t rl = strlen(r);
+        /* "*.example.com": any name with more labels ending in ".example.com" */
+        if (r[0] == '*' && r[1] == '.' && hl > rl - 1 && strcmp(host + hl - (rl - 1), r + 1) == 0)
+            return &cfg->rules[i];
+    }
+    return NULL;
+}
+
+/* The request's host: the Host field, lower case, without a port; "" when it has none
+ * or it is not a plain name or address. */
+static void host_of(const char *buf, const brig_http_head *h, char out[256])
+{
+    out[0] = 0;
+    if (h->host < 0)
+        return;
+    const brig_http_span *v = &h->fields[h->host].value;
+    size_t n = v->len;
+    const char *colon = memchr(buf + v->off, ':', n);
+    if (colon)
+        n = (size_t)(colon - (buf + v->off));
+    if (n == 0 || n > 253)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        char ch = (char)tolower((unsigned char)buf[v->off + i]);
+        if (!isalnum((unsigned char)ch) && ch != '.' && ch != '-')
+            return (void)(out[0] = 0);
+        out[i] = ch;
+    }
+    out[n] = 0;
+}
+
+static const brig_inject_secret *secret_named(const brig_inj_cfg *cfg, const char *name, size_t n)
+{
+    for (size_t i = 0; i < cfg->n_secrets; i++)
+        if (strlen(cfg->secrets[i].name) == n && memcmp(cfg->secrets[i].name, name, n) == 0)
+            return &cfg->secrets[i];
+    return NULL;
+}
+
+#define MERGED_MAX 64 /* headers of all the rules for one host, at most */
+
+/* Every rule for host as one (into *m, its headers into h): the first rule to set a
+ * header name wins.  NULL when none is for host. */
+static const brig_inject_rule *rules_for(const brig_inj_cfg *cfg, const char *host,
+                                         brig_inject_rule *m, brig_inject_header *h)
+{
+    size_t n = 0;
+    bool any = false;
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        brig_inj_cfg one = *cfg;
+        one.rules = &cfg->rules[i];
+        one.n_rules = 1;
+        if (brig_inject_rule_for(&one, host) == NULL)
+            continue;
+        any = true;
+        for (size_t k = 0; k < cfg->rules[i].n_headers && n < MERGED_MAX; k++) {
+            bool dup = false;
+            for (size_t j = 0; j < n && !dup; j++)
+                dup = strcasecmp(h[j].name, cfg->rules[i].headers[k].name) == 0;
+            if (!dup)
+                h[n++] = cfg->rules[i].headers[k];
+        }
+    }
+    *m = (brig_inject_rule){host, h, n};
+    return any ? m : NULL;
+}
+
+/* Whether the rule's headers name secret s. */
+static bool rule_uses(const brig_inject_rule *r, const brig_inject_secret *s)
+{
+    _cleanup_free_ char *ref = brig_asprintf("{{secret:%s}}", s->name);
+    for (size_t i = 0; r && i < r->n_headers; i++)
+        if (strstr(r->headers[i].value, ref))
+            return true;
+    return false;
+}
+
+/* A rule header's value with its secrets in (wipe and free it), or NULL with *why
+ * (malloc'd) when one is missing or expired. */
+static char *expand(const brig_inj_cfg *cfg, const char *tmpl, char **why)
+{
+    brig_buf b = {0};
+    brig_buf_printf(&b, "%s", "");
+    for (const char *p = tmpl; *p;) {
+        const char *open = strstr(p, "{{secret:");
+        const char *close = open ? strstr(open, "}}") : NULL;
+        if (open == NULL || close == NULL) {
+            brig_buf_printf(&b, "%s", p);
+            break;
+        }
+        brig_buf_printf(&b, "%.*s", (int)(open - p), p);
+        const char *name = open + 9;
+        size_t nl = (size_t)(close - name);
+        const brig_inject_secret *s = secret_named(cfg, name, nl);
+        if (s == NULL || (s->expires_ms && brig_now_real_ms() >= s->expires_ms)) {
+            *why = brig_asprintf(s ? "the credential %.*s expired; it is no longer injected"
+                                   : "the secret %.*s is not given to this sandbox",
+                                 (int)nl, name);
+            explicit_bzero(b.data, b.len);
+            brig_buf_dispose(&b);
+            return NULL;
+        }
+        brig_buf_printf(&b, "%s", s->value);
+        p = close + 2;
+    }
+    return b.data;
+}
+
+static bool hop_by_hop(const char *buf, const brig_http_field *f)
+{
+    static const char *const names[] = {"connection",          "keep-alive", "proxy-connection",
+                                        "proxy-authorization", "te",         "upgrade"};
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(names); i++)
+        if (brig_http_field_is(buf, f, names[i]))
+            return true;
+    return false;
+}
+
+static bool set_by_rule(const char *buf, const brig_http_field *f, const brig_inject_rule *r)
+{
+    for (size_t i = 0; r && i < r->n_headers; i++)
+        if (brig_http_field_is(buf, f, r->headers[i].name))
+            return true;
+    return r && brig_http_field_is(buf, f, "accept-encoding"); /* echoes must be readable */
+}
+
+/* The head to send upstream (wipe it), or NULL with *why (malloc'd). */
+static char *rewrite(const brig_inj_conn *c, const char *buf, const brig_http_head *h,
+                     const brig_inject_rule *r, char **why)
+{
+    brig_buf b = {0};
+    brig_buf_printf(&b, "%.*s %.*s HTTP/1.%d\r\n", (int)h->method.len, buf + h->method.off,
+                    (int)h->target.len, buf + h->target.off, h->minor);
+    for (size_t i = 0; i < h->n_fields; i++) {
+        const brig_http_field *f = &h->fields[i];
+        if (hop_by_hop(buf, f) || set_by_rule(buf, f, r))
+            continue;
+        brig_buf_printf(&b, "%.*s: %.*s\r\n", (int)f->name.len, buf + f->name.off,
+                        (int)f->value.len, buf + f->value.off);
+    }
+    for (size_t i = 0; r && i < r->n_headers; i++) {
+        char *v = expand(c->cfg, r->headers[i].value, why);
+        if (v == NULL) {
+            explicit_bzero(b.data, b.len);
+            brig_buf_dispose(&b);
+            return NULL;
+        }
+        brig_buf_printf(&b, "%s: %s\r\n", r->headers[i].name, v);
+        explicit_bzero(v, strlen(v));
+        free(v);
+    }
+    if (r)
+        brig_buf_printf(&b, "Accept-Encoding: identity\r\n");
+    brig_buf_printf(&b, "Connection: close\r\n\r\n");
+    return b.data;
+}
+
+/* A record for the network log (and the audit timeline): never a value. */
+static json_t *record(const brig_inj_conn *c, const char *buf, const brig_http_head *h,
+                      const char *host, const char *verdict)
+{
+    size_t path_len = strcspn(buf + h->target.off, "? ");
+    if (path_len > h->target.len)
+        path_len = h->target.len;
+    char dst[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &c->dst.sin_addr, dst, sizeof(dst));
+    return json_pack("{ss ss ss s:s% s:s% ss si ss}", "kind", "proxy", "verdict", verdict, "host",
+                     host, "method", buf + h->method.off, h->method.len, "path",
+                     buf + h->target.off, path_len, "dst", dst, "port", ntohs(c->dst.sin_port),
+                     "scheme", c->tls ? "https" : "http");
+}
+
+/* Checks the request; the rule that applies (NULL: none) in *rule; -1 when it was
+ * answered with a refusal (logged). */
+static int check(brig_inj_conn *c, const char *buf, long head_len, const brig_http_head *h,
+                 const char *host, const brig_inject_rule **rule, brig_inject_rule *merged,
+                 brig_inject_header *hdrs)
+{
+    brig_net_host *n = c->n;
+    *rule = rules_for(c->cfg, host, merged, hdrs);
+    _cleanup_free_ char *why = NULL;
+    for (size_t i = 0; i < c->cfg->n_secrets && !why; i++) {
+        const brig_inject_secret *s = &c->cfg->secrets[i];
+        if (memmem(buf, (size_t)head_len, s->placeholder, strlen(s->placeholder)) &&
+            !rule_uses(*rule, s))
+            why = brig_asprintf("the placeholder of %s may only go to the host of its rule, "
+                                "not to %s",
+                                s->name, host[0] ? host : "this host");
+    }
+    if (why == NULL && !brig_inject_allows(n, c->cfg->sandbox_id, &c->dst))
+        why = brig_asprintf("the project's egress policy does not allow this destination");
+    if (why == NULL && *rule && !c->tls &&
+        !brig_inject_resolves_to(n, host, c->dst.sin_addr.s_addr))
+        why = brig_asprintf("%s does not resolve to the address connected to", host);
+    if (why == NULL)
+        return 0;
+    json_t *rec = record(c, buf, h, host, "refused");
+    json_object_set_new(rec, "reason", json_string(why));
+    brig_inject_log(n, c->cfg->sandbox_id, rec);
+    answer(c, 403, why);
+    return -1;
+}
+
+static int connect_upstream(brig_inj_conn *c)
+{
+    c->up = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->up < 0)
+        return -1;
+    timeouts(c->up);
+    return connect(c->up, (struct sockaddr *)&c->dst, sizeof(c->dst));
+}
+
+/* Moves what side src has to the other side through sc (masking when mask);
+ * -1 when src is done or the other side failed, 1 when a guard pattern was met. */
+static int pump(brig_inj_conn *c, int src, scan *sc, bool mask)
+{
+    char b[16384];
+    ssize_t r = brig_injio_read(c, src, b, sizeof(b));
+    if (r == -2)
+        return 0;
+    if (r <= 0)
+        return -1;
+    const char *hit = NULL;
+    size_t out = scan_feed(sc, b, (size_t)r, mask, &hit);
+    if (hit)
+        return 1;
+    if (brig_injio_write(c, !src, sc->buf, out) < 0)
+        return -1;
+    scan_drop(sc, out);
+    return 0;
+}
+
+/* Relays both ways until either side is done: the sandbox's bytes scanned for
+ * placeholders that must not go to this host (the connection then ends), the
+ * upstream's with mask's values masked. */
+static void relay(brig_inj_conn *c, scan *mask, scan *guard)
+{
+    struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->up, .events = POLLIN}};
+    bool open_in = true;
+    for (;;) {
+        bool pend = brig_injio_pending(c, 0) || brig_injio_pending(c, 1);
+        int k = poll(p, 2, pend ? 0 : BRIG_INJ_IO_TIMEOUT);
+        if (k < 0 || (k == 0 && !pend))
+            break;
+        if (open_in && (p[0].revents || brig_injio_pending(c, 0))) {
+            int r = pump(c, 0, guard, false);
+            if (r == 1)
+                return;
+            if (r < 0) {
+                shutdown(c->up, SHUT_WR); /* the request is whole: the answer may follow */
+                open_in = false;
+                p[0].fd = -1;
+            }
+        }
+        if ((p[1].revents || brig_injio_pending(c, 1)) && pump(c, 1, mask, true) < 0)
+            break;
+    }
+    /* What is held back is no longer the start of a value: it goes out. */
+    if (mask->used)
+        (void)brig_injio_write(c, 0, mask->buf, mask->used);
+}
+
+/* Reads the request head into buf; its length, or -1 (answered when it was bad). */
+static long read_head(brig_inj_conn *c, char *buf, size_t *got, brig_http_head *h)
+{
+    const char *why = NULL;
+    for (;;) {
+        long k = brig_http_parse(buf, *got, h, &why);
+        if (k != 0) {
+            if (k < 0)
+                answer(c, 400, why);
+            return k;
+        }
+        ssize_t r = brig_injio_read(c, 0, buf + *got, BRIG_HTTP_HEAD_MAX - *got);
+        if (r == -2)
+            continue;
+        if (r <= 0)
+            return -1;
+        *got += (size_t)r;
+    }
+}
+
+/* Plain relay (HTTPS toward a host without a rule): the policy's check only. */
+static void passthrough(brig_inj_conn *c)
+{
+    if (!brig_inject_allows(c->n, c->cfg->sandbox_id, &c->dst) || connect_upstream(c) < 0)
+        return;
+    scan none = {0}, none2 = {0};
+    relay(c, &none, &none2);
+    free(none.buf);
+    free(none2.buf);
+}
+
+/* A refusal after the checks: logged and answered. */
+static void refuse(brig_inj_conn *c, const char *buf, const brig_http_head *h, const char *host,
+                   int status, const char *why)
+{
+    json_t *rec = record(c, buf, h, host, "refused");
+    json_object_set_new(rec, "reason", json_string(why));
+    brig_inject_log(c->n, c->cfg->sandbox_id, rec);
+    answer(c, status, why);
+}
+
+/* The scans of a request under rule: values to mask coming back, placeholders that
+ * must not go out. */
+static void scans_of(const brig_inj_cfg *cfg, const brig_inject_rule *rule, scan *mask, scan *guard)
+{
+    for (size_t i = 0; i < cfg->n_secrets; i++) {
+        const brig_inject_secret *s = &cfg->secrets[i];
+        if (rule_uses(rule, s))
+            scan_add(mask, s->value, s->name);
+        else
+            scan_add(guard, s->placeholder, s->name);
+    }
+}
+
+/* Connects upstream (TLS when the sandbox's side is) and sends head; -1 when it
+ * was answered with a refusal. */
+static int open_upstream(brig_inj_conn *c, const char *buf, const brig_http_head *h,
+                         const char *host, const char *head)
+{
+    _cleanup_free_ char *why = NULL;
+    if (connect_upstream(c) < 0)
+        why = brig_asprintf("%s cannot be reached", host);
+    else if (c->ssl[0] && brig_injtls_connect(c, host, &why) < 0)
+        ;
+    else if (brig_injio_write(c, 1, head, strlen(head)) < 0)
+        why = brig_asprintf("%s closed the connection", host);
+    if (why == NULL)
+        return 0;
+    refuse(c, buf, h, host, 502, why);
+    return -1;
+}
+
+/* One request (plain, or inside the sandbox's TLS to sni) to the end. */
+static void serve_http(brig_inj_conn *c, const char *sni)
+{
+    char *buf = brig_xmalloc(BRIG_HTTP_HEAD_MAX), host[256], *why = NULL;
+    size_t got = 0;
+    brig_http_head h;
+    const brig_inject_rule *rule = NULL;
+    brig_inject_rule merged;
+    brig_inject_header hdrs[MERGED_MAX];
+    scan mask = {0}, guard = {0};
+    long head_len = read_head(c, buf, &got, &h);
+    if (head_len < 0)
+        goto out;
+    host_of(buf, &h, host);
+    if (sni && strcmp(sni, host) != 0) {
+        refuse(c, buf, &h, host, 421, "the Host header differs from the TLS server name");
+        goto out;
+    }
+    if (check(c, buf, head_len, &h, host, &rule, &merged, hdrs) < 0)
+        goto out;
+    char *head = rewrite(c, buf, &h, rule, &why);
+    if (head == NULL) {
+        refuse(c, buf, &h, host, 403, why);
+        goto out;
+    }
+    scans_of(c->cfg, rule, &mask, &guard);
+    if (rule) {
+        json_t *rec = record(c, buf, &h, host, "injected"), *names = json_array();
+        for (size_t i = 0; i < mask.n; i++)
+            json_array_append_new(names, json_string(mask.name[i]));
+        json_object_set_new(rec, "secrets", names);
+        brig_inject_log(c->n, c->cfg->sandbox_id, rec);
+    }
+    int rc = open_upstream(c, buf, &h, host, head);
+    explicit_bzero(head, strlen(head));
+    free(head);
+    if (rc < 0)
+        goto out;
+    if (got > (size_t)head_len) {
+        const char *hit = NULL;
+        size_t out = scan_feed(&guard, buf + head_len, got - (size_t)head_len, false, &hit);
+        if (hit || brig_injio_write(c, 1, guard.buf, out) < 0)
+            goto out;
+        scan_drop(&guard, out);
+    }
+    relay(c, &mask, &guard);
+out:
+    free(why);
+    free(buf);
+    free(mask.buf);
+    free(guard.buf);
+}
+
+/* HTTPS: intercepted when its server name has a rule and the proxy has a CA. */
+static void serve_tls(brig_inj_conn *c)
+{
+    char sni[256];
+    int k = brig_injtls_sni(c->fd, sni);
+    if (k < 0)
+        return;
+    if (k == 0 || c->tls_state == NULL || brig_inject_rule_for(c->cfg, sni) == NULL) {
+        passthrough(c);
+        return;
+    }
+    if (brig_injtls_accept(c, sni) == 0)
+        serve_http(c, sni);
+}
+
+void brig_injconn_serve(brig_inj_conn *c)
+{
+    timeouts(c->fd);
+    if (c->tls)
+        serve_tls(c);
+    else
+        serve_http(c, NULL);
+    brig_injtls_close(c);
+    close(c->fd);
+    if (c->up >= 0)
+        close(c->up);
+}

