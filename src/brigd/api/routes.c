@@ -220,6 +220,33 @@ static void h_sandbox_timeout(brig_req *r)
     brig_http_json(r, 200, out);
 }
 
+/* POST /v1/sandboxes/{id}/pause and /resume: no body (or {}); idempotent. */
+static void h_sandbox_pause_resume(brig_req *r, bool pause)
+{
+    static const char *const fields[] = {NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_decref(body);
+    json_t *out = NULL;
+    brig_error *err = NULL;
+    if (pause)
+        brig_sandbox_pause(r->d, &r->caller, r->params[0], &out, &err);
+    else
+        brig_sandbox_resume(r->d, &r->caller, r->params[0], &out, &err);
+    brig_http_answer(r, err, 200, out);
+}
+
+static void h_sandbox_pause(brig_req *r)
+{
+    h_sandbox_pause_resume(r, true);
+}
+
+static void h_sandbox_resume(brig_req *r)
+{
+    h_sandbox_pause_resume(r, false);
+}
+
 static void h_network_log(brig_req *r)
 {
     json_t *out = NULL;
@@ -247,6 +274,8 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/sandboxes/{id}", h_sandbox_get, 0, NULL, NULL},
     {"DELETE", "/v1/sandboxes/{id}", h_sandbox_delete, 0, NULL, NULL},
     {"POST", "/v1/sandboxes/{id}/timeout", h_sandbox_timeout, 0, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/pause", h_sandbox_pause, 0, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/resume", h_sandbox_resume, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/network-log", h_network_log, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/timeline", api_timeline, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/metrics", api_sandbox_metrics, 0, NULL, NULL},

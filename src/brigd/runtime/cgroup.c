@@ -143,6 +143,34 @@ static void no_events(const char *id, int64_t *oom_kills, int64_t *pids_max)
     *oom_kills = *pids_max = -1;
 }
 
+/* Writes text to a cgroup file; one that is not there is nothing to do. */
+static void write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (write(fd, text, strlen(text)) < 0)
+        brig_warn("write %s to %s: %s", text, path, strerror(errno));
+    close(fd);
+}
+
+static void v1_thaw(const char *id)
+{
+    _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/freezer/brig/%s/freezer.state", id);
+    write_file(p, "THAWED");
+}
+
+static void v2_thaw(const char *id)
+{
+    _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/brig/%s/cgroup.freeze", id);
+    write_file(p, "0");
+}
+
+static void no_thaw(const char *id)
+{
+    (void)id;
+}
+
 static int no_prepare(const char *id, int64_t tcp_bytes, brig_error **err)
 {
     (void)id;
@@ -163,6 +191,7 @@ static brig_cgroup_ops v1 = {.name = "v1",
                              .prepare = v1_prepare,
                              .tcp_bytes = v1_tcp_bytes,
                              .events = v1_events,
+                             .thaw = v1_thaw,
                              .remove = v1_remove};
 static brig_cgroup_ops v2 = {.name = "v2",
                              .check = ok,
@@ -170,6 +199,7 @@ static brig_cgroup_ops v2 = {.name = "v2",
                              .prepare = no_prepare,
                              .tcp_bytes = no_tcp,
                              .events = v2_events,
+                             .thaw = v2_thaw,
                              .remove = v2_remove};
 static const brig_cgroup_ops none = {.name = "none",
                                      .check = refuse,
@@ -177,6 +207,7 @@ static const brig_cgroup_ops none = {.name = "none",
                                      .prepare = no_prepare,
                                      .tcp_bytes = no_tcp,
                                      .events = no_events,
+                                     .thaw = no_thaw,
                                      .remove = no_remove};
 
 #define V1_MEMORY "/sys/fs/cgroup/memory/brig"

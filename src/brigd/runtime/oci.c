@@ -147,6 +147,17 @@ static char *runtime_message(const char *text)
     return brig_xstrndup(m, len);
 }
 
+int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_buf *out, int *status,
+                 brig_error **err)
+{
+    return run_runtime(o, iso, args, out, status, err);
+}
+
+char *brig_oci_message(const char *text)
+{
+    return runtime_message(text);
+}
+
 /* ---- ops ------------------------------------------------------------------- */
 
 static int oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
@@ -229,6 +240,7 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
 {
     oci *o = rt->priv;
     int failed = 0;
+    o->cgroup->thaw(id); /* paused: a frozen process dies of SIGKILL only once thawed */
     if (sb && sb->pidfd >= 0) {
         if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
             brig_warn("%s: kill init: %s", id, strerror(errno));
@@ -465,7 +477,8 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
     brig_buf_dispose(&outb);
     const char *status = json_string_value(json_object_get(j, "status"));
     json_int_t pid = json_integer_value(json_object_get(j, "pid"));
-    int running = status && strcmp(status, "running") == 0 && pid > 0;
+    bool paused = status && strcmp(status, "paused") == 0; /* its agent is frozen: not asked */
+    int running = status && (strcmp(status, "running") == 0 || paused) && pid > 0;
     json_decref(j);
     if (!running) {
         brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "container %s is not running", id);
@@ -477,10 +490,11 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
         brig_error_sys(err, "pidfd of %s", id);
         goto fail;
     }
-    int cfd = oci_connect(rt, sb, err);
-    if (cfd < 0)
+    int cfd = paused ? -2 : oci_connect(rt, sb, err);
+    if (cfd == -1)
         goto fail;
-    close(cfd);
+    if (cfd >= 0)
+        close(cfd);
     *out = sb;
     return 0;
 fail:
@@ -602,6 +616,9 @@ static const brig_runtime_ops oci_ops = {
     .volume_remove = brig_oci_volume_remove,
     .volume_unmount = brig_oci_volume_unmount,
     .volume_list = brig_oci_volume_list,
+    .pause = brig_oci_pause,
+    .resume = brig_oci_resume,
+    .paused = brig_oci_paused,
     .free = oci_free,
 };
 

@@ -15,6 +15,7 @@
 #include "cgroup.h"
 #include "core/id.h"
 #include "runtime.h"
+#include "util.h"
 
 typedef struct oci {
     const brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
@@ -116,6 +117,20 @@ int brig_oci_volumes_bind(const oci *o, const brig_rt_spec *spec, int dirfd, int
 void brig_oci_volumes_spec(const oci *o, const brig_rt_spec *spec, json_t *cfg);
 /* Unmounts the sandbox's clones (vol/<n>); none is no error. */
 int brig_oci_volumes_unmount(const oci *o, const char *id, brig_error **err);
+
+/* ---- oci.c: the runtime binary, for the driver's other files ----------------------- */
+
+/* Runs `<runtime of iso> --root <root> args...`; its output into out, *status its exit. */
+int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_buf *out, int *status,
+                 brig_error **err);
+/* What went wrong, from the runtime's output (its last "msg=", or its last line). */
+char *brig_oci_message(const char *text);
+
+/* ---- oci_pause.c: the driver's pause, resume and paused ops (runtime.h) ------------ */
+
+int brig_oci_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err);
+int brig_oci_resume(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+int brig_oci_paused(brig_runtime *rt, const char *id);
 
 /* ---- oci_stats.c ------------------------------------------------------------- */
 

@@ -89,7 +89,7 @@ typedef struct brig_runtime_ops {
     int (*create)(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox **out,
                   brig_error **err);
     /* Re-attaches to a sandbox left by a previous brigd; fails unless it is
-     * running and its agent answers. */
+     * running and its agent answers, or paused (its agent is not asked). */
     int (*attach)(brig_runtime *rt, const char *id, brig_rt_sandbox **out, brig_error **err);
     /* Opens a new agent connection (handshake done); returns the fd. */
     int (*connect)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
@@ -130,6 +130,16 @@ typedef struct brig_runtime_ops {
     int (*volume_remove)(brig_runtime *rt, const char *id, brig_error **err);
     int (*volume_unmount)(brig_runtime *rt, const char *id, brig_error **err);
     int (*volume_list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
+    /* Pausing (docs/snapshots.md): every process of the sandbox stops where it is
+     * (container: the cgroup freezer; gvisor: runsc pause), its memory stays resident;
+     * resume lets them go on.  Idempotent.  *memory (pause, may be NULL): what was kept
+     * of its memory, "resident".  paused: 1 when the sandbox is paused now, 0 when
+     * not, -1 when its runtime cannot tell (gone).  destroy works on a paused sandbox
+     * (it thaws it); kill sends its SIGKILL but a frozen process dies of it only once
+     * resumed. */
+    int (*pause)(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err);
+    int (*resume)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+    int (*paused)(brig_runtime *rt, const char *id);
     /* Ids of every sandbox this driver holds anything for (running or not). */
     int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     void (*free)(brig_runtime *rt);

@@ -91,9 +91,21 @@ static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms,
     brig_store_sandbox_set_state(d->store, brig_sandbox_id(sb),
                                  brig_sb_state_name(BRIG_SB_DELETING), reason, brig_now_real_ms(),
                                  NULL);
-    d->rt->ops->kill(d->rt, brig_sandbox_runtime(sb), wait_ms);
+    brig_rt_sandbox *rt = brig_sandbox_runtime(sb);
+    if (brig_sandbox_paused_at(d, sb)) { /* frozen: killed, then thawed to die of it */
+        d->rt->ops->kill(d->rt, rt, 0);
+        d->rt->ops->resume(d->rt, rt, NULL);
+    }
+    d->rt->ops->kill(d->rt, rt, wait_ms);
     int64_t now = brig_now_real_ms();
     brig_error *err = NULL;
+    if (brig_sandbox_paused_at(d, sb) && /* its paused time at the paused price */
+        brig_billing_charge_paused(d, brig_sandbox_id(sb), now, false,
+                                   brig_billing_paused_price(d, brig_sandbox_spec_of(sb)->disk_mib),
+                                   NULL, &err) < 0) {
+        brig_err("sandbox %s: paused charge: %s", brig_sandbox_id(sb), err->msg);
+        brig_error_clear(&err);
+    }
     if (brig_billing_charge(d, brig_sandbox_id(sb), now, true, NULL, &err) < 0) {
         brig_err("sandbox %s: final charge: %s", brig_sandbox_id(sb), err->msg);
         brig_error_clear(&err);
@@ -157,7 +169,7 @@ int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int
     bool listed = brig_registry_view(d, c, id, &v);
     if (listed)
         brig_sandbox_view_dispose(&v);
-    if (!listed || v.state != BRIG_SB_RUNNING)
+    if (!listed || (v.state != BRIG_SB_RUNNING && v.state != BRIG_SB_PAUSED))
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
     int64_t now = brig_now_real_ms(), until = now + ms;
     if (until - v.spec.created_at > d->cfg.lifetime_max_ms) {

@@ -3,6 +3,7 @@
  *
  * sandbox/ in modules, each calling only the ones below it:
  *   orchestrator  create (a checklist), delete and brigd's own stops, a new lifetime
+ *   pause         pausing and resuming (the driver's freeze)
  *   view          the API's JSON of sandboxes; why a request's sandbox went away
  *   janitor       lifetimes, idleness, CPU abuse, billing ticks
  *   reconcile     start-up: the registry made to agree with the store and the runtime
@@ -22,6 +23,7 @@
 
 #include "attach.h"
 #include "orchestrator.h"
+#include "pause.h"
 #include "registry.h"
 #include "secrets.h"
 #include "timeline.h"
