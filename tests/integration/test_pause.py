@@ -10,11 +10,12 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import time
 
 import pytest
 
-from brigtest import Brigd, Sandbox, leftovers, needs_gvisor, wait_for
+from brigtest import BUILD, Brigd, Sandbox, leftovers, needs_gvisor, wait_for
 
 
 def stream(api, path):
@@ -170,6 +171,24 @@ def test_delete_of_a_paused_sandbox_leaves_nothing(api):
     gone = api.ok("GET", f"/v1/sandboxes/{sid}").json()
     assert gone["state"] == "deleted" and gone["reason"] == "deleted_by_api"
     assert "sandbox.paused" in timeline_kinds(api, sid)
+
+
+def cli(api, *args):
+    env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY=api.key)
+    return subprocess.run([os.path.join(BUILD, "brig"), *args], env=env, capture_output=True,
+                          timeout=60)
+
+
+def test_cli_pause_and_resume(api):
+    with Sandbox(api) as sb:
+        r = cli(api, "pause", sb.id)
+        assert r.returncode == 0 and r.stdout.decode() == f"{sb.id} paused\n", r
+        r = cli(api, "exec", sb.id, "--", "true")
+        assert r.returncode != 0 and b"paused" in r.stderr, r
+        r = cli(api, "resume", "--json", sb.id)
+        assert r.returncode == 0 and json.loads(r.stdout)["state"] == "running", r
+        r = cli(api, "pause", "sbx_nosuchsandbox")
+        assert r.returncode == 1 and b"(HTTP 404 not_found)" in r.stderr, r
 
 
 # ---- with a daemon of its own -------------------------------------------------------

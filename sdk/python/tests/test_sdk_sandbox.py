@@ -176,6 +176,17 @@ def test_set_timeout(sb):
     assert info.id == sb.id and not info.deleted
 
 
+def test_pause_and_resume(sb):
+    info = sb.pause()
+    assert info.paused and info.state == "paused" and info.raw["memory"] == "resident"
+    assert sb.pause().paused  # idempotent
+    with pytest.raises(brig.Conflict, match="paused"):
+        sb.exec("true")
+    info = sb.resume()
+    assert info.state == "running" and not info.paused
+    assert sb.exec("echo back").stdout == "back\n"
+
+
 def test_tariff_and_account_routes(client):
     tariffs = client.tariffs()
     names = [t["name"] for t in tariffs["tariffs"]]

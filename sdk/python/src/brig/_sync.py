@@ -328,6 +328,19 @@ class Sandbox:
             self.info = SandboxInfo.from_json(resp.json())
         return self.info
 
+    def pause(self) -> SandboxInfo:
+        """Pauses the sandbox: every process stops where it is, its memory stays
+        resident (docs/snapshots.md).  While paused, commands and file calls raise
+        :class:`Conflict` ("paused"); its idle timeout stands still.  Idempotent."""
+        self.info = SandboxInfo.from_json(self._t.request("POST", self._p("/pause")).json())
+        return self.info
+
+    def resume(self) -> SandboxInfo:
+        """Resumes a paused sandbox: its processes go on where they stopped.
+        Idempotent."""
+        self.info = SandboxInfo.from_json(self._t.request("POST", self._p("/resume")).json())
+        return self.info
+
     def network_log(self) -> builtins.list[dict[str, Any]]:
         """DNS queries and denied connections of the sandbox (see docs/network.md)."""
         j = self._t.request("GET", self._p("/network-log")).json()

@@ -353,6 +353,18 @@ class Sandbox:
             self.info = SandboxInfo.from_json(resp.json())
         return self.info
 
+    async def pause(self) -> SandboxInfo:
+        """Pauses the sandbox (see the sync :meth:`brig.Sandbox.pause`)."""
+        resp = await self._t.request("POST", self._p("/pause"))
+        self.info = SandboxInfo.from_json(resp.json())
+        return self.info
+
+    async def resume(self) -> SandboxInfo:
+        """Resumes a paused sandbox (see the sync :meth:`brig.Sandbox.resume`)."""
+        resp = await self._t.request("POST", self._p("/resume"))
+        self.info = SandboxInfo.from_json(resp.json())
+        return self.info
+
     async def network_log(self) -> builtins.list[dict[str, Any]]:
         """DNS queries and denied connections of the sandbox."""
         j = (await self._t.request("GET", self._p("/network-log"))).json()
