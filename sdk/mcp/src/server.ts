@@ -291,6 +291,42 @@ export function createServer(options: ServerOptions = {}): McpServer {
       }),
   );
 
+  for (const [verb, title, description] of [
+    [
+      "pause",
+      "Pause a sandbox",
+      "Pauses a sandbox between steps: every process stops where it is and its memory is kept; " +
+        "it costs little while paused and its idle timeout stands still. Commands and file calls " +
+        "are refused until sandbox_resume. Pausing a paused sandbox changes nothing.",
+    ],
+    [
+      "resume",
+      "Resume a sandbox",
+      "Resumes a paused sandbox: its processes (background ones included) go on where they stopped. " +
+        "Resuming a running sandbox changes nothing.",
+    ],
+  ] as const) {
+    server.registerTool(
+      `sandbox_${verb}`,
+      {
+        title,
+        description,
+        inputSchema: { sandbox_id: sandboxId },
+        outputSchema: { sandbox_id: z.string(), state: z.string() },
+        annotations: { idempotentHint: true },
+      },
+      async (args) =>
+        guard(async () => {
+          const sb = await sandbox(args.sandbox_id);
+          const info = verb === "pause" ? await sb.pause() : await sb.resume();
+          return {
+            content: [{ type: "text", text: `Sandbox ${info.id} is ${info.state}.` }],
+            structuredContent: { sandbox_id: info.id, state: info.state },
+          };
+        }),
+    );
+  }
+
   server.registerTool(
     "sandbox_run",
     {

@@ -25,6 +25,8 @@ const TOOLS = [
   "sandbox_download",
   "sandbox_exec",
   "sandbox_list",
+  "sandbox_pause",
+  "sandbox_resume",
   "sandbox_run",
   "sandbox_upload",
 ];
@@ -66,7 +68,7 @@ describe("brig-mcp over stdio", () => {
     await client.connect(transport);
   });
 
-  test("lists the seven tools with descriptions and schemas", async () => {
+  test("lists the nine tools with descriptions and schemas", async () => {
     const { tools } = await client.listTools();
     assert.deepEqual(tools.map((t) => t.name).sort(), TOOLS);
     for (const t of tools) {
@@ -78,6 +80,19 @@ describe("brig-mcp over stdio", () => {
     assert.deepEqual(Object.keys(run.inputSchema.properties ?? {}).sort(), ["command", "template", "timeout"]);
     const create = tools.find((t) => t.name === "sandbox_create")!;
     assert.deepEqual(Object.keys(create.inputSchema.properties ?? {}).sort(), ["env", "isolation", "tariff", "template"]);
+  });
+
+  test("sandbox_pause and sandbox_resume", async () => {
+    const created = await call("sandbox_create", { template: "minimal" });
+    const id = structured<{ sandbox_id: string }>(created).sandbox_id;
+    const paused = await call("sandbox_pause", { sandbox_id: id });
+    assert.ok(!paused.isError, text(paused));
+    assert.equal(text(paused), `Sandbox ${id} is paused.`);
+    const refused = await call("sandbox_exec", { sandbox_id: id, command: "true" });
+    assert.ok(refused.isError && text(refused).includes("paused"), text(refused));
+    const resumed = await call("sandbox_resume", { sandbox_id: id });
+    assert.deepEqual(structured(resumed), { sandbox_id: id, state: "running" });
+    assert.ok(!(await call("sandbox_delete", { sandbox_id: id })).isError);
   });
 
   test("sandbox_create takes an isolation mode, and refuses an unknown one", async () => {

@@ -139,6 +139,20 @@ export class Sandbox {
     return (this.info = sandboxInfo(info));
   }
 
+  /**
+   * Pauses the sandbox: every process stops where it is and its memory stays resident
+   * (see docs/snapshots.md). While paused, commands and file calls throw a ConflictError
+   * ("paused") and its idle timeout stands still. Idempotent.
+   */
+  async pause(): Promise<SandboxInfo> {
+    return (this.info = sandboxInfo(await this.client.json("POST", `${this.#path}/pause`)));
+  }
+
+  /** Resumes a paused sandbox: its processes go on where they stopped. Idempotent. */
+  async resume(): Promise<SandboxInfo> {
+    return (this.info = sandboxInfo(await this.client.json("POST", `${this.#path}/resume`)));
+  }
+
   /** DNS queries and denied connections of the sandbox (see docs/network.md). */
   async networkLog(): Promise<Record<string, unknown>[]> {
     return (await this.client.json<{ entries: Record<string, unknown>[] }>("GET", `${this.#path}/network-log`)).entries;

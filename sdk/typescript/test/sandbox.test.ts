@@ -5,6 +5,7 @@ import {
   AuthError,
   BrigClient,
   BrigError,
+  ConflictError,
   ConnectionError,
   ForbiddenError,
   InvalidRequestError,
@@ -219,6 +220,16 @@ describe("sandboxes", () => {
     assert.ok(Array.isArray(m.samples));
 
     await assert.rejects(Sandbox.create({ template: "minimal", client: client(), tariff: "no-such-tariff" }), InvalidRequestError);
+  });
+
+  test("pause and resume", async () => {
+    await using sb = await Sandbox.create({ template: "minimal", client: client() });
+    const info = await sb.pause();
+    assert.equal(info.state, "paused");
+    assert.equal((await sb.pause()).state, "paused");
+    await assert.rejects(sb.exec("true"), (e: Error) => e instanceof ConflictError && /paused/.test(e.message));
+    assert.equal((await sb.resume()).state, "running");
+    assert.equal((await sb.exec("echo back")).stdout, "back\n");
   });
 
   test("isolation: sent, shown, refused by a project's policy", async () => {
