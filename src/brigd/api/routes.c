@@ -67,9 +67,9 @@ static int seconds_field(json_t *body, const char *name, int64_t max_ms, int64_t
 
 static void h_sandbox_create(brig_req *r)
 {
-    static const char *const fields[] = {
-        "template",     "tariff",  "env",       "secrets", "secret_refs", "idle_timeout",
-        "max_lifetime", "project", "isolation", "volumes", NULL};
+    static const char *const fields[] = {"template",    "tariff",       "env",          "secrets",
+                                         "secret_refs", "idle_timeout", "max_lifetime", "project",
+                                         "isolation",   "volumes",      "snapshot",     NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
@@ -77,13 +77,15 @@ static void h_sandbox_create(brig_req *r)
     json_t *iso = json_object_get(body, "isolation");
     json_t *env = json_object_get(body, "env"), *secrets = json_object_get(body, "secrets");
     json_t *refs = json_object_get(body, "secret_refs"), *prj = json_object_get(body, "project");
+    json_t *snap = json_object_get(body, "snapshot");
     brig_sandbox_opts opts = {.template = json_string_value(tmpl),
                               .tariff = json_string_value(tariff),
                               .project_id = json_string_value(prj),
                               .isolation = json_string_value(iso),
                               .env = env,
                               .secrets = secrets,
-                              .secret_refs = refs};
+                              .secret_refs = refs,
+                              .snapshot = json_string_value(snap)};
     json_t *vols = json_object_get(body, "volumes");
     brig_volset vs;
     if (vols)
@@ -97,6 +99,8 @@ static void h_sandbox_create(brig_req *r)
         (iso && !json_is_string(iso) &&
          brig_error_set(&err, BRIG_E_INVALID, 0,
                         "'isolation' must be \"container\" or \"gvisor\"") < 0) ||
+        (snap && !json_is_string(snap) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'snapshot' must be a snapshot id") < 0) ||
         (prj && !json_is_string(prj) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'project' must be a project id") < 0) ||
         (env && brig_request_env(env, &err) < 0) ||
@@ -323,6 +327,10 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/projects/{id}/secrets", api_secret_list, ROUTE_ADMIN, NULL, NULL},
     {"PUT", "/v1/projects/{id}/secrets/{name}", api_secret_put, ROUTE_ADMIN, NULL, NULL},
     {"DELETE", "/v1/projects/{id}/secrets/{name}", api_secret_delete, ROUTE_ADMIN, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/snapshot", api_snapshot_take, 0, NULL, NULL},
+    {"GET", "/v1/snapshots", api_snapshot_list, 0, NULL, NULL},
+    {"GET", "/v1/snapshots/{id}", api_snapshot_get, 0, NULL, NULL},
+    {"DELETE", "/v1/snapshots/{id}", api_snapshot_delete, 0, NULL, NULL},
     {"POST", "/v1/volumes", api_volume_create, ROUTE_ADMIN, NULL, NULL},
     {"GET", "/v1/volumes", api_volume_list, 0, NULL, NULL},
     {"GET", "/v1/volumes/{name}", api_volume_get, 0, NULL, NULL},

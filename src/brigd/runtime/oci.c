@@ -147,17 +147,6 @@ static char *runtime_message(const char *text)
     return brig_xstrndup(m, len);
 }
 
-int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_buf *out, int *status,
-                 brig_error **err)
-{
-    return run_runtime(o, iso, args, out, status, err);
-}
-
-char *brig_oci_message(const char *text)
-{
-    return runtime_message(text);
-}
-
 /* ---- ops ------------------------------------------------------------------- */
 
 static int oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
@@ -619,6 +608,8 @@ static const brig_runtime_ops oci_ops = {
     .pause = brig_oci_pause,
     .resume = brig_oci_resume,
     .paused = brig_oci_paused,
+    .snapshot_take = brig_oci_snapshot_take,
+    .snapshot_remove = brig_oci_snapshot_remove,
     .free = oci_free,
 };
 

@@ -118,19 +118,25 @@ void brig_oci_volumes_spec(const oci *o, const brig_rt_spec *spec, json_t *cfg);
 /* Unmounts the sandbox's clones (vol/<n>); none is no error. */
 int brig_oci_volumes_unmount(const oci *o, const char *id, brig_error **err);
 
-/* ---- oci.c: the runtime binary, for the driver's other files ----------------------- */
-
-/* Runs `<runtime of iso> --root <root> args...`; its output into out, *status its exit. */
-int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_buf *out, int *status,
-                 brig_error **err);
-/* What went wrong, from the runtime's output (its last "msg=", or its last line). */
-char *brig_oci_message(const char *text);
-
 /* ---- oci_pause.c: the driver's pause, resume and paused ops (runtime.h) ------------ */
 
 int brig_oci_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err);
 int brig_oci_resume(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
 int brig_oci_paused(brig_runtime *rt, const char *id);
+
+/* ---- oci_snapshot.c, oci_layer.c: snapshots' layers (runtime.h)
+ * ----------------------------------- */
+
+int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
+                           int64_t *bytes, brig_error **err);
+int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err);
+/* oci_layer.c: reads in's data, each 64 KiB block that is not all zeros (out >= 0: copies
+ * them to out, sized like in), into its digest (hex); *bytes: the data hashed. */
+int brig_oci_layer_copy(int in, int out, char hex[65], int64_t *bytes, brig_error **err);
+/* oci_layer.c: a create's step instead of the golden image's copy: the snapshot's layer copied to
+ * img (checked against its digest), mounted at mnt, its owners moved into spec's range. */
+int brig_oci_snapshot_restore(const oci *o, const brig_rt_spec *spec, const char *img,
+                              const char *mnt, brig_error **err);
 
 /* ---- oci_stats.c ------------------------------------------------------------- */
 

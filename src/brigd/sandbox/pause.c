@@ -149,3 +149,30 @@ int brig_sandbox_resume(brigd *d, const brig_caller *c, const char *id, json_t *
     pthread_mutex_unlock(&pause_lock);
     return rc;
 }
+
+int brig_sandbox_frozen_do(brigd *d, brig_sandbox *sb,
+                           int (*fn)(void *arg, brig_rt_sandbox *rt, brig_error **err), void *arg,
+                           brig_error **err)
+{
+    const char *id = brig_sandbox_id(sb);
+    brig_rt_sandbox *rt = brig_sandbox_runtime(sb);
+    pthread_mutex_lock(&pause_lock);
+    brig_sandbox_view v;
+    brig_registry_view_of(d, sb, &v);
+    brig_sandbox_view_dispose(&v);
+    int rc = -1;
+    if (v.state != BRIG_SB_RUNNING && v.state != BRIG_SB_PAUSED)
+        wrong_state(id, v.state, "frozen", err);
+    else if (v.state == BRIG_SB_PAUSED)
+        rc = fn(arg, rt, err);
+    else if (d->rt->ops->pause(d->rt, rt, NULL, err) == 0) {
+        rc = fn(arg, rt, err);
+        brig_error *terr = NULL;
+        if (d->rt->ops->resume(d->rt, rt, &terr) < 0) { /* a delete meanwhile: no matter */
+            brig_warn("sandbox %s: thaw after a snapshot: %s", id, terr->msg);
+            brig_error_clear(&terr);
+        }
+    }
+    pthread_mutex_unlock(&pause_lock);
+    return rc;
+}

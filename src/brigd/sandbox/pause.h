@@ -17,6 +17,7 @@
 
 #include "account/auth.h"
 #include "error.h"
+#include "registry.h"
 #include "server.h"
 
 /* Pauses / resumes the sandbox id the caller may see; *out: its JSON, with "memory"
@@ -26,5 +27,14 @@ int brig_sandbox_pause(brigd *d, const brig_caller *c, const char *id, json_t **
                        brig_error **err);
 int brig_sandbox_resume(brigd *d, const brig_caller *c, const char *id, json_t **out,
                         brig_error **err);
+
+/* Runs fn(arg, its runtime handle) while every process of sandbox sb (referenced by the
+ * caller) stands still: a running one is frozen by the driver for the call and thawed
+ * after (it stays listed running: requests meanwhile wait, they are not refused), a
+ * paused one stays paused.  Never interleaves with a pause or resume.  fn's result;
+ * BRIG_E_CONFLICT for a sandbox neither running nor paused. */
+int brig_sandbox_frozen_do(brigd *d, brig_sandbox *sb,
+                           int (*fn)(void *arg, brig_rt_sandbox *rt, brig_error **err), void *arg,
+                           brig_error **err);
 
 #endif

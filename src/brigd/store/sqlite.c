@@ -20,6 +20,7 @@
 #include "sqlite_audit.h"
 #include "sqlite_sandboxes.h"
 #include "sqlite_stmt.h"
+#include "sqlite_snapshots.h"
 #include "sqlite_volumes.h"
 #include "util.h"
 
@@ -125,6 +126,14 @@ static const char *const migrations[] = {
      "  volume_id TEXT NOT NULL REFERENCES volumes(id), path TEXT NOT NULL,"
      "  read_only INTEGER NOT NULL, PRIMARY KEY (sandbox_id, volume_id));"
      "ALTER TABLE ledger ADD COLUMN volume_id TEXT;"),
+    /* snapshots (docs/snapshots.md): an account's copies of sandboxes' writable layers */
+    ("CREATE TABLE snapshots ("
+     "  id TEXT PRIMARY KEY, account_id TEXT NOT NULL REFERENCES accounts(id),"
+     "  project_id TEXT NOT NULL REFERENCES projects(id), name TEXT NOT NULL,"
+     "  source_id TEXT NOT NULL, template TEXT NOT NULL, template_key TEXT NOT NULL,"
+     "  disk_mib INTEGER NOT NULL, uid_base INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+     "  digest TEXT NOT NULL, created_at INTEGER NOT NULL, deleted_at INTEGER);"
+     "CREATE INDEX snapshots_live ON snapshots(account_id, created_at) WHERE deleted_at IS NULL;"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -243,6 +252,10 @@ const brig_store_ops brig_store_sqlite_ops = {
     .blackbox_put = brig_sqlite_blackbox_put,
     .blackbox_get = brig_sqlite_blackbox_get,
     .blackbox_prune = brig_sqlite_blackbox_prune,
+    .snapshot_insert = brig_sqlite_snapshot_insert,
+    .snapshot_get = brig_sqlite_snapshot_get,
+    .snapshot_each = brig_sqlite_snapshot_each,
+    .snapshot_delete = brig_sqlite_snapshot_delete,
     .volume_insert = brig_sqlite_volume_insert,
     .volume_get = brig_sqlite_volume_get,
     .volume_each = brig_sqlite_volume_each,
