@@ -146,3 +146,64 @@ def test_digest_is_of_the_data(api, daemon):
         assert h.hexdigest() == snap["digest"]
     finally:
         api.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
+
+
+# ---- fork -------------------------------------------------------------------------
+
+def test_fork_children_start_from_now_and_diverge(api, daemon):
+    with Sandbox(api) as src:
+        src.exec("echo base > /root/f; head -c 1000000 /dev/urandom > /root/blob")
+        api.ok("POST", f"/v1/sandboxes/{src.id}/pause")  # a paused source forks too
+        r = api.ok("POST", f"/v1/sandboxes/{src.id}/fork", {"count": 3}, expect=(201,)).json()
+        assert r["source_id"] == src.id and r["refused"] == 0 and r["error"] is None
+        kids = [k["id"] for k in r["sandboxes"]]
+        assert len(set(kids)) == 3 and all(k["state"] == "running" for k in r["sandboxes"])
+        try:
+            assert api.ok("GET", f"/v1/sandboxes/{src.id}").json()["state"] == "paused"
+            api.ok("POST", f"/v1/sandboxes/{src.id}/resume")
+            want = src.exec("sha256sum /root/blob")["stdout"]
+            for i, k in enumerate(kids):
+                assert api.exec(k, "cat /root/f")["stdout"] == "base\n"
+                assert api.exec(k, "sha256sum /root/blob")["stdout"] == want
+                api.exec(k, f"echo {i} > /root/f")
+            for i, k in enumerate(kids):  # each its own
+                assert api.exec(k, "cat /root/f")["stdout"] == f"{i}\n"
+            assert src.exec("cat /root/f")["stdout"] == "base\n"
+            # The fork's snapshot is gone; the children do not need it.
+            assert "fork" not in [s["name"] for s in
+                                  api.ok("GET", "/v1/snapshots").json()["snapshots"]]
+        finally:
+            for k in kids:
+                api.delete(k)
+
+
+def test_fork_answers_for_bad_input(api):
+    assert api.request("POST", "/v1/sandboxes/sbx_nonexistentnonexistent00/fork",
+                       {"count": 1}).status == 404
+    with Sandbox(api) as src:
+        for bad in ({"count": 0}, {"count": 17}, {"count": "2"}, {"bogus": 1}):
+            r = api.request("POST", f"/v1/sandboxes/{src.id}/fork", bad)
+            assert r.status == 400, (bad, r.body)
+
+
+def test_fork_past_the_accounts_limit_is_partial_and_says_why(tmp_path):
+    from brigtest import Brigd, leftovers
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nmax_live_per_account = 3\n")
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        src = a.create("minimal")["id"]
+        r = a.ok("POST", f"/v1/sandboxes/{src}/fork", {"count": 4}, expect=(201,)).json()
+        assert len(r["sandboxes"]) == 2 and r["refused"] == 2
+        assert r["error"]["code"] == "rate_limited" or "concurrency" in r["error"]["message"]
+        # None more can be made: the whole fork is refused with the limit's answer.
+        r2 = a.request("POST", f"/v1/sandboxes/{src}/fork", {"count": 1})
+        assert r2.status == 429 and "concurrency" in r2.json()["error"]["message"], r2.body
+        assert a.ok("GET", "/v1/snapshots").json()["snapshots"] == []
+        for k in [x["id"] for x in r["sandboxes"]] + [src]:
+            a.delete(k)
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
+    assert os.listdir(os.path.join(d.state_dir, "snapshots")) == []

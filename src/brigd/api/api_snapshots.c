@@ -1,11 +1,13 @@
 /*
  * api_snapshots.c - the snapshot routes (docs/snapshots.md): take one of a sandbox, list,
  * one by id, delete.  A sandbox starts from one with "snapshot" on create (routes.c).
- * sandbox/snapshots.h does the work.
+ * Forking a sandbox too (a snapshot and creates from it).  sandbox/snapshots.h and
+ * sandbox/fork.h do the work.
  */
 #include <string.h>
 
 #include "handlers.h"
+#include "sandbox/fork.h"
 #include "sandbox/snapshots.h"
 
 #define NAME_MAX_LEN 63
@@ -53,4 +55,23 @@ void api_snapshot_delete(brig_req *r)
         brig_http_error(r, err);
     else
         brig_http_empty(r, 204);
+}
+
+void api_sandbox_fork(brig_req *r)
+{
+    static const char *const fields[] = {"count", NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_t *count = json_object_get(body, "count");
+    json_int_t n = count ? json_integer_value(count) : 1;
+    brig_error *err = NULL;
+    json_t *out = NULL;
+    if ((count && !json_is_integer(count)) || n < 1 || n > BRIG_FORK_MAX)
+        brig_error_set(&err, BRIG_E_INVALID, 0, "'count' must be an integer in [1, %d]",
+                       BRIG_FORK_MAX);
+    else
+        brig_sandbox_fork(r->d, &r->caller, r->params[0], n, &out, &err);
+    json_decref(body);
+    brig_http_answer(r, err, 201, out);
 }

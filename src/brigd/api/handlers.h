@@ -64,6 +64,7 @@ void api_snapshot_take(brig_req *r);
 void api_snapshot_list(brig_req *r);
 void api_snapshot_get(brig_req *r);
 void api_snapshot_delete(brig_req *r);
+void api_sandbox_fork(brig_req *r);
 
 void api_timeline(brig_req *r);
 

@@ -328,6 +328,7 @@ const brig_route brig_api_routes[] = {
     {"PUT", "/v1/projects/{id}/secrets/{name}", api_secret_put, ROUTE_ADMIN, NULL, NULL},
     {"DELETE", "/v1/projects/{id}/secrets/{name}", api_secret_delete, ROUTE_ADMIN, NULL, NULL},
     {"POST", "/v1/sandboxes/{id}/snapshot", api_snapshot_take, 0, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/fork", api_sandbox_fork, 0, NULL, NULL},
     {"GET", "/v1/snapshots", api_snapshot_list, 0, NULL, NULL},
     {"GET", "/v1/snapshots/{id}", api_snapshot_get, 0, NULL, NULL},
     {"DELETE", "/v1/snapshots/{id}", api_snapshot_delete, 0, NULL, NULL},
