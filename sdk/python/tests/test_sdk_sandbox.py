@@ -187,6 +187,24 @@ def test_pause_and_resume(sb):
     assert sb.exec("echo back").stdout == "back\n"
 
 
+def test_snapshot_and_fork(sb, client):
+    sb.exec("echo from-source > /root/s")
+    snap = sb.snapshot("sdk")
+    assert snap["id"].startswith("snp_") and snap["name"] == "sdk"
+    assert snap["id"] in [x["id"] for x in client.snapshots()]
+    with Sandbox.create(snapshot=snap["id"], client=client) as child:
+        assert child.exec("cat /root/s").stdout == "from-source\n"
+    client.delete_snapshot(snap["id"])
+    client.delete_snapshot(snap["id"], missing_ok=True)
+    kids = sb.fork(2)
+    try:
+        assert len(kids) == 2
+        assert all(k.exec("cat /root/s").stdout == "from-source\n" for k in kids)
+    finally:
+        for k in kids:
+            k.delete()
+
+
 def test_tariff_and_account_routes(client):
     tariffs = client.tariffs()
     names = [t["name"] for t in tariffs["tariffs"]]
