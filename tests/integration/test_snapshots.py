@@ -207,3 +207,32 @@ def test_fork_past_the_accounts_limit_is_partial_and_says_why(tmp_path):
         d.stop()
     assert leftovers(d.state_dir) == []
     assert os.listdir(os.path.join(d.state_dir, "snapshots")) == []
+
+
+def test_cli_snapshot_fork_and_rm(api):
+    import subprocess
+    from brigtest import BUILD
+    env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY=api.key)
+
+    def cli(*args):
+        return subprocess.run([os.path.join(BUILD, "brig"), *args], env=env,
+                              capture_output=True, timeout=120)
+
+    with Sandbox(api) as src:
+        r = cli("snapshot", src.id, "cli-snap")
+        assert r.returncode == 0, r
+        snap_id, size, unit = r.stdout.decode().split()
+        assert unit == "bytes"
+        assert snap_id.startswith("snp_") and int(size) > 0
+        r = cli("snapshots")
+        assert r.returncode == 0 and f"{snap_id} cli-snap {src.id} minimal" in r.stdout.decode()
+        r = cli("fork", src.id, "2")
+        assert r.returncode == 0, r
+        kids = r.stdout.decode().split()
+        assert len(kids) == 2 and all(k.startswith("sbx_") for k in kids)
+        for k in kids:
+            api.delete(k)
+        assert cli("fork", src.id, "17").returncode == 2
+        assert cli("snapshot-rm", snap_id).returncode == 0
+        r = cli("snapshot-rm", snap_id)
+        assert r.returncode == 1 and b"(HTTP 404 not_found)" in r.stderr, r

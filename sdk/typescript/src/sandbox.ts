@@ -68,6 +68,7 @@ export class Sandbox {
     if (options.project !== undefined) body.project = options.project;
     if (options.isolation !== undefined) body.isolation = options.isolation;
     if (options.volumes !== undefined) body.volumes = volumeMounts(options.volumes);
+    if (options.snapshot !== undefined) body.snapshot = options.snapshot;
     const info = await client.json("POST", "/v1/sandboxes", { json: body, signal: options.signal });
     return new Sandbox(client, sandboxInfo(info));
   }
@@ -151,6 +152,21 @@ export class Sandbox {
   /** Resumes a paused sandbox: its processes go on where they stopped. Idempotent. */
   async resume(): Promise<SandboxInfo> {
     return (this.info = sandboxInfo(await this.client.json("POST", `${this.#path}/resume`)));
+  }
+
+  /**
+   * Takes a snapshot of its file system (crash-consistent; the sandbox goes on): `{ id: "snp_…",
+   * digest, bytes, … }`.  `Sandbox.create({ snapshot: id })` starts new sandboxes from it.
+   */
+  async snapshot(name?: string): Promise<Record<string, unknown>> {
+    const json = name === undefined ? undefined : { name };
+    return await this.client.json<Record<string, unknown>>("POST", `${this.#path}/snapshot`, { json });
+  }
+
+  /** `count` new sandboxes from its file system as it is now (fewer when a limit stopped them). */
+  async fork(count = 1): Promise<Sandbox[]> {
+    const r = await this.client.json<{ sandboxes: unknown[] }>("POST", `${this.#path}/fork`, { json: { count } });
+    return r.sandboxes.map((info) => new Sandbox(this.client, sandboxInfo(info)));
   }
 
   /** DNS queries and denied connections of the sandbox (see docs/network.md). */
