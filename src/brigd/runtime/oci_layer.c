@@ -19,14 +19,9 @@
 
 static bool all_zero(const unsigned char *b, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (b[i])
-            return false;
-    return true;
+    return n == 0 || (b[0] == 0 && memcmp(b, b + 1, n - 1) == 0);
 }
 
-/* Reads in's data blocks (out >= 0: copies them to out, sized like in) into the digest
- * (hex); *bytes: the data hashed. */
 int brig_oci_layer_copy(int in, int out, char hex[65], int64_t *bytes, brig_error **err)
 {
     struct stat st;
