@@ -328,6 +328,29 @@ export function createServer(options: ServerOptions = {}): McpServer {
   }
 
   server.registerTool(
+    "sandbox_fork",
+    {
+      title: "Fork a sandbox",
+      description:
+        "Creates 1 to 16 new sandboxes that start from this sandbox's files as they are now, to try " +
+        "several alternatives from the same point; each is its own afterwards (running processes do " +
+        "not continue in them). The source goes on. Delete the children with sandbox_delete.",
+      inputSchema: { sandbox_id: sandboxId, count: z.number().int().min(1).max(16).optional().describe("How many (default 1).") },
+      outputSchema: { sandbox_ids: z.array(z.string()) },
+    },
+    async (args) =>
+      guard(async () => {
+        const kids = await (await sandbox(args.sandbox_id)).fork(args.count ?? 1);
+        for (const k of kids) created.add(k.id);
+        const ids = kids.map((k) => k.id);
+        return {
+          content: [{ type: "text", text: `Forked ${args.sandbox_id} into ${ids.join(", ")}.` }],
+          structuredContent: { sandbox_ids: ids },
+        };
+      }),
+  );
+
+  server.registerTool(
     "sandbox_run",
     {
       title: "Run a command in a fresh sandbox",
