@@ -16,6 +16,7 @@ import time
 import pytest
 
 from brigtest import BUILD, Brigd, Sandbox, leftovers, needs_gvisor, wait_for
+from test_network import inet, napi, netd  # noqa: F401 - fixtures of the network test
 
 
 def stream(api, path):
@@ -328,3 +329,23 @@ def test_gvisor_pause_keeps_a_python_counter(api):
         assert got == list(range(1, len(got) + 1))
         kinds = timeline_kinds(api, sb.id)
         assert "sandbox.paused" in kinds and "sandbox.resumed" in kinds
+
+
+# ---- its network while paused ---------------------------------------------------------
+
+@pytest.mark.base
+def test_a_policy_change_while_paused_holds_after_resume(request):
+    """The project's egress policy changes while a sandbox is paused: the host's firewall
+    takes it for the paused sandbox too, so the resumed one cannot reach what is now
+    closed (with the network harness of test_network.py)."""
+    import test_network as tn
+    napi = request.getfixturevalue("napi")
+    p = napi.ok("POST", "/v1/projects", {"name": "net-pause"}).json()
+    sb = napi.create(template="base", project=p["id"])["id"]
+    tn.gateway(napi, sb)
+    assert tn.fetch(napi, sb, "http://allowed.test/")[0] == 0
+    napi.ok("POST", f"/v1/sandboxes/{sb}/pause")
+    napi.ok("PATCH", f"/v1/projects/{p['id']}", {"egress": {"mode": "none"}})
+    napi.ok("POST", f"/v1/sandboxes/{sb}/resume")
+    assert tn.fetch(napi, sb, "http://allowed.test/")[0] != 0
+    napi.delete(sb)

@@ -327,7 +327,9 @@ void brig_registry_each_running(brigd *d, const char *project_id, int flags,
     LOCK(d);
     for (brig_sandbox *sb = r->head; sb; sb = sb->next) {
         brig_sb_state want = (flags & BRIG_EACH_PAUSED) ? BRIG_SB_PAUSED : BRIG_SB_RUNNING;
-        if (sb->state != want || (project_id && strcmp(sb->spec.project_id, project_id) != 0) ||
+        bool too = (flags & BRIG_EACH_TOO_PAUSED) && sb->state == BRIG_SB_PAUSED;
+        if ((sb->state != want && !too) ||
+            (project_id && strcmp(sb->spec.project_id, project_id) != 0) ||
             ((flags & BRIG_EACH_NETWORKED) && sb->net == NULL))
             continue;
         sb->refs++;

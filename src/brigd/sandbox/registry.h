@@ -143,9 +143,10 @@ void brig_sandbox_ref(brigd *d, brig_sandbox *sb);
 void brig_sandbox_unref(brigd *d, brig_sandbox *sb);
 
 enum {
-    BRIG_EACH_USE = 1 << 0,       /* borrow as use (brig_sandbox_get), not a plain reference */
-    BRIG_EACH_NETWORKED = 1 << 1, /* only those with a network */
-    BRIG_EACH_PAUSED = 1 << 2,    /* the paused ones instead of the running ones */
+    BRIG_EACH_USE = 1 << 0,        /* borrow as use (brig_sandbox_get), not a plain reference */
+    BRIG_EACH_NETWORKED = 1 << 1,  /* only those with a network */
+    BRIG_EACH_PAUSED = 1 << 2,     /* the paused ones instead of the running ones */
+    BRIG_EACH_TOO_PAUSED = 1 << 3, /* the paused ones as well as the running ones */
 };
 /* Calls fn for every running sandbox (of project_id; NULL: all), outside the lock,
  * each borrowed for the call (flags: BRIG_EACH_*). */
