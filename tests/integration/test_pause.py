@@ -349,3 +349,25 @@ def test_a_policy_change_while_paused_holds_after_resume(request):
     napi.ok("POST", f"/v1/sandboxes/{sb}/resume")
     assert tn.fetch(napi, sb, "http://allowed.test/")[0] != 0
     napi.delete(sb)
+
+
+def test_gvisor_paused_survives_a_crash_and_its_delete_leaves_nothing(pd):
+    d = pd.start()
+    a = d.api()
+    needs_gvisor(a)
+    sid = a.create("minimal", isolation="gvisor")["id"]
+    pid = start_counter(a, sid)
+    wait_for(lambda: len(ticks(output(a, sid, pid))) >= 3, timeout=20, what="counting")
+    pause(a, sid)
+    d.stop(signal.SIGKILL)
+    d.start()
+    a = d.api()
+    assert a.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] == "paused"
+    resume(a, sid)
+    seen = ticks(output(a, sid, pid))
+    wait_for(lambda: len(ticks(output(a, sid, pid))) > len(seen), what="the counter going on")
+    got = ticks(output(a, sid, pid))
+    assert got == list(range(1, len(got) + 1))
+    pause(a, sid)
+    a.delete(sid)  # paused: the pd fixture's leak check covers runsc's processes and state
+    assert a.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] == "deleted"
