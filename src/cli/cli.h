@@ -131,6 +131,7 @@ extern const cli_cmd cli_policy_commands[];
 extern const cli_cmd cli_inject_commands[];
 extern const cli_cmd cli_tariff_commands[];
 extern const cli_cmd cli_timeout_commands[];
+extern const cli_cmd cli_pause_commands[];
 extern const cli_cmd cli_netlog_commands[];
 
 /* The last value of option key, NULL when absent ("" for a given flag). */

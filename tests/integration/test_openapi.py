@@ -33,6 +33,7 @@ FAKE = {
     "build_id": "bld_" + "a" * 26,
     "file": "main.js",
     "volume_name": "no-such-volume",
+    "snapshot_id": "snp_" + "a" * 26,
 }
 
 
@@ -350,6 +351,17 @@ def test_answers_match_the_schemas(api, daemon, node):
         c.call("GET", "/v1/sandboxes", expect=200)
         c.call("GET", base, expect=200)
         c.call("POST", f"{base}/timeout", {"timeout": 600}, expect=200)
+        c.call("POST", f"{base}/pause", expect=200)
+        c.call("GET", "/v1/sandboxes", expect=200)
+        c.call("POST", f"{base}/exec", {"cmd": "true"}, expect=409)
+        c.call("POST", f"{base}/resume", {}, expect=200)
+        snap = c.call("POST", f"{base}/snapshot", {"name": "openapi"}, expect=201).json()
+        c.call("GET", "/v1/snapshots", expect=200)
+        c.call("GET", f"/v1/snapshots/{snap['id']}", expect=200)
+        forked = c.call("POST", f"{base}/fork", {"count": 1}, expect=201).json()
+        c.call("DELETE", f"/v1/sandboxes/{forked['sandboxes'][0]['id']}", expect=204)
+        c.call("DELETE", f"/v1/snapshots/{snap['id']}", expect=204)
+        c.call("GET", f"/v1/snapshots/{snap['id']}", expect=404)
         c.call("GET", f"{base}/network-log", expect=200)
         c.call("GET", f"{base}/timeline?limit=2", expect=200)
         c.call("GET", f"{base}/timeline?limit=0", expect=400)

@@ -291,6 +291,65 @@ export function createServer(options: ServerOptions = {}): McpServer {
       }),
   );
 
+  for (const [verb, title, description] of [
+    [
+      "pause",
+      "Pause a sandbox",
+      "Pauses a sandbox between steps: every process stops where it is and its memory is kept; " +
+        "it costs little while paused and its idle timeout stands still. Commands and file calls " +
+        "are refused until sandbox_resume. Pausing a paused sandbox changes nothing.",
+    ],
+    [
+      "resume",
+      "Resume a sandbox",
+      "Resumes a paused sandbox: its processes (background ones included) go on where they stopped. " +
+        "Resuming a running sandbox changes nothing.",
+    ],
+  ] as const) {
+    server.registerTool(
+      `sandbox_${verb}`,
+      {
+        title,
+        description,
+        inputSchema: { sandbox_id: sandboxId },
+        outputSchema: { sandbox_id: z.string(), state: z.string() },
+        annotations: { idempotentHint: true },
+      },
+      async (args) =>
+        guard(async () => {
+          const sb = await sandbox(args.sandbox_id);
+          const info = verb === "pause" ? await sb.pause() : await sb.resume();
+          return {
+            content: [{ type: "text", text: `Sandbox ${info.id} is ${info.state}.` }],
+            structuredContent: { sandbox_id: info.id, state: info.state },
+          };
+        }),
+    );
+  }
+
+  server.registerTool(
+    "sandbox_fork",
+    {
+      title: "Fork a sandbox",
+      description:
+        "Creates 1 to 16 new sandboxes that start from this sandbox's files as they are now, to try " +
+        "several alternatives from the same point; each is its own afterwards (running processes do " +
+        "not continue in them). The source goes on. Delete the children with sandbox_delete.",
+      inputSchema: { sandbox_id: sandboxId, count: z.number().int().min(1).max(16).optional().describe("How many (default 1).") },
+      outputSchema: { sandbox_ids: z.array(z.string()) },
+    },
+    async (args) =>
+      guard(async () => {
+        const kids = await (await sandbox(args.sandbox_id)).fork(args.count ?? 1);
+        for (const k of kids) created.add(k.id);
+        const ids = kids.map((k) => k.id);
+        return {
+          content: [{ type: "text", text: `Forked ${args.sandbox_id} into ${ids.join(", ")}.` }],
+          structuredContent: { sandbox_ids: ids },
+        };
+      }),
+  );
+
   server.registerTool(
     "sandbox_run",
     {

@@ -24,7 +24,10 @@ const TOOLS = [
   "sandbox_delete",
   "sandbox_download",
   "sandbox_exec",
+  "sandbox_fork",
   "sandbox_list",
+  "sandbox_pause",
+  "sandbox_resume",
   "sandbox_run",
   "sandbox_upload",
 ];
@@ -66,7 +69,7 @@ describe("brig-mcp over stdio", () => {
     await client.connect(transport);
   });
 
-  test("lists the seven tools with descriptions and schemas", async () => {
+  test("lists the ten tools with descriptions and schemas", async () => {
     const { tools } = await client.listTools();
     assert.deepEqual(tools.map((t) => t.name).sort(), TOOLS);
     for (const t of tools) {
@@ -78,6 +81,24 @@ describe("brig-mcp over stdio", () => {
     assert.deepEqual(Object.keys(run.inputSchema.properties ?? {}).sort(), ["command", "template", "timeout"]);
     const create = tools.find((t) => t.name === "sandbox_create")!;
     assert.deepEqual(Object.keys(create.inputSchema.properties ?? {}).sort(), ["env", "isolation", "tariff", "template"]);
+  });
+
+  test("sandbox_pause, sandbox_resume, sandbox_fork", async () => {
+    const created = await call("sandbox_create", { template: "minimal" });
+    const id = structured<{ sandbox_id: string }>(created).sandbox_id;
+    const paused = await call("sandbox_pause", { sandbox_id: id });
+    assert.ok(!paused.isError, text(paused));
+    assert.equal(text(paused), `Sandbox ${id} is paused.`);
+    const refused = await call("sandbox_exec", { sandbox_id: id, command: "true" });
+    assert.ok(refused.isError && text(refused).includes("paused"), text(refused));
+    const resumed = await call("sandbox_resume", { sandbox_id: id });
+    assert.deepEqual(structured(resumed), { sandbox_id: id, state: "running" });
+    const forked = await call("sandbox_fork", { sandbox_id: id, count: 2 });
+    assert.ok(!forked.isError, text(forked));
+    const kids = structured<{ sandbox_ids: string[] }>(forked).sandbox_ids;
+    assert.equal(kids.length, 2);
+    for (const k of kids) assert.ok(!(await call("sandbox_delete", { sandbox_id: k })).isError);
+    assert.ok(!(await call("sandbox_delete", { sandbox_id: id })).isError);
   });
 
   test("sandbox_create takes an isolation mode, and refuses an unknown one", async () => {

@@ -216,3 +216,15 @@ def test_money_routes_and_ended_sandboxes(daemon):
             await c.aclose()
 
     run(main())
+
+
+def test_pause_and_resume(daemon):
+    async def main():
+        async with aio.Sandbox.create("minimal") as sb:
+            assert (await sb.pause()).paused
+            with pytest.raises(brig.Conflict, match="paused"):
+                await sb.exec("true")
+            assert (await sb.resume()).state == "running"
+            assert (await sb.exec("echo back")).stdout == "back\n"
+
+    run(main())

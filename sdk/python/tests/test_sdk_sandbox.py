@@ -176,6 +176,35 @@ def test_set_timeout(sb):
     assert info.id == sb.id and not info.deleted
 
 
+def test_pause_and_resume(sb):
+    info = sb.pause()
+    assert info.paused and info.state == "paused" and info.raw["memory"] == "resident"
+    assert sb.pause().paused  # idempotent
+    with pytest.raises(brig.Conflict, match="paused"):
+        sb.exec("true")
+    info = sb.resume()
+    assert info.state == "running" and not info.paused
+    assert sb.exec("echo back").stdout == "back\n"
+
+
+def test_snapshot_and_fork(sb, client):
+    sb.exec("echo from-source > /root/s")
+    snap = sb.snapshot("sdk")
+    assert snap["id"].startswith("snp_") and snap["name"] == "sdk"
+    assert snap["id"] in [x["id"] for x in client.snapshots()]
+    with Sandbox.create(snapshot=snap["id"], client=client) as child:
+        assert child.exec("cat /root/s").stdout == "from-source\n"
+    client.delete_snapshot(snap["id"])
+    client.delete_snapshot(snap["id"], missing_ok=True)
+    kids = sb.fork(2)
+    try:
+        assert len(kids) == 2
+        assert all(k.exec("cat /root/s").stdout == "from-source\n" for k in kids)
+    finally:
+        for k in kids:
+            k.delete()
+
+
 def test_tariff_and_account_routes(client):
     tariffs = client.tariffs()
     names = [t["name"] for t in tariffs["tariffs"]]

@@ -68,6 +68,7 @@ export class Sandbox {
     if (options.project !== undefined) body.project = options.project;
     if (options.isolation !== undefined) body.isolation = options.isolation;
     if (options.volumes !== undefined) body.volumes = volumeMounts(options.volumes);
+    if (options.snapshot !== undefined) body.snapshot = options.snapshot;
     const info = await client.json("POST", "/v1/sandboxes", { json: body, signal: options.signal });
     return new Sandbox(client, sandboxInfo(info));
   }
@@ -137,6 +138,35 @@ export class Sandbox {
   async setTimeout(timeoutMs: number): Promise<SandboxInfo> {
     const info = await this.client.json("POST", `${this.#path}/timeout`, { json: { timeout: seconds(timeoutMs) } });
     return (this.info = sandboxInfo(info));
+  }
+
+  /**
+   * Pauses the sandbox: every process stops where it is and its memory stays resident
+   * (see docs/snapshots.md). While paused, commands and file calls throw a ConflictError
+   * ("paused") and its idle timeout stands still. Idempotent.
+   */
+  async pause(): Promise<SandboxInfo> {
+    return (this.info = sandboxInfo(await this.client.json("POST", `${this.#path}/pause`)));
+  }
+
+  /** Resumes a paused sandbox: its processes go on where they stopped. Idempotent. */
+  async resume(): Promise<SandboxInfo> {
+    return (this.info = sandboxInfo(await this.client.json("POST", `${this.#path}/resume`)));
+  }
+
+  /**
+   * Takes a snapshot of its file system (crash-consistent; the sandbox goes on): `{ id: "snp_…",
+   * digest, bytes, … }`.  `Sandbox.create({ snapshot: id })` starts new sandboxes from it.
+   */
+  async snapshot(name?: string): Promise<Record<string, unknown>> {
+    const json = name === undefined ? undefined : { name };
+    return await this.client.json<Record<string, unknown>>("POST", `${this.#path}/snapshot`, { json });
+  }
+
+  /** `count` new sandboxes from its file system as it is now (fewer when a limit stopped them). */
+  async fork(count = 1): Promise<Sandbox[]> {
+    const r = await this.client.json<{ sandboxes: unknown[] }>("POST", `${this.#path}/fork`, { json: { count } });
+    return r.sandboxes.map((info) => new Sandbox(this.client, sandboxInfo(info)));
   }
 
   /** DNS queries and denied connections of the sandbox (see docs/network.md). */

@@ -132,6 +132,8 @@ export interface CreateOptions {
    * otherwise); see docs/volumes.md.
    */
   volumes?: (VolumeMount | string)[];
+  /** Start from this snapshot's file system (`snp_…`, from `sb.snapshot()`; docs/snapshots.md): a damaged one throws ConflictError. */
+  snapshot?: string;
   /** Delete the sandbox after this long without API use and no command running (brigd's default: 5 min). */
   idleTimeoutMs?: number;
   /** Delete the sandbox this long after creation, whatever it does (brigd's default: 1 h). */

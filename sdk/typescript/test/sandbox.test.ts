@@ -5,6 +5,7 @@ import {
   AuthError,
   BrigClient,
   BrigError,
+  ConflictError,
   ConnectionError,
   ForbiddenError,
   InvalidRequestError,
@@ -219,6 +220,34 @@ describe("sandboxes", () => {
     assert.ok(Array.isArray(m.samples));
 
     await assert.rejects(Sandbox.create({ template: "minimal", client: client(), tariff: "no-such-tariff" }), InvalidRequestError);
+  });
+
+  test("pause and resume", async () => {
+    await using sb = await Sandbox.create({ template: "minimal", client: client() });
+    const info = await sb.pause();
+    assert.equal(info.state, "paused");
+    assert.equal((await sb.pause()).state, "paused");
+    await assert.rejects(sb.exec("true"), (e: Error) => e instanceof ConflictError && /paused/.test(e.message));
+    assert.equal((await sb.resume()).state, "running");
+    assert.equal((await sb.exec("echo back")).stdout, "back\n");
+  });
+
+  test("snapshot and fork", async () => {
+    await using sb = await Sandbox.create({ template: "minimal", client: client() });
+    await sb.exec("echo snap > /root/s");
+    const snap = await sb.snapshot("ts");
+    assert.equal(snap.name, "ts");
+    {
+      await using child = await Sandbox.create({ snapshot: snap.id as string, client: client() });
+      assert.equal((await child.exec("cat /root/s")).stdout, "snap\n");
+    }
+    await client().json("DELETE", `/v1/snapshots/${snap.id as string}`);
+    const kids = await sb.fork(2);
+    assert.equal(kids.length, 2);
+    for (const k of kids) {
+      assert.equal((await k.exec("cat /root/s")).stdout, "snap\n");
+      await k.kill();
+    }
   });
 
   test("isolation: sent, shown, refused by a project's policy", async () => {

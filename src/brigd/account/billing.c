@@ -104,6 +104,7 @@ typedef struct charge_ctx {
     int64_t now;
     bool final;
     int64_t amount; /* what the plan charged */
+    int64_t price;  /* per second; -1: the sandbox's own */
 } charge_ctx;
 
 /* What a charge writes, from what it found (brig_charge_plan_fn).  Checked: the
@@ -114,7 +115,8 @@ static void plan_charge(const brig_charge_state *in, brig_charge *out, void *ctx
     const charge_ctx *c = ctx;
     int64_t billed_s = in->billed_ms / 1000;
     int64_t secs = brig_bill_seconds(c->now - in->created_at, billed_s, c->final);
-    int64_t bal = in->balance, amount = brig_money_times(secs, in->price);
+    int64_t price = c->price >= 0 ? c->price : in->price;
+    int64_t bal = in->balance, amount = brig_money_times(secs, price);
     bal = bal > BRIG_MONEY_MAX ? BRIG_MONEY_MAX : bal < -BRIG_MONEY_MAX ? -BRIG_MONEY_MAX : bal;
     if (bal - amount < -BRIG_MONEY_MAX) /* both within the bound: no overflow */
         amount = bal + BRIG_MONEY_MAX;
@@ -132,12 +134,24 @@ int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool f
 {
     /* One store operation: the charge, the balance and how far the sandbox is
      * billed move together, or not at all. */
-    charge_ctx c = {now_ms, final, 0};
+    return brig_billing_charge_paused(d, sandbox_id, now_ms, final, -1, balance, err);
+}
+
+int brig_billing_charge_paused(brigd *d, const char *sandbox_id, int64_t now_ms, bool final,
+                               int64_t paused_price, int64_t *balance, brig_error **err)
+{
+    charge_ctx c = {now_ms, final, 0, paused_price};
     if (brig_store_ledger_charge(d->store, sandbox_id, now_ms, plan_charge, &c, balance, err) < 0)
         return -1;
     if (c.amount > 0) /* after its transaction: a rolled-back plan is not counted */
         brig_metric_add(BRIG_M_BILLING_CHARGED, NULL, (double)c.amount);
     return 0;
+}
+
+int64_t brig_billing_paused_price(brigd *d, int64_t disk_mib)
+{
+    int64_t rate = d->cfg.pause_price_micro_usd_per_gib_s;
+    return rate > 0 && disk_mib > 0 ? brig_money_times(rate, disk_mib) / 1024 : 0;
 }
 
 typedef struct volume_ctx {

@@ -56,6 +56,14 @@ int brig_billing_credit(brigd *d, const char *account_id, int64_t amount, const 
 int brig_billing_charge(brigd *d, const char *sandbox_id, int64_t now_ms, bool final,
                         int64_t *balance, brig_error **err);
 
+/* The same for the time a sandbox was paused: at paused_price micro-dollars per second
+ * (its paused storage, brig_billing_paused_price) instead of its tariff's. */
+int brig_billing_charge_paused(brigd *d, const char *sandbox_id, int64_t now_ms, bool final,
+                               int64_t paused_price, int64_t *balance, brig_error **err);
+/* What a paused sandbox of disk_mib costs per second: pause_price_micro_usd_per_gib_s
+ * times its disk in GiB (rounded down). */
+int64_t brig_billing_paused_price(brigd *d, int64_t disk_mib);
+
 /* Charges a volume up to now (final at its delete) at volume_price_micro_usd_per_gib_hour,
  * whole seconds of it (the rest at the next charge); *balance (may be NULL) afterwards.  A
  * rate of 0 charges nothing but moves the volume's billing on. */

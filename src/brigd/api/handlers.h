@@ -69,6 +69,13 @@ void api_volume_list(brig_req *r);
 void api_volume_get(brig_req *r);
 void api_volume_delete(brig_req *r);
 
+/* api_snapshots.c */
+void api_snapshot_take(brig_req *r);
+void api_snapshot_list(brig_req *r);
+void api_snapshot_get(brig_req *r);
+void api_snapshot_delete(brig_req *r);
+void api_sandbox_fork(brig_req *r);
+
 void api_timeline(brig_req *r);
 
 /* api_metrics.c */

@@ -67,9 +67,9 @@ static int seconds_field(json_t *body, const char *name, int64_t max_ms, int64_t
 
 static void h_sandbox_create(brig_req *r)
 {
-    static const char *const fields[] = {
-        "template",     "tariff",  "env",       "secrets", "secret_refs", "idle_timeout",
-        "max_lifetime", "project", "isolation", "volumes", NULL};
+    static const char *const fields[] = {"template",    "tariff",       "env",          "secrets",
+                                         "secret_refs", "idle_timeout", "max_lifetime", "project",
+                                         "isolation",   "volumes",      "snapshot",     NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
@@ -77,13 +77,15 @@ static void h_sandbox_create(brig_req *r)
     json_t *iso = json_object_get(body, "isolation");
     json_t *env = json_object_get(body, "env"), *secrets = json_object_get(body, "secrets");
     json_t *refs = json_object_get(body, "secret_refs"), *prj = json_object_get(body, "project");
+    json_t *snap = json_object_get(body, "snapshot");
     brig_sandbox_opts opts = {.template = json_string_value(tmpl),
                               .tariff = json_string_value(tariff),
                               .project_id = json_string_value(prj),
                               .isolation = json_string_value(iso),
                               .env = env,
                               .secrets = secrets,
-                              .secret_refs = refs};
+                              .secret_refs = refs,
+                              .snapshot = json_string_value(snap)};
     json_t *vols = json_object_get(body, "volumes");
     brig_volset vs;
     if (vols)
@@ -97,6 +99,8 @@ static void h_sandbox_create(brig_req *r)
         (iso && !json_is_string(iso) &&
          brig_error_set(&err, BRIG_E_INVALID, 0,
                         "'isolation' must be \"container\" or \"gvisor\"") < 0) ||
+        (snap && !json_is_string(snap) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'snapshot' must be a snapshot id") < 0) ||
         (prj && !json_is_string(prj) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'project' must be a project id") < 0) ||
         (env && brig_request_env(env, &err) < 0) ||
@@ -220,6 +224,33 @@ static void h_sandbox_timeout(brig_req *r)
     brig_http_json(r, 200, out);
 }
 
+/* POST /v1/sandboxes/{id}/pause and /resume: no body (or {}); idempotent. */
+static void h_sandbox_pause_resume(brig_req *r, bool pause)
+{
+    static const char *const fields[] = {NULL};
+    json_t *body = api_body(r, fields);
+    if (body == NULL)
+        return;
+    json_decref(body);
+    json_t *out = NULL;
+    brig_error *err = NULL;
+    if (pause)
+        brig_sandbox_pause(r->d, &r->caller, r->params[0], &out, &err);
+    else
+        brig_sandbox_resume(r->d, &r->caller, r->params[0], &out, &err);
+    brig_http_answer(r, err, 200, out);
+}
+
+static void h_sandbox_pause(brig_req *r)
+{
+    h_sandbox_pause_resume(r, true);
+}
+
+static void h_sandbox_resume(brig_req *r)
+{
+    h_sandbox_pause_resume(r, false);
+}
+
 static void h_network_log(brig_req *r)
 {
     json_t *out = NULL;
@@ -247,6 +278,8 @@ const brig_route brig_api_routes[] = {
     {"GET", "/v1/sandboxes/{id}", h_sandbox_get, 0, NULL, NULL},
     {"DELETE", "/v1/sandboxes/{id}", h_sandbox_delete, 0, NULL, NULL},
     {"POST", "/v1/sandboxes/{id}/timeout", h_sandbox_timeout, 0, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/pause", h_sandbox_pause, 0, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/resume", h_sandbox_resume, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/network-log", h_network_log, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/timeline", api_timeline, 0, NULL, NULL},
     {"GET", "/v1/sandboxes/{id}/metrics", api_sandbox_metrics, 0, NULL, NULL},
@@ -301,6 +334,11 @@ const brig_route brig_api_routes[] = {
     {"DELETE", "/v1/projects/{id}/secrets/{name}", api_secret_delete, ROUTE_ADMIN, NULL, NULL},
     {"GET", "/v1/projects/{id}/injections", api_injections_get, ROUTE_ADMIN, NULL, NULL},
     {"PUT", "/v1/projects/{id}/injections", api_injections_put, ROUTE_ADMIN, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/snapshot", api_snapshot_take, 0, NULL, NULL},
+    {"POST", "/v1/sandboxes/{id}/fork", api_sandbox_fork, 0, NULL, NULL},
+    {"GET", "/v1/snapshots", api_snapshot_list, 0, NULL, NULL},
+    {"GET", "/v1/snapshots/{id}", api_snapshot_get, 0, NULL, NULL},
+    {"DELETE", "/v1/snapshots/{id}", api_snapshot_delete, 0, NULL, NULL},
     {"POST", "/v1/volumes", api_volume_create, ROUTE_ADMIN, NULL, NULL},
     {"GET", "/v1/volumes", api_volume_list, 0, NULL, NULL},
     {"GET", "/v1/volumes/{name}", api_volume_get, 0, NULL, NULL},

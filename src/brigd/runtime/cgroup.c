@@ -145,6 +145,34 @@ static void no_events(const char *id, int64_t *oom_kills, int64_t *pids_max)
     *oom_kills = *pids_max = -1;
 }
 
+/* Writes text to a cgroup file; one that is not there is nothing to do. */
+static void write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (write(fd, text, strlen(text)) < 0)
+        brig_warn("write %s to %s: %s", text, path, strerror(errno));
+    close(fd);
+}
+
+static void v1_thaw(const char *id)
+{
+    _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/freezer/brig/%s/freezer.state", id);
+    write_file(p, "THAWED");
+}
+
+static void v2_thaw(const char *id)
+{
+    _cleanup_free_ char *p = brig_asprintf("/sys/fs/cgroup/brig/%s/cgroup.freeze", id);
+    write_file(p, "0");
+}
+
+static void no_thaw(const char *id)
+{
+    (void)id;
+}
+
 static int no_prepare(const char *id, int64_t tcp_bytes, brig_error **err)
 {
     (void)id;
@@ -177,17 +205,10 @@ static int kill_listed(const char *procs)
     return n;
 }
 
-/* Kills until procs lists nobody (a process may fork while its siblings die). */
-static int kill_procs(const char *procs, const char *freezer, int timeout_ms)
+/* Kills until procs lists nobody (a process may fork while its siblings die); the caller
+ * thawed the cgroup (a frozen process dies of SIGKILL only once thawed). */
+static int kill_procs(const char *procs, int timeout_ms)
 {
-    if (freezer) { /* a frozen process dies of SIGKILL only once thawed */
-        int fd = open(freezer, O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            if (write(fd, "THAWED", 6) != 6)
-                brig_debug("thaw %s: %s", freezer, strerror(errno));
-            close(fd);
-        }
-    }
     int found = 0;
     int64_t deadline = brig_now_mono_ms() + timeout_ms;
     for (;;) {
@@ -205,21 +226,15 @@ static int kill_procs(const char *procs, const char *freezer, int timeout_ms)
 static int v1_kill_all(const char *id, int timeout_ms)
 {
     _cleanup_free_ char *procs = brig_asprintf("/sys/fs/cgroup/pids/brig/%s/cgroup.procs", id);
-    _cleanup_free_ char *fz = brig_asprintf("/sys/fs/cgroup/freezer/brig/%s/freezer.state", id);
-    return kill_procs(procs, fz, timeout_ms);
+    v1_thaw(id);
+    return kill_procs(procs, timeout_ms);
 }
 
 static int v2_kill_all(const char *id, int timeout_ms)
 {
     _cleanup_free_ char *procs = brig_asprintf("/sys/fs/cgroup/brig/%s/cgroup.procs", id);
-    _cleanup_free_ char *fz = brig_asprintf("/sys/fs/cgroup/brig/%s/cgroup.freeze", id);
-    int fd = open(fz, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (write(fd, "0", 1) != 1)
-            brig_debug("thaw %s: %s", fz, strerror(errno));
-        close(fd);
-    }
-    return kill_procs(procs, NULL, timeout_ms);
+    v2_thaw(id);
+    return kill_procs(procs, timeout_ms);
 }
 
 static int no_kill_all(const char *id, int timeout_ms)
@@ -235,6 +250,7 @@ static brig_cgroup_ops v1 = {.name = "v1",
                              .prepare = v1_prepare,
                              .tcp_bytes = v1_tcp_bytes,
                              .events = v1_events,
+                             .thaw = v1_thaw,
                              .remove = v1_remove,
                              .kill_all = v1_kill_all};
 static brig_cgroup_ops v2 = {.name = "v2",
@@ -243,6 +259,7 @@ static brig_cgroup_ops v2 = {.name = "v2",
                              .prepare = no_prepare,
                              .tcp_bytes = no_tcp,
                              .events = v2_events,
+                             .thaw = v2_thaw,
                              .remove = v2_remove,
                              .kill_all = v2_kill_all};
 static const brig_cgroup_ops none = {.name = "none",
@@ -251,6 +268,7 @@ static const brig_cgroup_ops none = {.name = "none",
                                      .prepare = no_prepare,
                                      .tcp_bytes = no_tcp,
                                      .events = no_events,
+                                     .thaw = no_thaw,
                                      .remove = no_remove,
                                      .kill_all = no_kill_all};
 

@@ -46,6 +46,10 @@ typedef struct brig_cgroup_ops {
      * killer killed (v1 memory.oom_control, v2 memory.events: oom_kill) and forks its
      * pids limit refused (pids.events: max); -1 each where unknown. */
     void (*events)(const char *id, int64_t *oom_kills, int64_t *pids_max);
+    /* Lets a frozen sandbox's processes run again (v1 freezer.state THAWED, v2
+     * cgroup.freeze 0), whatever froze them: a frozen process does not die of SIGKILL
+     * until thawed.  Nothing to thaw is no error. */
+    void (*thaw)(const char *id);
 } brig_cgroup_ops;
 
 /* Detects the host's hierarchy (under root, normally /sys/fs/cgroup). */

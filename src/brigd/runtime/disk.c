@@ -185,11 +185,20 @@ int brig_disk_attach(const char *golden, const char *img, const char *mnt, unsig
     }
     int r = copy_sparse(in, out, err);
     close(in);
+    close(out);
+    return r < 0 ? -1 : brig_disk_mount(img, mnt, owner, err);
+}
+
+int brig_disk_mount(const char *img, const char *mnt, unsigned owner, brig_error **err)
+{
     /* Direct I/O (no second copy of the sandbox's data in the host's page cache)
      * needs the backing file opened with O_DIRECT. */
-    int dio = r == 0 ? open(img, O_RDWR | O_DIRECT | O_CLOEXEC) : -1;
+    int out = open(img, O_RDWR | O_CLOEXEC);
+    if (out < 0)
+        return brig_error_sys(err, "open %s", img);
+    int dio = open(img, O_RDWR | O_DIRECT | O_CLOEXEC);
     char dev[32];
-    int loop = r == 0 ? brig_disk_loop(dio >= 0 ? dio : out, dio >= 0, dev, err) : -1;
+    int loop = brig_disk_loop(dio >= 0 ? dio : out, dio >= 0, dev, err);
     if (dio >= 0)
         close(dio);
     close(out);
@@ -197,16 +206,19 @@ int brig_disk_attach(const char *golden, const char *img, const char *mnt, unsig
         return -1;
     /* noinit_itable: the kernel would zero every inode table in the background
      * (tens of MiB of writes per sandbox); a throw-away layer does not need it. */
-    r = mount(dev, mnt, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
-              "errors=remount-ro,noinit_itable");
+    int r = mount(dev, mnt, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
+                  "errors=remount-ro,noinit_itable");
     if (r < 0)
         brig_error_sys(err, "mount %s", dev);
     close(loop); /* unmounted or never mounted: the device detaches itself */
     if (r < 0)
         return -1;
+    /* A snapshot's layer (oci_snapshot.c) has both already. */
     _cleanup_free_ char *upper = brig_asprintf("%s/upper", mnt);
     _cleanup_free_ char *work = brig_asprintf("%s/work", mnt);
-    if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || chown(upper, owner, owner) < 0)
+    bool had_upper = mkdir(upper, 0755) < 0 && errno == EEXIST;
+    if ((mkdir(work, 0700) < 0 && errno != EEXIST) ||
+        (!had_upper && chown(upper, owner, owner) < 0) || access(upper, F_OK) < 0)
         return brig_error_sys(err, "prepare %s", mnt); /* the caller unmounts mnt */
     return 0;
 }

@@ -25,6 +25,11 @@ int brig_disk_golden(const char *dir, int64_t size_mib, char **path, brig_error 
 int brig_disk_attach(const char *golden, const char *img, const char *mnt, unsigned owner,
                      brig_error **err);
 
+/* Attaches the image img (a copy of a golden image, or of a snapshot's layer) to a free
+ * loop device and mounts it at mnt, then makes mnt/upper (owned by owner:owner) unless it
+ * exists and a fresh mnt/work. */
+int brig_disk_mount(const char *img, const char *mnt, unsigned owner, brig_error **err);
+
 /* Binds the image open at img to a free loop device (direct I/O when asked and the
  * file system allows it) and returns an open fd of it, its path in dev.  Auto-clear:
  * the device detaches itself when its last user goes, so the caller keeps this fd

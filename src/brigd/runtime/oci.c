@@ -229,6 +229,7 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
 {
     oci *o = rt->priv;
     int failed = 0;
+    o->cgroup->thaw(id); /* paused: a frozen process dies of SIGKILL only once thawed */
     if (sb && sb->pidfd >= 0) {
         if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
             brig_warn("%s: kill init: %s", id, strerror(errno));
@@ -472,7 +473,8 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
     brig_buf_dispose(&outb);
     const char *status = json_string_value(json_object_get(j, "status"));
     json_int_t pid = json_integer_value(json_object_get(j, "pid"));
-    int running = status && strcmp(status, "running") == 0 && pid > 0;
+    bool paused = status && strcmp(status, "paused") == 0; /* its agent is frozen: not asked */
+    int running = status && (strcmp(status, "running") == 0 || paused) && pid > 0;
     json_decref(j);
     if (!running) {
         brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "container %s is not running", id);
@@ -484,10 +486,11 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
         brig_error_sys(err, "pidfd of %s", id);
         goto fail;
     }
-    int cfd = oci_connect(rt, sb, err);
-    if (cfd < 0)
+    int cfd = paused ? -2 : oci_connect(rt, sb, err);
+    if (cfd == -1)
         goto fail;
-    close(cfd);
+    if (cfd >= 0)
+        close(cfd);
     *out = sb;
     return 0;
 fail:
@@ -610,6 +613,11 @@ static const brig_runtime_ops oci_ops = {
     .volume_unmount = brig_oci_volume_unmount,
     .volume_list = brig_oci_volume_list,
     .layer_open = brig_oci_layer_open,
+    .pause = brig_oci_pause,
+    .resume = brig_oci_resume,
+    .paused = brig_oci_paused,
+    .snapshot_take = brig_oci_snapshot_take,
+    .snapshot_remove = brig_oci_snapshot_remove,
     .free = oci_free,
 };
 

@@ -190,8 +190,9 @@ int brig_oci_bundle_root(const oci *o, const brig_rt_spec *spec, int dirfd, int 
     /* 1. The writable layer: its own bounded file system.  The overlay's root
      *    directory takes its owner and mode from upper/: root of the sandbox, 0755. */
     _cleanup_free_ char *golden = NULL;
-    if (brig_disk_golden(o->disk_dir, spec->disk_mib, &golden, err) < 0 ||
-        brig_disk_attach(golden, disk_img, disk, spec->uid_base, err) < 0)
+    if (spec->snapshot ? brig_oci_snapshot_restore(o, spec, disk_img, disk, err) < 0
+                       : brig_disk_golden(o->disk_dir, spec->disk_mib, &golden, err) < 0 ||
+                             brig_disk_attach(golden, disk_img, disk, spec->uid_base, err) < 0)
         return -1;
     /* 2. The template, read-only, its owners mapped into the sandbox's id range (in
      *    every mode: under gVisor runsc's own processes run as the sandbox's host ids

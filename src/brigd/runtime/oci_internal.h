@@ -15,6 +15,7 @@
 #include "cgroup.h"
 #include "core/id.h"
 #include "runtime.h"
+#include "util.h"
 
 typedef struct oci {
     const brig_cgroup_ops *cgroup; /* the host's cgroup flavour */
@@ -118,6 +119,26 @@ int brig_oci_volumes_bind(const oci *o, const brig_rt_spec *spec, int dirfd, int
 void brig_oci_volumes_spec(const oci *o, const brig_rt_spec *spec, json_t *cfg);
 /* Unmounts the sandbox's clones (vol/<n>); none is no error. */
 int brig_oci_volumes_unmount(const oci *o, const char *id, brig_error **err);
+
+/* ---- oci_pause.c: the driver's pause, resume and paused ops (runtime.h) ------------ */
+
+int brig_oci_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err);
+int brig_oci_resume(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+int brig_oci_paused(brig_runtime *rt, const char *id);
+
+/* ---- oci_snapshot.c, oci_layer.c: snapshots' layers (runtime.h)
+ * ----------------------------------- */
+
+int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
+                           int64_t *bytes, brig_error **err);
+int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err);
+/* oci_layer.c: reads in's data, each 64 KiB block that is not all zeros (out >= 0: copies
+ * them to out, sized like in), into its digest (hex); *bytes: the data hashed. */
+int brig_oci_layer_copy(int in, int out, char hex[65], int64_t *bytes, brig_error **err);
+/* oci_layer.c: a create's step instead of the golden image's copy: the snapshot's layer copied to
+ * img (checked against its digest), mounted at mnt, its owners moved into spec's range. */
+int brig_oci_snapshot_restore(const oci *o, const brig_rt_spec *spec, const char *img,
+                              const char *mnt, brig_error **err);
 
 /* ---- oci_stats.c ------------------------------------------------------------- */
 

@@ -49,6 +49,13 @@ typedef struct brig_rt_spec {
     brig_isolation isolation;
     const brig_rt_volume *volumes; /* mounted at create, in order; n_volumes of them */
     size_t n_volumes;
+    /* Started from a snapshot (docs/snapshots.md), when set: its writable layer is a copy
+     * of snapshot id's, whose data must hash to snapshot_digest (else the create fails,
+     * BRIG_E_CONFLICT "damaged"); its files' owners, ids of the range at snapshot_uid_base,
+     * are moved into this sandbox's range. */
+    const char *snapshot;
+    const char *snapshot_digest;
+    unsigned snapshot_uid_base;
     /* Called by create, when set, once the sandbox's network namespace (netns_fd; not
      * kept by the callee) exists and before anything of the sandbox runs, for an
      * isolation whose network stack takes the interfaces it finds when it starts
@@ -89,7 +96,7 @@ typedef struct brig_runtime_ops {
     int (*create)(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox **out,
                   brig_error **err);
     /* Re-attaches to a sandbox left by a previous brigd; fails unless it is
-     * running and its agent answers. */
+     * running and its agent answers, or paused (its agent is not asked). */
     int (*attach)(brig_runtime *rt, const char *id, brig_rt_sandbox **out, brig_error **err);
     /* Opens a new agent connection (handshake done); returns the fd. */
     int (*connect)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
@@ -135,6 +142,23 @@ typedef struct brig_runtime_ops {
      * for a template build (layer.h); BRIG_E_INVALID where the driver keeps none that
      * the host can read (gvisor keeps its writes in its own overlay). */
     int (*layer_open)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+    /* Pausing (docs/snapshots.md): every process of the sandbox stops where it is
+     * (container: the cgroup freezer; gvisor: runsc pause), its memory stays resident;
+     * resume lets them go on.  Idempotent.  *memory (pause, may be NULL): what was kept
+     * of its memory, "resident".  paused: 1 when the sandbox is paused now, 0 when
+     * not, -1 when its runtime cannot tell (gone).  destroy works on a paused sandbox
+     * (it thaws it); kill sends its SIGKILL but a frozen process dies of it only once
+     * resumed. */
+    int (*pause)(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err);
+    int (*resume)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+    int (*paused)(brig_runtime *rt, const char *id);
+    /* Snapshots (docs/snapshots.md): snapshot_take copies paused sandbox sb's writable layer
+     * (its file system frozen and flushed meanwhile: crash-consistent) as snapshot id, with
+     * its digest (sha256 of its data blocks and their offsets, hex) and the bytes of data it
+     * holds; snapshot_remove deletes one (idempotent); snapshot_list: the ids it keeps. */
+    int (*snapshot_take)(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
+                         int64_t *bytes, brig_error **err);
+    int (*snapshot_remove)(brig_runtime *rt, const char *id, brig_error **err);
     /* Ids of every sandbox this driver holds anything for (running or not). */
     int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     void (*free)(brig_runtime *rt);

@@ -124,7 +124,9 @@ static void apply_one(brigd *d, brig_sandbox *sb, void *arg)
 
 void brig_sandbox_apply_policy(brigd *d, const char *project_id, const brig_egress *policy)
 {
-    /* Each borrowed as use: its network stays while the policy is applied. */
-    brig_registry_each_running(d, project_id, BRIG_EACH_USE | BRIG_EACH_NETWORKED, apply_one,
-                               (void *)policy);
+    /* Each borrowed as use: its network stays while the policy is applied.  Paused ones
+     * too: the policy is the host's firewall, and a resume must not find an old one. */
+    brig_registry_each_running(d, project_id,
+                               BRIG_EACH_USE | BRIG_EACH_NETWORKED | BRIG_EACH_TOO_PAUSED,
+                               apply_one, (void *)policy);
 }

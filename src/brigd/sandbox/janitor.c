@@ -258,6 +258,35 @@ static void judge(brigd *d, brig_sandbox *sb, void *arg)
     }
 }
 
+/* A paused sandbox's turn: no idleness, no CPU (none runs), but its lifetime runs on and
+ * its paused time is charged at the paused price (pause.h). */
+static void judge_paused(brigd *d, brig_sandbox *sb, void *arg)
+{
+    verdicts *vs = arg;
+    const char *id = brig_sandbox_id(sb);
+    brig_sandbox_marks *m = brig_sandbox_marks_of(sb);
+    const char *reason = NULL;
+    if (brig_sandbox_expired(d, sb, vs->now)) {
+        reason = "max_lifetime";
+    } else if (vs->now - m->billed_at >= d->cfg.billing_interval_ms) {
+        int64_t balance = 1;
+        brig_error *err = NULL;
+        int64_t price = brig_billing_paused_price(d, brig_sandbox_spec_of(sb)->disk_mib);
+        if (brig_billing_charge_paused(d, id, vs->now, false, price, &balance, &err) < 0) {
+            brig_err("sandbox %s: paused charge: %s", id, err->msg);
+            brig_error_clear(&err);
+        } else if (balance <= 0) {
+            reason = "balance_exhausted";
+        }
+        m->billed_at = vs->now;
+    }
+    if (reason) {
+        vs->v = brig_xrealloc(vs->v, (vs->n + 1) * sizeof(*vs->v));
+        snprintf(vs->v[vs->n].id, sizeof(vs->v[vs->n].id), "%s", id);
+        vs->v[vs->n++].reason = reason;
+    }
+}
+
 /* The audit timeline's events past audit_retention go, at most once a minute (or once
  * per retention, when that is shorter); the chains stay verifiable (checkpoints). */
 static void prune_audit(brigd *d, int64_t now)
@@ -285,6 +314,7 @@ void brig_janitor_tick(brigd *d, int64_t now)
     /* Every running sandbox borrowed, decided outside the lock; stopped afterwards. */
     verdicts vs = {.now = now};
     brig_registry_each_running(d, NULL, 0, judge, &vs);
+    brig_registry_each_running(d, NULL, BRIG_EACH_PAUSED, judge_paused, &vs);
     for (size_t i = 0; i < vs.n; i++)
         brig_sandbox_stop(d, vs.v[i].id, vs.v[i].reason);
     free(vs.v);

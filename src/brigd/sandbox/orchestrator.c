@@ -36,6 +36,7 @@
 #include "pool.h"
 #include "registry.h"
 #include "secrets.h"
+#include "snapshots.h"
 #include "teardown.h"
 #include "template.h"
 #include "timeline.h"
@@ -93,9 +94,21 @@ static void finish(brigd *d, brig_sandbox *sb, const char *reason, int wait_ms,
     brig_store_sandbox_set_state(d->store, brig_sandbox_id(sb),
                                  brig_sb_state_name(BRIG_SB_DELETING), reason, brig_now_real_ms(),
                                  NULL);
-    d->rt->ops->kill(d->rt, brig_sandbox_runtime(sb), wait_ms);
+    brig_rt_sandbox *rt = brig_sandbox_runtime(sb);
+    if (brig_sandbox_paused_at(d, sb)) { /* frozen: killed, then thawed to die of it */
+        d->rt->ops->kill(d->rt, rt, 0);
+        d->rt->ops->resume(d->rt, rt, NULL);
+    }
+    d->rt->ops->kill(d->rt, rt, wait_ms);
     int64_t now = brig_now_real_ms();
     brig_error *err = NULL;
+    if (brig_sandbox_paused_at(d, sb) && /* its paused time at the paused price */
+        brig_billing_charge_paused(d, brig_sandbox_id(sb), now, false,
+                                   brig_billing_paused_price(d, brig_sandbox_spec_of(sb)->disk_mib),
+                                   NULL, &err) < 0) {
+        brig_err("sandbox %s: paused charge: %s", brig_sandbox_id(sb), err->msg);
+        brig_error_clear(&err);
+    }
     if (brig_billing_charge(d, brig_sandbox_id(sb), now, true, NULL, &err) < 0) {
         brig_err("sandbox %s: final charge: %s", brig_sandbox_id(sb), err->msg);
         brig_error_clear(&err);
@@ -159,7 +172,7 @@ int brig_sandbox_set_timeout(brigd *d, const brig_caller *c, const char *id, int
     bool listed = brig_registry_view(d, c, id, &v);
     if (listed)
         brig_sandbox_view_dispose(&v);
-    if (!listed || v.state != BRIG_SB_RUNNING)
+    if (!listed || (v.state != BRIG_SB_RUNNING && v.state != BRIG_SB_PAUSED))
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
     int64_t now = brig_now_real_ms(), until = now + ms;
     if (until - v.spec.created_at > d->cfg.lifetime_max_ms) {
@@ -195,18 +208,19 @@ typedef struct create {
     const brig_tariff *tariff;
     const char *project;
     brig_isolation iso;
-    brig_template t;      /* its template, looked up (disposed when the create ends) */
-    brig_reservation res; /* the account's concurrency, until it is listed */
-    brig_sandbox *sb;     /* once host capacity is held: the creator's reference */
-    int64_t expires_at;   /* ms since the epoch */
-    bool stored, listed;  /* its row is written; it is in the registry */
-    char *resolv;         /* gvisor: its /etc/resolv.conf, attached before start */
-    int64_t t0;           /* mono ms: when it got its capacity */
-    bool claimed;         /* a warm sandbox of the pool */
-    bool builtin;         /* a template of templates_dir (the pool keeps only those) */
-    int64_t begun;        /* mono ms: when the request came */
-    brig_volset vols;     /* its volumes, resolved in its project (volmounts.h) */
-    brig_utpl_run run;    /* a user template's env, workdir, start command (usertpl.h) */
+    brig_template t;        /* its template, looked up (disposed when the create ends) */
+    brig_reservation res;   /* the account's concurrency, until it is listed */
+    brig_sandbox *sb;       /* once host capacity is held: the creator's reference */
+    int64_t expires_at;     /* ms since the epoch */
+    bool stored, listed;    /* its row is written; it is in the registry */
+    char *resolv;           /* gvisor: its /etc/resolv.conf, attached before start */
+    int64_t t0;             /* mono ms: when it got its capacity */
+    bool claimed;           /* a warm sandbox of the pool */
+    bool builtin;           /* a template of templates_dir (the pool keeps only those) */
+    int64_t begun;          /* mono ms: when the request came */
+    brig_volset vols;       /* its volumes, resolved in its project (volmounts.h) */
+    brig_snapshot_row snap; /* the snapshot it starts from (snap.id[0]: none) */
+    brig_utpl_run run;      /* a user template's env, workdir, start command (usertpl.h) */
 } create;
 
 /* Its volumes: an admin key's, of its project, mountable at their paths in its template
@@ -225,6 +239,42 @@ static int resolve_volumes(create *x, brig_error **err)
                : 0;
 }
 
+/* The snapshot it starts from (snapshots.h): the caller's, whose template it takes. */
+static int resolve_snapshot(create *x, brig_error **err)
+{
+    if (x->o->snapshot == NULL)
+        return 0;
+    if (brig_snapshot_lookup(x->d, x->c, x->o->snapshot, &x->snap, err) < 0) {
+        if ((*err)->kind == BRIG_E_NOT_FOUND)
+            (*err)->kind = BRIG_E_INVALID;
+        return -1;
+    }
+    if (x->o->template && strcmp(x->o->template, x->snap.template) != 0)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "snapshot %s is of template '%s', not '%.64s' (leave 'template' out)",
+                              x->snap.id, x->snap.template, x->o->template);
+    return 0;
+}
+
+/* A snapshot's layer lies on its template as built then, in a disk of its size. */
+static int snapshot_fits(create *x, brig_error **err)
+{
+    if (!x->snap.id[0])
+        return 0;
+    if (strcmp(x->snap.template_key, x->t.key) != 0)
+        return brig_error_set(err, BRIG_E_CONFLICT, 0,
+                              "template '%s' was rebuilt since snapshot %s was taken: its files "
+                              "would lie on another template",
+                              x->snap.template, x->snap.id);
+    if (x->snap.disk_mib != x->tariff->disk_mib)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "snapshot %s has a %lld MiB disk; tariff '%s' has %lld MiB: use a "
+                              "tariff with the same disk",
+                              x->snap.id, (long long)x->snap.disk_mib, x->tariff->name,
+                              (long long)x->tariff->disk_mib);
+    return 0;
+}
+
 /* What the request names: the tariff (the account may use it), the project (the
  * caller's, or one of its account's for an admin key), the isolation (the project's
  * policy allows it, this host runs it), a built template. */
@@ -232,7 +282,11 @@ static int resolve(create *x, brig_error **err)
 {
     brigd *d = x->d;
     const brig_caller *c = x->c;
-    const char *tname = x->o->template ? x->o->template : d->cfg.default_template;
+    if (resolve_snapshot(x, err) < 0)
+        return -1;
+    const char *tname = x->snap.id[0]    ? x->snap.template
+                        : x->o->template ? x->o->template
+                                         : d->cfg.default_template;
     const char *tariff_name = x->o->tariff ? x->o->tariff : d->cfg.default_tariff;
     x->tariff = brig_config_tariff(&d->cfg, tariff_name);
     if (x->tariff == NULL)
@@ -278,7 +332,7 @@ static int resolve(create *x, brig_error **err)
                               "template '%s' is not built yet: run `brig template build %s`", tname,
                               tname);
     }
-    if (resolve_volumes(x, err) < 0) {
+    if (resolve_volumes(x, err) < 0 || snapshot_fits(x, err) < 0) {
         brig_template_dispose(&x->t);
         return -1;
     }
@@ -347,9 +401,9 @@ static int reserve(create *x, brig_error **err)
     x->expires_at =
         sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
     brig_pooled warm;
-    /* A warm sandbox has its mounts already; a user template's name is its account's, and
-     * the pool's are by name: those are cold creates for now. */
-    bool claimed = x->vols.n == 0 && x->builtin &&
+    /* A warm sandbox has its mounts and layer already; a user template's name is its
+     * account's, and the pool's are by name: those are cold creates for now. */
+    bool claimed = x->vols.n == 0 && !x->snap.id[0] && x->builtin &&
                    brig_pool_claim(d, x->t.name, x->t.build, tf->name, x->iso, &warm) == 0;
     x->claimed = claimed;
     if (claimed) {
@@ -457,6 +511,11 @@ static int start(create *x, brig_error **err)
         vols[i] = (brig_rt_volume){x->vols.v[i].id, x->vols.v[i].path, x->vols.v[i].read_only};
     spec.volumes = vols;
     spec.n_volumes = x->vols.n;
+    if (x->snap.id[0]) {
+        spec.snapshot = x->snap.id;
+        spec.snapshot_digest = x->snap.digest;
+        spec.snapshot_uid_base = (unsigned)x->snap.uid_base;
+    }
     brig_rt_sandbox *h = NULL;
     if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)
         return -1;
@@ -482,6 +541,8 @@ static json_t *created_event(create *x, json_t *answer)
         (json_int_t)sp->idle_timeout_ms, "expires_at", expires, "warm", x->claimed);
     if (x->vols.n > 0)
         json_object_set(ev, "volumes", json_object_get(answer, "volumes"));
+    if (x->snap.id[0])
+        json_object_set_new(ev, "snapshot", json_string(x->snap.id));
     return ev;
 }
 

@@ -30,9 +30,10 @@ typedef struct reconcile_ctx {
     size_t n_kept;
 } reconcile_ctx;
 
-/* A running sandbox of the previous run whose runtime handle attached (h): listed,
- * watched and holding its capacity again. */
-static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h)
+/* A running or paused sandbox of the previous run whose runtime handle attached (h):
+ * listed (paused when its runtime says so, whatever its row says: brigd may have died
+ * between the two), watched and holding its capacity again. */
+static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h, bool paused)
 {
     brig_sandbox_spec sp = {.created_at = row->created_at,
                             .price = row->price,
@@ -58,7 +59,11 @@ static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h)
     brig_attach_again(d, sb);
     brig_registry_uid_hold(d, row->uid_base);
     brig_registry_add(d, sb, NULL);
-    brig_registry_set_state(d, sb, BRIG_SB_CREATING, BRIG_SB_RUNNING);
+    brig_sb_state state = paused ? BRIG_SB_PAUSED : BRIG_SB_RUNNING;
+    brig_registry_set_state(d, sb, BRIG_SB_CREATING, state);
+    if (brig_sb_state_parse(row->state) != (int)state)
+        brig_store_sandbox_set_state(d->store, row->id, brig_sb_state_name(state), NULL,
+                                     brig_now_real_ms(), NULL);
     brig_watch_add(d, sb);
     brig_sandbox_put(d, sb); /* the list's reference stays */
     brig_admission_hold(&d->admission, (brig_capacity){sp.memory_mib, sp.disk_mib});
@@ -85,12 +90,14 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
     brigd *d = c->d;
     brig_error *err = NULL;
     brig_rt_sandbox *h = NULL;
-    if (brig_sb_state_parse(row->state) == BRIG_SB_RUNNING &&
+    int state = brig_sb_state_parse(row->state);
+    if ((state == BRIG_SB_RUNNING || state == BRIG_SB_PAUSED) &&
         d->rt->ops->attach(d->rt, row->id, &h, &err) == 0) {
-        readopt(d, row, h);
+        bool paused = d->rt->ops->paused(d->rt, row->id) == 1;
+        readopt(d, row, h, paused);
         c->kept = brig_xrealloc(c->kept, (c->n_kept + 1) * sizeof(char *));
         c->kept[c->n_kept++] = brig_xstrdup(row->id);
-        brig_info("sandbox %s: re-attached", row->id);
+        brig_info("sandbox %s: re-attached%s", row->id, paused ? " (paused)" : "");
         return;
     }
     const char *why = err ? err->msg : row->state;
@@ -102,7 +109,16 @@ static void reconcile_row(const brig_sandbox_row *row, void *arg)
         brig_registry_uid_hold(d, row->uid_base); /* not clean: keep its ids out of use */
         return; /* stays "deleting"/"creating" so the next start retries */
     }
-    /* Charged for its life up to now: it may have run while brigd was down. */
+    /* Charged for its life up to now: it may have run while brigd was down (a paused one
+     * at the paused price). */
+    const brig_tariff *t = brig_config_tariff(&d->cfg, row->tariff);
+    if (state == BRIG_SB_PAUSED &&
+        brig_billing_charge_paused(d, row->id, brig_now_real_ms(), false,
+                                   brig_billing_paused_price(d, t ? t->disk_mib : 0), NULL,
+                                   &err) < 0) {
+        brig_err("sandbox %s: paused charge: %s", row->id, err->msg);
+        brig_error_clear(&err);
+    }
     if (brig_billing_charge(d, row->id, brig_now_real_ms(), true, NULL, &err) < 0) {
         brig_err("sandbox %s: final charge: %s", row->id, err->msg);
         brig_error_clear(&err);

@@ -31,6 +31,7 @@ struct brig_sandbox {
     int active_ops;        /* API requests using it right now */
     int64_t expires_at;    /* ms since the epoch; 0: never */
     int64_t last_activity; /* ms since the epoch: the last API use */
+    int64_t paused_at;     /* ms since the epoch: when it was paused; 0: not paused */
     int probe;             /* the janitor's idle probe: BRIG_PROBE_* */
     int64_t probe_at;      /* ms since the epoch: when that probe asked */
     /* Its secrets' redactor (one reference), built at create, or at first use after a
@@ -58,7 +59,8 @@ struct brig_registry {
 #define LOCK(d)   pthread_mutex_lock(&(d)->registry->lock)
 #define UNLOCK(d) pthread_mutex_unlock(&(d)->registry->lock)
 
-static const char *const state_names[] = {"creating", "running", "deleting", "deleted", "failed"};
+static const char *const state_names[] = {"creating", "running", "deleting",
+                                          "deleted",  "failed",  "paused"};
 
 const char *brig_sb_state_name(brig_sb_state s)
 {
@@ -171,8 +173,12 @@ bool brig_registry_set_state(brigd *d, brig_sandbox *sb, brig_sb_state from, bri
 {
     LOCK(d);
     bool ok = sb->state == from;
-    if (ok)
+    if (ok) {
         sb->state = to;
+        if (to == BRIG_SB_PAUSED || from == BRIG_SB_PAUSED)
+            sb->last_activity = brig_now_real_ms();
+        sb->paused_at = to == BRIG_SB_PAUSED ? sb->last_activity : 0;
+    }
     UNLOCK(d);
     return ok;
 }
@@ -191,7 +197,7 @@ brig_sandbox *brig_registry_take(brigd *d, const brig_caller *c, const char *id)
 {
     LOCK(d);
     brig_sandbox *sb = find_locked(d, c, id);
-    if (sb && sb->state == BRIG_SB_RUNNING)
+    if (sb && (sb->state == BRIG_SB_RUNNING || sb->state == BRIG_SB_PAUSED))
         sb->state = BRIG_SB_DELETING;
     else
         sb = NULL;
@@ -252,7 +258,13 @@ int brig_sandbox_get(brigd *d, const brig_caller *c, const char *id, brig_sandbo
         *out = sb;
         return 0;
     }
+    bool paused = sb && sb->state == BRIG_SB_PAUSED;
     UNLOCK(d);
+    if (paused)
+        return brig_error_set(err, BRIG_E_CONFLICT, 0,
+                              "sandbox '%.40s' is paused: resume it first (POST "
+                              "/v1/sandboxes/%.40s/resume)",
+                              id, id);
     /* Same answer for "never existed" and "someone else's": ids leak nothing. */
     return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
 }
@@ -314,7 +326,9 @@ void brig_registry_each_running(brigd *d, const char *project_id, int flags,
     size_t n = 0;
     LOCK(d);
     for (brig_sandbox *sb = r->head; sb; sb = sb->next) {
-        if (sb->state != BRIG_SB_RUNNING ||
+        brig_sb_state want = (flags & BRIG_EACH_PAUSED) ? BRIG_SB_PAUSED : BRIG_SB_RUNNING;
+        bool too = (flags & BRIG_EACH_TOO_PAUSED) && sb->state == BRIG_SB_PAUSED;
+        if ((sb->state != want && !too) ||
             (project_id && strcmp(sb->spec.project_id, project_id) != 0) ||
             ((flags & BRIG_EACH_NETWORKED) && sb->net == NULL))
             continue;
@@ -393,6 +407,7 @@ static void view_locked(const brig_sandbox *sb, brig_sandbox_view *out)
     out->state = sb->state;
     out->expires_at = sb->expires_at;
     out->last_activity = sb->last_activity;
+    out->paused_at = sb->paused_at;
     memcpy(out->end_reason, sb->end_reason, sizeof(out->end_reason));
     out->env_names = json_array();
     const char *k;
@@ -489,13 +504,21 @@ bool brig_registry_set_expiry(brigd *d, const brig_caller *c, const char *id, in
 {
     LOCK(d);
     brig_sandbox *sb = find_locked(d, c, id);
-    bool ok = sb && sb->state == BRIG_SB_RUNNING;
+    bool ok = sb && (sb->state == BRIG_SB_RUNNING || sb->state == BRIG_SB_PAUSED);
     if (ok) {
         sb->expires_at = until;
         sb->last_activity = brig_now_real_ms();
     }
     UNLOCK(d);
     return ok;
+}
+
+int64_t brig_sandbox_paused_at(brigd *d, brig_sandbox *sb)
+{
+    LOCK(d);
+    int64_t at = sb->paused_at;
+    UNLOCK(d);
+    return at;
 }
 
 bool brig_sandbox_expired(brigd *d, brig_sandbox *sb, int64_t now)

@@ -43,6 +43,7 @@ typedef enum brig_sb_state {
     BRIG_SB_DELETING, /* ending: listed (and shown) as such until its row says deleted */
     BRIG_SB_DELETED,
     BRIG_SB_FAILED,
+    BRIG_SB_PAUSED, /* every process stopped (pause.h); listed, not borrowable */
 } brig_sb_state;
 
 /* "creating", "running"...: the state as the API shows it and the store keeps it. */
@@ -76,6 +77,7 @@ typedef struct brig_sandbox_view {
     int64_t expires_at;    /* ms since the epoch; 0: never */
     char end_reason[32];   /* why it ends, once it is deleting; else "" */
     int64_t last_activity; /* ms since the epoch: its last API use */
+    int64_t paused_at;     /* ms since the epoch: when it was paused (paused); else 0 */
     json_t *env_names;     /* ["NAME"] of its plain env (owned: brig_sandbox_view_dispose) */
 } brig_sandbox_view;
 
@@ -114,9 +116,10 @@ void brig_sandbox_set_net(brig_sandbox *sb, brig_net_sandbox *net);
  * becomes a use (an API request in flight) that ends with its brig_sandbox_put.  The
  * account's reservation res (may be NULL) ends: the list counts it from now on. */
 void brig_registry_add(brigd *d, brig_sandbox *sb, brig_reservation *res);
-/* from -> to; false (nothing changed) when it is not in state from. */
+/* from -> to; false (nothing changed) when it is not in state from.  To paused: its
+ * paused_at is now; from paused: it is used now (its idle timeout starts again). */
 bool brig_registry_set_state(brigd *d, brig_sandbox *sb, brig_sb_state from, brig_sb_state to);
-/* Marks a running sandbox the caller may see (c NULL: any) deleting and returns it,
+/* Marks a running or paused sandbox the caller may see (c NULL: any) deleting and returns it,
  * for the one caller that ends it; NULL when there is none.  It stays listed (the
  * list's reference keeps it) until brig_registry_remove. */
 brig_sandbox *brig_registry_take(brigd *d, const brig_caller *c, const char *id);
@@ -127,8 +130,9 @@ void brig_registry_remove(brigd *d, brig_sandbox *sb, brig_sb_state final);
 
 /* ---- borrowing ---- */
 
-/* Borrows a running sandbox the caller may see; BRIG_E_NOT_FOUND otherwise.  Counts as
- * use (it resets the idle timeout) until brig_sandbox_put. */
+/* Borrows a running sandbox the caller may see; BRIG_E_CONFLICT for a paused one
+ * ("paused"), BRIG_E_NOT_FOUND otherwise.  Counts as use (it resets the idle timeout)
+ * until brig_sandbox_put. */
 int brig_sandbox_get(brigd *d, const brig_caller *c, const char *id, brig_sandbox **out,
                      brig_error **err);
 void brig_sandbox_put(brigd *d, brig_sandbox *sb);
@@ -140,8 +144,10 @@ void brig_sandbox_ref(brigd *d, brig_sandbox *sb);
 void brig_sandbox_unref(brigd *d, brig_sandbox *sb);
 
 enum {
-    BRIG_EACH_USE = 1 << 0,       /* borrow as use (brig_sandbox_get), not a plain reference */
-    BRIG_EACH_NETWORKED = 1 << 1, /* only those with a network */
+    BRIG_EACH_USE = 1 << 0,        /* borrow as use (brig_sandbox_get), not a plain reference */
+    BRIG_EACH_NETWORKED = 1 << 1,  /* only those with a network */
+    BRIG_EACH_PAUSED = 1 << 2,     /* the paused ones instead of the running ones */
+    BRIG_EACH_TOO_PAUSED = 1 << 3, /* the paused ones as well as the running ones */
 };
 /* Calls fn for every running sandbox (of project_id; NULL: all), outside the lock,
  * each borrowed for the call (flags: BRIG_EACH_*). */
@@ -187,7 +193,9 @@ int brig_sandbox_count(brigd *d, const char *account_id);
 
 /* ---- lifetime and activity ---- */
 
-/* Sets a running sandbox's expiry (ms since the epoch), as use; false when the caller
+/* When it was paused (ms since the epoch); 0 when it is not paused. */
+int64_t brig_sandbox_paused_at(brigd *d, brig_sandbox *sb);
+/* Sets a running (or paused) sandbox's expiry (ms since the epoch), as use; false when the caller
  * may see no running sandbox of that id. */
 bool brig_registry_set_expiry(brigd *d, const brig_caller *c, const char *id, int64_t until);
 bool brig_sandbox_expired(brigd *d, brig_sandbox *sb, int64_t now);

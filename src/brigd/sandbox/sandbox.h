@@ -3,6 +3,9 @@
  *
  * sandbox/ in modules, each calling only the ones below it:
  *   orchestrator  create (a checklist), delete and brigd's own stops, a new lifetime
+ *   pause         pausing and resuming (the driver's freeze)
+ *   fork          N sandboxes from one's file system now (a snapshot, then creates)
+ *   snapshots     an account's snapshots: a sandbox's file system to start new ones from
  *   view          the API's JSON of sandboxes; why a request's sandbox went away
  *   janitor       lifetimes, idleness, CPU abuse, billing ticks
  *   reconcile     start-up: the registry made to agree with the store and the runtime
@@ -21,9 +24,12 @@
 #define BRIG_SANDBOX_H
 
 #include "attach.h"
+#include "fork.h"
 #include "orchestrator.h"
+#include "pause.h"
 #include "registry.h"
 #include "secrets.h"
+#include "snapshots.h"
 #include "timeline.h"
 #include "usage.h"
 #include "view.h"

@@ -210,7 +210,7 @@ static bool live(brigd *d, const att *a)
     if (!brig_registry_view(d, NULL, a->sb, &v))
         return false;
     brig_sandbox_view_dispose(&v);
-    return v.state == BRIG_SB_CREATING || v.state == BRIG_SB_RUNNING;
+    return v.state == BRIG_SB_CREATING || v.state == BRIG_SB_RUNNING || v.state == BRIG_SB_PAUSED;
 }
 
 /* Who holds volume vol in a way a new mount (read_only; ro < 0: any mount at all, a

@@ -23,6 +23,7 @@
 #include "sqlite_sandboxes.h"
 #include "sqlite_stmt.h"
 #include "sqlite_templates.h"
+#include "sqlite_snapshots.h"
 #include "sqlite_volumes.h"
 #include "util.h"
 
@@ -138,6 +139,14 @@ static const char *const migrations[] = {
     /* credential injection (docs/secrets.md): a project's rules, one JSON array */
     ("CREATE TABLE injections ("
      "  project_id TEXT PRIMARY KEY REFERENCES projects(id), rules TEXT NOT NULL);"),
+    /* snapshots (docs/snapshots.md): an account's copies of sandboxes' writable layers */
+    ("CREATE TABLE snapshots ("
+     "  id TEXT PRIMARY KEY, account_id TEXT NOT NULL REFERENCES accounts(id),"
+     "  project_id TEXT NOT NULL REFERENCES projects(id), name TEXT NOT NULL,"
+     "  source_id TEXT NOT NULL, template TEXT NOT NULL, template_key TEXT NOT NULL,"
+     "  disk_mib INTEGER NOT NULL, uid_base INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+     "  digest TEXT NOT NULL, created_at INTEGER NOT NULL, deleted_at INTEGER);"
+     "CREATE INDEX snapshots_live ON snapshots(account_id, created_at) WHERE deleted_at IS NULL;"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -257,6 +266,10 @@ const brig_store_ops brig_store_sqlite_ops = {
     .blackbox_put = brig_sqlite_blackbox_put,
     .blackbox_get = brig_sqlite_blackbox_get,
     .blackbox_prune = brig_sqlite_blackbox_prune,
+    .snapshot_insert = brig_sqlite_snapshot_insert,
+    .snapshot_get = brig_sqlite_snapshot_get,
+    .snapshot_each = brig_sqlite_snapshot_each,
+    .snapshot_delete = brig_sqlite_snapshot_delete,
     .volume_insert = brig_sqlite_volume_insert,
     .volume_get = brig_sqlite_volume_get,
     .volume_each = brig_sqlite_volume_each,

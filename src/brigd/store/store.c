@@ -248,6 +248,29 @@ int brig_store_blackbox_prune(brig_store *st, int64_t before, int64_t *pruned, b
     return st->ops->blackbox_prune(st->conn, before, pruned, err);
 }
 
+int brig_store_snapshot_insert(brig_store *st, const brig_snapshot_row *s, brig_error **err)
+{
+    return st->ops->snapshot_insert(st->conn, s, err);
+}
+
+int brig_store_snapshot_get(brig_store *st, const char *account_id, const char *id,
+                            brig_snapshot_row *out, brig_error **err)
+{
+    return st->ops->snapshot_get(st->conn, account_id, id, out, err);
+}
+
+int brig_store_snapshot_each(brig_store *st, const char *account_id, const char *project_id,
+                             void (*fn)(const brig_snapshot_row *, void *), void *ctx,
+                             brig_error **err)
+{
+    return st->ops->snapshot_each(st->conn, account_id, project_id, fn, ctx, err);
+}
+
+int brig_store_snapshot_delete(brig_store *st, const char *id, int64_t at, brig_error **err)
+{
+    return st->ops->snapshot_delete(st->conn, id, at, err);
+}
+
 int brig_store_volume_insert(brig_store *st, const brig_volume_row *v, brig_error **err)
 {
     return st->ops->volume_insert(st->conn, v, err);

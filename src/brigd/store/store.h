@@ -94,6 +94,13 @@ int brig_store_blackbox_get(brig_store *st, const char *sandbox_id, char **data,
                             brig_error **err);
 int brig_store_blackbox_prune(brig_store *st, int64_t before, int64_t *pruned, brig_error **err);
 
+int brig_store_snapshot_insert(brig_store *st, const brig_snapshot_row *s, brig_error **err);
+int brig_store_snapshot_get(brig_store *st, const char *account_id, const char *id,
+                            brig_snapshot_row *out, brig_error **err);
+int brig_store_snapshot_each(brig_store *st, const char *account_id, const char *project_id,
+                             void (*fn)(const brig_snapshot_row *, void *), void *ctx,
+                             brig_error **err);
+int brig_store_snapshot_delete(brig_store *st, const char *id, int64_t at, brig_error **err);
 int brig_store_volume_insert(brig_store *st, const brig_volume_row *v, brig_error **err);
 int brig_store_volume_get(brig_store *st, const char *project_id, const char *name,
                           brig_volume_row *out, brig_error **err);

@@ -162,6 +162,23 @@ typedef struct brig_volume_row {
     int64_t cost;       /* micro-dollars charged so far */
 } brig_volume_row;
 
+/* A snapshot (docs/snapshots.md): a copy of a sandbox's writable layer, owned by its
+ * account, that new sandboxes start from.  A deleted one keeps its row (deleted_at). */
+typedef struct brig_snapshot_row {
+    char id[BRIG_ID_MAX]; /* snp_... */
+    char account_id[BRIG_ID_MAX];
+    char project_id[BRIG_ID_MAX];
+    char name[64];               /* "" for none */
+    char source_id[BRIG_ID_MAX]; /* the sandbox it was taken of */
+    char template[64];
+    char template_key[17];
+    int64_t disk_mib;   /* its layer's size (the source's tariff's disk) */
+    int64_t uid_base;   /* the source's id range, whose ids its files carry */
+    int64_t bytes;      /* data in its layer */
+    char digest[65];    /* its manifest: sha256 of its layer's data (runtime.h) */
+    int64_t created_at; /* ms since the epoch */
+} brig_snapshot_row;
+
 /* A volume's billing as a charge finds it, inside the charge's transaction. */
 typedef struct brig_volume_charge_state {
     char account_id[BRIG_ID_MAX];
@@ -373,6 +390,18 @@ typedef struct brig_store_ops {
                         brig_error **err);
     /* Deletes the black boxes that ended before `before`; *pruned = how many. */
     int (*blackbox_prune)(brig_store_conn *c, int64_t before, int64_t *pruned, brig_error **err);
+    /* -- snapshots */
+    int (*snapshot_insert)(brig_store_conn *c, const brig_snapshot_row *s, brig_error **err);
+    /* account_id's live snapshot id: 1 and *out, or 0. */
+    int (*snapshot_get)(brig_store_conn *c, const char *account_id, const char *id,
+                        brig_snapshot_row *out, brig_error **err);
+    /* Calls fn for each live snapshot of account_id and project_id (either NULL: any), oldest
+     * first (the row is lent for the call; fn may use the store). */
+    int (*snapshot_each)(brig_store_conn *c, const char *account_id, const char *project_id,
+                         void (*fn)(const brig_snapshot_row *, void *), void *ctx,
+                         brig_error **err);
+    /* Marks the live snapshot id deleted at `at`: 1, or 0 when there is none. */
+    int (*snapshot_delete)(brig_store_conn *c, const char *id, int64_t at, brig_error **err);
     /* -- volumes */
     /* A new volume (cost 0, billed from created_at): 1, or 0 when its project has a live
      * volume of that name (nothing written). */

@@ -102,6 +102,7 @@ def create_body(
     project: Optional[str] = None,
     isolation: Optional[str] = None,
     volumes: Any = None,
+    snapshot: Optional[str] = None,
 ) -> dict[str, Any]:
     """``POST /v1/sandboxes``: only the fields the caller set."""
     body: dict[str, Any] = {}
@@ -127,6 +128,8 @@ def create_body(
         body["isolation"] = isolation
     if volumes is not None:
         body["volumes"] = volume_mounts(volumes)
+    if snapshot is not None:
+        body["snapshot"] = snapshot
     return body
 
 

@@ -128,7 +128,7 @@ class ExecResult:
 class SandboxInfo:
     """A sandbox as brigd describes it (``GET /v1/sandboxes/{id}``).
 
-    ``state`` is ``"running"`` while it lives; after it ended brigd keeps
+    ``state`` is ``"running"`` while it lives (``"paused"`` while paused); after it ended brigd keeps
     answering for a retention period with ``state == "deleted"``, the
     ``reason`` (the detail: ``deleted_by_api``, ``idle_timeout``, ``max_lifetime`` …),
     ``end_reason`` (the typed reason: ``deleted``, ``idle``, ``lifetime``,
@@ -152,6 +152,11 @@ class SandboxInfo:
     def deleted(self) -> bool:
         """The sandbox has ended (its record is kept for a while)."""
         return self.state == "deleted"
+
+    @property
+    def paused(self) -> bool:
+        """The sandbox is paused (``Sandbox.pause``; docs/snapshots.md)."""
+        return self.state == "paused"
 
     @classmethod
     def from_json(cls, j: Mapping[str, Any]) -> "SandboxInfo":

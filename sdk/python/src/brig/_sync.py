@@ -159,6 +159,18 @@ class Client:
             if not missing_ok:
                 raise
 
+    def snapshots(self) -> builtins.list[dict[str, Any]]:
+        """The caller's snapshots (``Sandbox.snapshot``), oldest first."""
+        return list(self._t.request("GET", "/v1/snapshots").json().get("snapshots", []))
+
+    def delete_snapshot(self, snapshot_id: str, *, missing_ok: bool = False) -> None:
+        """Deletes a snapshot (sandboxes made from it keep their copies)."""
+        try:
+            self._t.request("DELETE", f"/v1/snapshots/{C.q(snapshot_id)}")
+        except NotFound:
+            if not missing_ok:
+                raise
+
     def close(self) -> None:
         """Closes idle connections; the client stays usable (new ones open)."""
         self._t.close()
@@ -220,7 +232,7 @@ class Sandbox:
                secret_refs: Optional[Sequence[str]] = None,
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
                project: Optional[str] = None, isolation: Optional[str] = None,
-               volumes: Any = None,
+               volumes: Any = None, snapshot: Optional[str] = None,
                url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> "Sandbox":
         """Creates a sandbox (``POST /v1/sandboxes``) and returns once its
@@ -249,6 +261,9 @@ class Sandbox:
                 One sandbox writes a volume at a time, or many read it
                 (:class:`Conflict` otherwise); see :class:`Volume`.
             url, api_key: override ``$BRIG_URL`` / ``$BRIG_API_KEY``.
+            snapshot: start from this snapshot's file system (``snp_…``, from
+                :meth:`snapshot`; its template, a tariff of its disk size):
+                :class:`Conflict` for a damaged one (docs/snapshots.md).
             client: a :class:`Client` to use (then url/api_key are ignored).
 
         Only the arguments given are sent. brigd refuses fields it does not
@@ -256,7 +271,7 @@ class Sandbox:
         """
         cl, owns = _client(client, url, api_key)
         body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
-                             max_lifetime, project, isolation, volumes)
+                             max_lifetime, project, isolation, volumes, snapshot)
         try:
             j = cl.transport.request("POST", "/v1/sandboxes", json=body).json()
         except BaseException:
@@ -327,6 +342,33 @@ class Sandbox:
         if resp.body.strip():
             self.info = SandboxInfo.from_json(resp.json())
         return self.info
+
+    def pause(self) -> SandboxInfo:
+        """Pauses the sandbox: every process stops where it is, its memory stays
+        resident (docs/snapshots.md).  While paused, commands and file calls raise
+        :class:`Conflict` ("paused"); its idle timeout stands still.  Idempotent."""
+        self.info = SandboxInfo.from_json(self._t.request("POST", self._p("/pause")).json())
+        return self.info
+
+    def resume(self) -> SandboxInfo:
+        """Resumes a paused sandbox: its processes go on where they stopped.
+        Idempotent."""
+        self.info = SandboxInfo.from_json(self._t.request("POST", self._p("/resume")).json())
+        return self.info
+
+    def snapshot(self, name: Optional[str] = None) -> dict[str, Any]:
+        """Takes a snapshot of its file system (crash-consistent; the sandbox
+        goes on) and returns it: ``{"id": "snp_…", "digest", "bytes", …}``.
+        ``Sandbox.create(snapshot=...)`` starts new sandboxes from it."""
+        body = {"name": name} if name is not None else None
+        return dict(self._t.request("POST", self._p("/snapshot"), json=body).json())
+
+    def fork(self, count: int = 1) -> builtins.list["Sandbox"]:
+        """``count`` new sandboxes that start from its file system as it is now,
+        each its own afterwards (docs/snapshots.md).  Fewer than ``count`` when a
+        limit stopped the creates (none: the limit's error is raised)."""
+        j = self._t.request("POST", self._p("/fork"), json={"count": count}).json()
+        return [Sandbox(self.client, SandboxInfo.from_json(x)) for x in j.get("sandboxes", [])]
 
     def network_log(self) -> builtins.list[dict[str, Any]]:
         """DNS queries and denied connections of the sandbox (see docs/network.md)."""

@@ -268,7 +268,7 @@ class Sandbox:
                secret_refs: Optional[Sequence[str]] = None,
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
                project: Optional[str] = None, isolation: Optional[str] = None,
-               volumes: Any = None,
+               volumes: Any = None, snapshot: Optional[str] = None,
                url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> _Creating:
         """Creates a sandbox (arguments as :meth:`brig.Sandbox.create`).
@@ -279,7 +279,7 @@ class Sandbox:
         async def make() -> "Sandbox":
             cl, owns = _client(client, url, api_key)
             body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
-                                 max_lifetime, project, isolation, volumes)
+                                 max_lifetime, project, isolation, volumes, snapshot)
             post = asyncio.ensure_future(cl.transport.request("POST", "/v1/sandboxes", json=body))
             try:
                 # shielded: if this task is cancelled (asyncio.wait_for …) while
@@ -352,6 +352,29 @@ class Sandbox:
         if resp.body.strip():
             self.info = SandboxInfo.from_json(resp.json())
         return self.info
+
+    async def pause(self) -> SandboxInfo:
+        """Pauses the sandbox (see the sync :meth:`brig.Sandbox.pause`)."""
+        resp = await self._t.request("POST", self._p("/pause"))
+        self.info = SandboxInfo.from_json(resp.json())
+        return self.info
+
+    async def resume(self) -> SandboxInfo:
+        """Resumes a paused sandbox (see the sync :meth:`brig.Sandbox.resume`)."""
+        resp = await self._t.request("POST", self._p("/resume"))
+        self.info = SandboxInfo.from_json(resp.json())
+        return self.info
+
+    async def snapshot(self, name: Optional[str] = None) -> dict[str, Any]:
+        """Takes a snapshot of its file system (see the sync :meth:`brig.Sandbox.snapshot`)."""
+        body = {"name": name} if name is not None else None
+        return dict((await self._t.request("POST", self._p("/snapshot"), json=body)).json())
+
+    async def fork(self, count: int = 1) -> builtins.list["Sandbox"]:
+        """``count`` new sandboxes from its file system now (see the sync
+        :meth:`brig.Sandbox.fork`)."""
+        j = (await self._t.request("POST", self._p("/fork"), json={"count": count})).json()
+        return [Sandbox(self.client, SandboxInfo.from_json(x)) for x in j.get("sandboxes", [])]
 
     async def network_log(self) -> builtins.list[dict[str, Any]]:
         """DNS queries and denied connections of the sandbox."""

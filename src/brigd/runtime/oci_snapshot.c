@@ -1,0 +1,114 @@
+/*
+ * oci_snapshot.c - snapshots' layers (docs/snapshots.md): taking and removing them; their
+ * copy, digest and restore are oci_layer.c's.
+ *
+ * A snapshot is a copy of a sandbox's writable layer, its ext4 image (disk.c), under
+ * <state>/snapshots/<id>/: disk.img and manifest.json (what it was taken of, its digest).
+ * Taking one: the sandbox is paused by the caller; its file system is frozen (FIFREEZE:
+ * everything written so far reaches the image, nothing more is written) while the image's
+ * data is copied, sparse: this host's file system has no reflinks, so the cost is the data
+ * the sandbox wrote (plus about a megabyte of ext4 metadata).  The digest is the sha256 of
+ * every 64 KiB block of the image that is not all zeros, each after its offset: the same
+ * for a file whatever its holes are, and computed while copying.
+ *
+ * Restoring: the layer is copied into the new sandbox's image while its digest is computed
+ * again; one that differs from the recorded digest (a damaged or altered snapshot) fails
+ * the create and nothing of it is used.  Then the files' owners, host ids of the source's
+ * range, are moved into the new sandbox's range, and the overlay's old work/ is replaced.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "disk.h"
+#include "log.h"
+#include "oci_internal.h"
+
+/* "<state>/snapshots[/<id>[/<name>]]"; caller frees. */
+static char *snap_path(const oci *o, const char *id, const char *name)
+{
+    if (id == NULL)
+        return brig_asprintf("%s/../snapshots", o->sb_dir);
+    if (name == NULL)
+        return brig_asprintf("%s/../snapshots/%s", o->sb_dir, id);
+    return brig_asprintf("%s/../snapshots/%s/%s", o->sb_dir, id, name);
+}
+
+static int write_manifest(const oci *o, const char *id, const char *source, const char *digest,
+                          int64_t bytes, brig_error **err)
+{
+    _cleanup_free_ char *path = snap_path(o, id, "manifest.json");
+    json_t *m = json_pack("{s:s, s:s, s:s, s:I, s:s}", "id", id, "source", source, "digest", digest,
+                          "bytes", (json_int_t)bytes, "digest_of",
+                          "sha256 of each non-zero 64 KiB block of disk.img after its offset "
+                          "(64-bit little-endian)");
+    int r = json_dump_file(m, path, JSON_INDENT(2)) < 0 ? brig_error_sys(err, "write %s", path) : 0;
+    json_decref(m);
+    return r;
+}
+
+/* Copies sandbox sb's image, its file system frozen meanwhile, into snapshot id. */
+static int copy_frozen(const oci *o, brig_rt_sandbox *sb, const char *dst, char digest[65],
+                       int64_t *bytes, brig_error **err)
+{
+    _cleanup_free_ char *mnt = brig_oci_path(o, sb->id, "disk");
+    _cleanup_free_ char *src = brig_oci_path(o, sb->id, "disk.img");
+    int mfd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (mfd < 0)
+        return brig_error_sys(err, "open %s", mnt);
+    if (ioctl(mfd, FIFREEZE, 0) < 0) {
+        close(mfd);
+        return brig_error_sys(err, "freeze the file system of %s", sb->id);
+    }
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int out = in < 0 ? -1 : open(dst, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int r = out < 0 ? brig_error_sys(err, "copy %s", src)
+                    : brig_oci_layer_copy(in, out, digest, bytes, err);
+    if (ioctl(mfd, FITHAW, 0) < 0)
+        brig_warn("%s: thaw its file system: %s", sb->id, strerror(errno));
+    close(mfd);
+    if (r == 0 && fsync(out) < 0)
+        r = brig_error_sys(err, "sync %s", dst);
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    return r;
+}
+
+int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
+                           int64_t *bytes, brig_error **err)
+{
+    oci *o = rt->priv;
+    if (sb->iso != BRIG_ISO_CONTAINER)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "snapshots are taken of container sandboxes only: a gVisor "
+                              "sandbox's writes live in gVisor's own overlay");
+    _cleanup_free_ char *top = snap_path(o, NULL, NULL);
+    _cleanup_free_ char *dir = snap_path(o, id, NULL);
+    _cleanup_free_ char *img = snap_path(o, id, "disk.img");
+    if (brig_oci_mkdir_p(top, 0700, err) < 0)
+        return -1;
+    if (mkdir(dir, 0700) < 0)
+        return brig_error_sys(err, "create %s", dir);
+    if (copy_frozen(o, sb, img, digest, bytes, err) < 0 ||
+        write_manifest(o, id, sb->id, digest, *bytes, err) < 0) {
+        brig_oci_rm_rf(dir);
+        return -1;
+    }
+    return 0;
+}
+
+int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err)
+{
+    (void)err;
+    _cleanup_free_ char *dir = snap_path(rt->priv, id, NULL);
+    brig_oci_rm_rf(dir);
+    return 0;
+}

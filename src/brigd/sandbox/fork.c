@@ -1,0 +1,92 @@
+/*
+ * fork.c - forking a sandbox (see fork.h): a snapshot (snapshots.h) and creates from it
+ * (orchestrator.h), in that order; the snapshot goes when they are done.
+ */
+#include "fork.h"
+
+#include <string.h>
+
+#include "log.h"
+#include "orchestrator.h"
+#include "registry.h"
+#include "snapshots.h"
+#include "util.h"
+
+/* What the children copy of their source. */
+typedef struct source {
+    char tariff[32];
+    char project_id[BRIG_ID_MAX];
+    brig_isolation iso;
+    json_t *env; /* a copy, or NULL */
+} source;
+
+static int source_of(brigd *d, const brig_caller *c, const char *id, source *s, brig_error **err)
+{
+    brig_sandbox_view v;
+    if (!brig_registry_view(d, c, id, &v))
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+    brig_sandbox_view_dispose(&v);
+    snprintf(s->tariff, sizeof(s->tariff), "%s", v.spec.tariff);
+    snprintf(s->project_id, sizeof(s->project_id), "%s", v.spec.project_id);
+    s->iso = v.spec.isolation;
+    brig_sandbox *sb = brig_registry_ref_id(d, id);
+    if (sb == NULL)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
+    const json_t *env = brig_sandbox_env(sb);
+    s->env = env ? json_deep_copy(env) : NULL;
+    brig_sandbox_unref(d, sb);
+    return 0;
+}
+
+static json_t *error_json(const brig_error *e)
+{
+    return json_pack("{s:s, s:s}", "code", brig_error_code(e->kind), "message", e->msg);
+}
+
+int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t count, json_t **out,
+                      brig_error **err)
+{
+    source s = {0};
+    json_t *snap = NULL;
+    if (source_of(d, c, id, &s, err) < 0)
+        return -1;
+    if (brig_snapshot_take(d, c, id, "fork", &snap, err) < 0) {
+        json_decref(s.env);
+        return -1;
+    }
+    const char *snap_id = json_string_value(json_object_get(snap, "id"));
+    brig_sandbox_opts o = {.tariff = s.tariff,
+                           .project_id = s.project_id,
+                           .isolation = brig_isolation_name(s.iso),
+                           .env = s.env,
+                           .snapshot = snap_id};
+    json_t *made = json_array();
+    brig_error *first = NULL;
+    for (int64_t i = 0; i < count && first == NULL; i++) {
+        json_t *child = NULL;
+        if (brig_sandbox_create(d, c, &o, &child, &first) == 0)
+            json_array_append_new(made, child);
+    }
+    brig_error *derr = NULL;
+    if (brig_snapshot_delete(d, c, snap_id, &derr) < 0) {
+        brig_err("fork of %s: delete its snapshot %s: %s", id, snap_id, derr->msg);
+        brig_error_clear(&derr);
+    }
+    json_decref(snap);
+    json_decref(s.env);
+    size_t n = json_array_size(made);
+    brig_info("sandbox %s: forked %zu of %lld", id, n, (long long)count);
+    if (n == 0) {
+        json_decref(made);
+        if (err)
+            *err = first;
+        else
+            brig_error_clear(&first);
+        return -1;
+    }
+    *out = json_pack("{s:s, s:o, s:I, s:o}", "source_id", id, "sandboxes", made, "refused",
+                     (json_int_t)(count - (int64_t)n), "error",
+                     first ? error_json(first) : json_null());
+    brig_error_clear(&first);
+    return 0;
+}

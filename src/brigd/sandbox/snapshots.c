@@ -1,0 +1,136 @@
+/*
+ * snapshots.c - an account's snapshots (see snapshots.h).
+ *
+ * A snapshot: its id, the sandbox frozen (pause.h: brig_sandbox_frozen_do), the driver's
+ * copy of its layer, then its row.  A crash between the copy and the row leaves a layer
+ * no row names: the copy is removed when the row cannot be written, and a snapshot is
+ * only ever used through its row.
+ */
+#include "snapshots.h"
+
+#include <string.h>
+
+#include "core/format.h"
+#include "core/id.h"
+#include "log.h"
+#include "pause.h"
+#include "registry.h"
+#include "timeline.h"
+#include "util.h"
+
+static json_t *snapshot_json(const brig_snapshot_row *r)
+{
+    char at[32];
+    brig_format_time(r->created_at, at);
+    return json_pack("{s:s, s:o, s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "id", r->id, "name",
+                     r->name[0] ? json_string(r->name) : json_null(), "project_id", r->project_id,
+                     "source_id", r->source_id, "template", r->template, "disk_mib",
+                     (json_int_t)r->disk_mib, "bytes", (json_int_t)r->bytes, "digest", r->digest,
+                     "created_at", at);
+}
+
+typedef struct take {
+    brigd *d;
+    brig_snapshot_row *row;
+} take;
+
+static int take_layer(void *arg, brig_rt_sandbox *rt, brig_error **err)
+{
+    take *t = arg;
+    return t->d->rt->ops->snapshot_take(t->d->rt, rt, t->row->id, t->row->digest, &t->row->bytes,
+                                        err);
+}
+
+int brig_snapshot_take(brigd *d, const brig_caller *c, const char *sandbox_id, const char *name,
+                       json_t **out, brig_error **err)
+{
+    brig_sandbox_view v;
+    if (!brig_registry_view(d, c, sandbox_id, &v))
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", sandbox_id);
+    brig_sandbox_view_dispose(&v);
+    brig_sandbox *sb = brig_registry_ref_id(d, sandbox_id);
+    if (sb == NULL)
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", sandbox_id);
+    const brig_sandbox_spec *sp = brig_sandbox_spec_of(sb);
+    brig_snapshot_row row = {
+        .disk_mib = sp->disk_mib, .uid_base = sp->uid_base, .created_at = brig_now_real_ms()};
+    brig_id_new("snp", row.id);
+    snprintf(row.account_id, sizeof(row.account_id), "%s", sp->account_id);
+    snprintf(row.project_id, sizeof(row.project_id), "%s", sp->project_id);
+    snprintf(row.name, sizeof(row.name), "%s", name ? name : "");
+    snprintf(row.source_id, sizeof(row.source_id), "%s", sp->id);
+    snprintf(row.template, sizeof(row.template), "%s", sp->template);
+    memcpy(row.template_key, sp->template_key, sizeof(row.template_key));
+    take t = {d, &row};
+    int rc = brig_sandbox_frozen_do(d, sb, take_layer, &t, err);
+    if (rc == 0 && brig_store_snapshot_insert(d->store, &row, err) < 0) {
+        d->rt->ops->snapshot_remove(d->rt, row.id, NULL);
+        rc = -1;
+    }
+    if (rc == 0) {
+        brig_timeline_record(d, sb, c, "sandbox.snapshot",
+                             json_pack("{s:s, s:I, s:s}", "snapshot_id", row.id, "bytes",
+                                       (json_int_t)row.bytes, "digest", row.digest));
+        brig_info("sandbox %s: snapshot %s (%lld bytes)", sandbox_id, row.id, (long long)row.bytes);
+        *out = snapshot_json(&row);
+    }
+    brig_sandbox_unref(d, sb);
+    return rc;
+}
+
+int brig_snapshot_lookup(brigd *d, const brig_caller *c, const char *id, brig_snapshot_row *out,
+                         brig_error **err)
+{
+    int r = brig_store_snapshot_get(d->store, c->account_id, id, out, err);
+    if (r < 0)
+        return -1;
+    if (r == 0 || !brig_caller_sees(c, out->account_id, out->project_id))
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no snapshot '%.40s'", id);
+    return 1;
+}
+
+int brig_snapshot_get(brigd *d, const brig_caller *c, const char *id, json_t **out,
+                      brig_error **err)
+{
+    brig_snapshot_row row;
+    if (brig_snapshot_lookup(d, c, id, &row, err) < 0)
+        return -1;
+    *out = snapshot_json(&row);
+    return 0;
+}
+
+typedef struct list_ctx {
+    const brig_caller *c;
+    json_t *arr;
+} list_ctx;
+
+static void list_one(const brig_snapshot_row *r, void *arg)
+{
+    list_ctx *l = arg;
+    if (brig_caller_sees(l->c, r->account_id, r->project_id))
+        json_array_append_new(l->arr, snapshot_json(r));
+}
+
+int brig_snapshot_list(brigd *d, const brig_caller *c, json_t **out, brig_error **err)
+{
+    list_ctx l = {c, json_array()};
+    if (brig_store_snapshot_each(d->store, c->account_id, NULL, list_one, &l, err) < 0) {
+        json_decref(l.arr);
+        return -1;
+    }
+    *out = json_pack("{s:o}", "snapshots", l.arr);
+    return 0;
+}
+
+int brig_snapshot_delete(brigd *d, const brig_caller *c, const char *id, brig_error **err)
+{
+    brig_snapshot_row row;
+    if (brig_snapshot_lookup(d, c, id, &row, err) < 0)
+        return -1;
+    int r = brig_store_snapshot_delete(d->store, row.id, brig_now_real_ms(), err);
+    if (r < 0)
+        return -1;
+    if (r == 0) /* deleted meanwhile */
+        return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no snapshot '%.40s'", id);
+    return d->rt->ops->snapshot_remove(d->rt, row.id, err);
+}

@@ -1,0 +1,33 @@
+/*
+ * snapshots.h - an account's snapshots (docs/snapshots.md): a sandbox's file system, taken
+ * while its processes stand still (crash-consistent), that new sandboxes start from like a
+ * template ("snapshot" on create).  The layer itself is the runtime driver's
+ * (snapshot_take, snapshot_remove; checked against its digest at every restore); the
+ * record, the store's.  A caller sees the snapshots of what its key sees: an admin key
+ * its account's, a sandbox key its project's.
+ */
+#ifndef BRIG_SNAPSHOTS_H
+#define BRIG_SNAPSHOTS_H
+
+#include <jansson.h>
+
+#include "account/auth.h"
+#include "error.h"
+#include "server.h"
+#include "store/store.h"
+
+/* Takes a snapshot of sandbox sandbox_id (running or paused; name may be NULL); *out:
+ * the snapshot's JSON. */
+int brig_snapshot_take(brigd *d, const brig_caller *c, const char *sandbox_id, const char *name,
+                       json_t **out, brig_error **err);
+/* The caller's snapshot id: its row (1), or BRIG_E_NOT_FOUND. */
+int brig_snapshot_lookup(brigd *d, const brig_caller *c, const char *id, brig_snapshot_row *out,
+                         brig_error **err);
+int brig_snapshot_get(brigd *d, const brig_caller *c, const char *id, json_t **out,
+                      brig_error **err);
+/* {"snapshots": [...]}, oldest first. */
+int brig_snapshot_list(brigd *d, const brig_caller *c, json_t **out, brig_error **err);
+/* Deletes one for good (sandboxes made from it keep their copies). */
+int brig_snapshot_delete(brigd *d, const brig_caller *c, const char *id, brig_error **err);
+
+#endif
