@@ -65,7 +65,7 @@ describe("control plane", () => {
       assert.equal(none.length, 0);
       const paused = await Sandbox.list({ query: { state: ["paused"] } }).nextItems();
       assert.equal(paused.length, 0);
-      conform("`Sandbox.list({query: {metadata, state}})`", "supported", "metadata filters; `state: [\"paused\"]` lists nothing (brig has no paused sandboxes)");
+      conform("`Sandbox.list({query: {metadata, state}})`", "supported", "metadata filters; `state`: `running`, `paused` or both");
     } finally {
       assert.equal(await other.kill(), true);
     }
@@ -96,6 +96,34 @@ describe("control plane", () => {
     conform("`Sandbox.connect(id)`", "supported", "`200` and the sandbox's access token");
   });
 
+  test("pause freezes it; connect resumes it where it stopped", async () => {
+    const s = await Sandbox.create("base", { timeoutMs: 120_000 });
+    try {
+      await s.files.write("/tmp/before", "kept");
+      assert.equal(await s.pause(), true);
+      assert.equal(await s.pause(), false); // paused already
+      assert.equal((await s.getInfo()).state, "paused");
+      const listed = await Sandbox.list({ query: { state: ["paused"] } }).nextItems();
+      assert.deepEqual(
+        listed.map((x) => x.sandboxId),
+        [s.sandboxId],
+      );
+      // envd of a paused sandbox answers as E2B's does: the SDK says it is not running
+      await assert.rejects(s.commands.run("true"), (e) => e instanceof SandboxNotFoundError || /paused/.test(e.message));
+      await assert.rejects(s.pause({ keepMemory: false }), (e) => /memory/.test(e.message));
+      const back = await Sandbox.connect(s.sandboxId);
+      assert.equal((await back.getInfo()).state, "running");
+      assert.equal(await back.files.read("/tmp/before"), "kept");
+      assert.equal((await back.commands.run("echo resumed")).stdout, "resumed\n");
+      const own = await brigd.admin("GET", `/v1/sandboxes/${s.sandboxId}`);
+      assert.equal(own.state, "running");
+      conform("`pause()`, `Sandbox.pause(id)`", "supported", "`204` (`true`); `409` when paused already (`false`); its memory stays resident, `keepMemory: false` is refused (`400`)");
+      conform("`Sandbox.connect(id)` of a paused sandbox", "supported", "`201`: resumed where it stopped; envd calls while paused fail as for a sandbox not running");
+    } finally {
+      await s.kill();
+    }
+  });
+
   test("a wrong API key is the SDK's AuthenticationError", async () => {
     await assert.rejects(Sandbox.create("base", { apiKey: "brig_wrong" }), AuthenticationError);
     await assert.rejects(Sandbox.list({ apiKey: "brig_wrong" }).nextItems(), AuthenticationError);
@@ -121,8 +149,6 @@ describe("control plane", () => {
     conform("`Sandbox.create({allowInternetAccess: false})`", "unsupported", "`400` naming `allow_internet_access`: the project's egress policy decides");
     conform("`Sandbox.create({lifecycle: {onTimeout: \"pause\"}})`", "unsupported", "`400` naming `autoPause`");
     await assert.rejects(Sandbox.create("no-such-template"), SandboxError);
-    await assert.rejects(sbx.pause(), (e) => /pause/.test(e.message));
-    conform("`pause()`", "unsupported", "`501` naming the route");
     await assert.rejects(Sandbox.getMetrics(sbx.sandboxId), (e) => /not supported/.test(e.message));
     conform("`Sandbox.getMetrics(id)`", "unsupported", "`501` naming the route");
     for (const [field, value] of [["network", { allowOut: ["1.1.1.1"] }], ["mcp", { x: {} }], ["volumeMounts", [{ name: "v", path: "/v" }]]]) {

@@ -39,6 +39,8 @@ void e2b_sandbox_get(brig_req *r);
 void e2b_sandbox_kill(brig_req *r);
 void e2b_sandbox_timeout(brig_req *r);
 void e2b_sandbox_connect(brig_req *r);
+void e2b_sandbox_pause(brig_req *r);
+void e2b_sandbox_resume(brig_req *r);
 void e2b_unsupported(brig_req *r);
 void e2b_api_begin(brig_req *r);
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "e2b.h"
+#include "sandbox/pause.h"
 #include "sandbox/registry.h"
 #include "validate.h"
 #include "vault/vault.h"
@@ -179,20 +180,26 @@ static json_t *sandbox_json(const char *id, const char *tmpl, const char *token)
                      "domain");
 }
 
+static bool is_paused(json_t *v)
+{
+    const char *state = json_string_value(json_object_get(v, "state"));
+    return state && strcmp(state, "paused") == 0;
+}
+
 /* E2B's ListedSandbox of brig's view of a live sandbox. */
 static json_t *listed_json(brigd *d, json_t *v)
 {
     const char *id = json_string_value(json_object_get(v, "id"));
     const brig_tariff *t = tariff_of(d, json_string_value(json_object_get(v, "tariff")));
     json_t *end = json_object_get(v, "expires_at");
-    json_t *o = json_pack("{s:s, s:O, s:s, s:O, s:O, s:s, s:I, s:I, s:I, s:s, s:o}", "sandboxID",
-                          id, "templateID", json_object_get(v, "template"), "clientID", "brig",
-                          "startedAt", json_object_get(v, "created_at"), "endAt",
-                          json_is_string(end) ? end : json_null(), "state", "running", "cpuCount",
-                          (json_int_t)(t ? (t->vcpus < 1 ? 1 : t->vcpus + 0.999) : 1), "memoryMB",
-                          (json_int_t)(t ? t->memory_mib : 0), "diskSizeMB",
-                          (json_int_t)(t ? t->disk_mib : 0), "envdVersion", E2B_ENVD_VERSION,
-                          "metadata", rec_metadata(id));
+    json_t *o = json_pack(
+        "{s:s, s:O, s:s, s:O, s:O, s:s, s:I, s:I, s:I, s:s, s:o}", "sandboxID", id, "templateID",
+        json_object_get(v, "template"), "clientID", "brig", "startedAt",
+        json_object_get(v, "created_at"), "endAt", json_is_string(end) ? end : json_null(), "state",
+        is_paused(v) ? "paused" : "running", "cpuCount",
+        (json_int_t)(t ? (t->vcpus < 1 ? 1 : t->vcpus + 0.999) : 1), "memoryMB",
+        (json_int_t)(t ? t->memory_mib : 0), "diskSizeMB", (json_int_t)(t ? t->disk_mib : 0),
+        "envdVersion", E2B_ENVD_VERSION, "metadata", rec_metadata(id));
     return o;
 }
 
@@ -219,7 +226,7 @@ static int refuse_options(json_t *body, brig_error **err)
     if (json_is_true(json_object_get(body, "autoPause")) ||
         json_is_true(json_object_get(body, "autoResume")))
         return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "'autoPause'/'autoResume': brig cannot pause sandboxes yet");
+                              "'autoPause'/'autoResume': brig does not pause sandboxes on timeout");
     json_t *net = json_object_get(body, "allow_internet_access");
     if (json_is_false(net))
         return brig_error_set(err, BRIG_E_INVALID, 0,
@@ -292,8 +299,9 @@ void e2b_sandbox_create(brig_req *r)
 
 /* ---- one sandbox -------------------------------------------------------------------------- */
 
-/* brig's view of a running sandbox the caller may see; replies 404 otherwise. */
-static json_t *running_view(brig_req *r)
+/* brig's view of a running sandbox (or a paused one, when paused_ok) the caller may see;
+ * replies 404 otherwise. */
+static json_t *live_view(brig_req *r, bool paused_ok)
 {
     json_t *v = NULL;
     brig_error *err = NULL;
@@ -302,7 +310,7 @@ static json_t *running_view(brig_req *r)
         return NULL;
     }
     const char *state = json_string_value(json_object_get(v, "state"));
-    if (state == NULL || strcmp(state, "running") != 0) {
+    if (state == NULL || (strcmp(state, "running") != 0 && !(paused_ok && is_paused(v)))) {
         json_decref(v);
         e2b_fail(r, 404, "sandbox '%.40s' is not running", r->params[0]);
         return NULL;
@@ -312,7 +320,7 @@ static json_t *running_view(brig_req *r)
 
 void e2b_sandbox_get(brig_req *r)
 {
-    json_t *v = running_view(r);
+    json_t *v = live_view(r, true);
     if (v == NULL)
         return;
     json_t *o = listed_json(r->d, v);
@@ -373,7 +381,21 @@ void e2b_sandbox_timeout(brig_req *r)
     json_decref(body);
 }
 
-void e2b_sandbox_connect(brig_req *r)
+/* Resumes the paused sandbox of the request: 0, or -1 answered. */
+static int resume(brig_req *r)
+{
+    json_t *out = NULL;
+    brig_error *err = NULL;
+    if (brig_sandbox_resume(r->d, &r->caller, r->params[0], &out, &err) < 0) {
+        fail_with(r, err);
+        return -1;
+    }
+    json_decref(out);
+    return 0;
+}
+
+/* connect (a paused sandbox is resumed: 201) and the older /resume (only a paused one). */
+static void connect_or_resume(brig_req *r, bool resume_only)
 {
     json_t *body = NULL;
     brig_error *err = NULL;
@@ -384,14 +406,55 @@ void e2b_sandbox_connect(brig_req *r)
     json_t *v = NULL;
     if (json_object_get(body, "memory")) {
         e2b_fail(r, 400, "'memory' is not supported by brig's E2B API: a sandbox keeps its tariff");
-    } else if ((v = running_view(r)) != NULL && set_timeout(r, body, false) == 0) {
-        char token[E2B_TOKEN_LEN + 1];
-        rec_ensure(r->d, r->params[0], &r->caller, NULL, token);
-        brig_http_json(
-            r, 200,
-            sandbox_json(r->params[0], json_string_value(json_object_get(v, "template")), token));
-        sodium_memzero(token, sizeof(token));
+    } else if ((v = live_view(r, true)) != NULL) {
+        bool paused = is_paused(v);
+        if (resume_only && !paused) {
+            e2b_fail(r, 409, "sandbox '%.40s' is not paused", r->params[0]);
+        } else if ((!paused || resume(r) == 0) && set_timeout(r, body, false) == 0) {
+            char token[E2B_TOKEN_LEN + 1];
+            rec_ensure(r->d, r->params[0], &r->caller, NULL, token);
+            brig_http_json(r, paused ? 201 : 200,
+                           sandbox_json(r->params[0],
+                                        json_string_value(json_object_get(v, "template")), token));
+            sodium_memzero(token, sizeof(token));
+        }
     }
+    json_decref(v);
+    json_decref(body);
+}
+
+void e2b_sandbox_connect(brig_req *r)
+{
+    connect_or_resume(r, false);
+}
+
+void e2b_sandbox_resume(brig_req *r)
+{
+    connect_or_resume(r, true);
+}
+
+/* pause: 204, or 409 when it is paused already (the SDK's pause() then says false).  brig
+ * keeps a paused sandbox's memory resident: "memory": false (drop it) is refused. */
+void e2b_sandbox_pause(brig_req *r)
+{
+    json_t *body = NULL, *v = NULL, *out = NULL;
+    brig_error *err = NULL;
+    if (brig_http_body_json(r, &body, &err) < 0) {
+        fail_with(r, err);
+        return;
+    }
+    json_t *mem = json_object_get(body, "memory");
+    if (mem && !json_is_true(mem))
+        e2b_fail(r, 400,
+                 "'memory': brig keeps a paused sandbox's memory; a pause without it "
+                 "is not supported");
+    else if ((v = live_view(r, true)) != NULL && is_paused(v))
+        e2b_fail(r, 409, "sandbox '%.40s' is already paused", r->params[0]);
+    else if (v && brig_sandbox_pause(r->d, &r->caller, r->params[0], &out, &err) < 0)
+        fail_with(r, err);
+    else if (v)
+        brig_http_empty(r, 204);
+    json_decref(out);
     json_decref(v);
     json_decref(body);
 }
@@ -460,16 +523,17 @@ static int by_id(const void *a, const void *b)
 }
 
 /* The running sandboxes the caller sees that pass the filters, by id. */
-static json_t *listed(brig_req *r, json_t *filter, const char *tmpl, bool running)
+static json_t *listed(brig_req *r, json_t *filter, const char *tmpl, bool running, bool paused)
 {
     json_t *all = brig_sandbox_list(r->d, &r->caller), *v, *out = json_array();
     size_t i;
     json_array_foreach(all, i, v)
     {
         const char *state = json_string_value(json_object_get(v, "state"));
-        if (!running || !state || strcmp(state, "running") != 0 ||
-            (tmpl && *tmpl &&
-             strcmp(tmpl, json_string_value(json_object_get(v, "template")) ?: "") != 0))
+        bool want = state && ((running && strcmp(state, "running") == 0) ||
+                              (paused && strcmp(state, "paused") == 0));
+        if (!want || (tmpl && *tmpl &&
+                      strcmp(tmpl, json_string_value(json_object_get(v, "template")) ?: "") != 0))
             continue;
         json_t *o = listed_json(r->d, v);
         if (filter == NULL || matches(json_object_get(o, "metadata"), filter))
@@ -507,8 +571,11 @@ void e2b_sandbox_list(brig_req *r)
     }
     recs_prune(r->d);
     json_t *filter = meta && *meta ? metadata_filter(meta) : NULL;
-    bool running = state == NULL || *state == '\0' || strstr(state, "running") != NULL;
-    json_t *all = listed(r, filter, brig_http_query(r, "template"), running), *page = json_array();
+    bool any = state == NULL || *state == '\0';
+    json_t *all = listed(r, filter, brig_http_query(r, "template"),
+                         any || strstr(state, "running") != NULL,
+                         any || strstr(state, "paused") != NULL),
+           *page = json_array();
     json_decref(filter);
     size_t i;
     json_t *o;
