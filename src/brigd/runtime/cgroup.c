@@ -189,7 +189,27 @@ static int64_t no_tcp(const char *id)
 
 /* ---- killing what is left in a cgroup ---------------------------------------------------- */
 
-/* SIGKILL to each pid listed in procs; how many there were (-1: no such cgroup). */
+/* A process's real uid (-1 when it is gone). */
+static long real_uid(long pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    char line[256];
+    long uid = -1;
+    while (uid < 0 && fgets(line, sizeof(line), f))
+        if (strncmp(line, "Uid:", 4) == 0)
+            uid = strtol(line + 4, NULL, 10);
+    fclose(f);
+    return uid;
+}
+
+/* SIGKILL to each pid listed in procs that is the sandbox's: every process of a sandbox
+ * (its container's, runsc's since G2) runs as an id of its range, never host root, and a
+ * host root process someone put into its cgroup is not brig's to kill.  How many got it
+ * (-1: no such cgroup). */
 static int kill_listed(const char *procs)
 {
     FILE *f = fopen(procs, "re");
@@ -198,7 +218,7 @@ static int kill_listed(const char *procs)
     int n = 0;
     long pid;
     while (fscanf(f, "%ld", &pid) == 1) {
-        if (pid > 1 && kill((pid_t)pid, SIGKILL) == 0)
+        if (pid > 1 && real_uid(pid) > 0 && kill((pid_t)pid, SIGKILL) == 0)
             n++;
     }
     fclose(f);

@@ -29,10 +29,10 @@ typedef struct brig_cgroup_ops {
      * removes them, but runc 1.1 reports success when it could not); 0 when none is
      * left, -1 with *err when one is still in use. */
     int (*remove)(const char *id, brig_error **err);
-    /* SIGKILLs every process still in sandbox id's cgroup (thawed first where the v1
-     * freezer holds them) and waits up to timeout_ms for it to empty: what the runtime's
-     * delete could not see (runsc's Sentry and gofer once runsc's state is lost).  The
-     * number of processes it found, or -1 when some are still there. */
+    /* SIGKILLs every process of the sandbox still in its cgroup (thawed first; host root's
+     * are not the sandbox's and are left) and waits up to timeout_ms for them to go: what
+     * the runtime's delete could not see (runsc's Sentry and gofer once runsc's state is
+     * lost).  The number of processes it killed, or -1 when some survived. */
     int (*kill_all)(const char *id, int timeout_ms);
     /* Before the runtime starts sandbox id: what the OCI spec cannot ask of this
      * runtime.  v1 with tcp_limit: makes the sandbox's memory cgroup with its TCP

@@ -56,6 +56,7 @@ typedef struct spec {
     entry *entries;
     int64_t retry_at;         /* mono ms: no start before this after a failure */
     bool pinned;              /* warm_pool names it: its target is fixed */
+    bool filling;             /* the filler starts one for it: its slot is not reused */
     int64_t mem_mib;          /* its tariff's memory limit */
     double rate;              /* creates per second as of rate_at (adaptive) */
     int64_t rate_at, used_at; /* mono ms: the rate's last update, the last claim */
@@ -73,13 +74,27 @@ struct brig_pool {
     int64_t budget_mib; /* memory limits the adaptive pools may hold */
 };
 
+/* A free slot for a new spec: a new one, else an adaptive one that shrank away (nothing
+ * ready, nothing wanted); NULL when all are in use. */
+static spec *spec_slot(brig_pool *p)
+{
+    if (p->n_specs < MAX_SPECS)
+        return &p->specs[p->n_specs++];
+    for (int i = 0; i < p->n_specs; i++) {
+        spec *sp = &p->specs[i];
+        if (!sp->pinned && !sp->filling && sp->target == 0 && sp->ready == 0)
+            return sp;
+    }
+    return NULL;
+}
+
 static spec *spec_add(brigd *d, brig_pool *p, const char *template, const char *tariff,
                       brig_isolation iso)
 {
     const brig_tariff *tf = brig_config_tariff(&d->cfg, tariff);
-    if (tf == NULL || p->n_specs == MAX_SPECS)
+    spec *sp = tf ? spec_slot(p) : NULL;
+    if (sp == NULL)
         return NULL;
-    spec *sp = &p->specs[p->n_specs++];
     memset(sp, 0, sizeof(*sp));
     snprintf(sp->template, sizeof(sp->template), "%s", template);
     snprintf(sp->tariff, sizeof(sp->tariff), "%s", tariff);
@@ -138,12 +153,10 @@ static void arrive(spec *sp, int64_t now)
 
 /* What an adaptive spec should hold now; pinned ones keep theirs.  room_mib: what the
  * budget leaves beside the other adaptive pools. */
-static int auto_target(const brig_pool *p, const spec *sp, int64_t now, int64_t room_mib,
-                       int64_t idle_ms)
+static int auto_target(const spec *sp, int64_t now, int64_t room_mib, int64_t idle_ms)
 {
     if (sp->pinned)
         return sp->target;
-    (void)p;
     if (now - sp->used_at >= idle_ms) /* unused for warm_pool_idle: nothing */
         return 0;
     double refill_s = (double)(sp->refill_ms > 0 ? sp->refill_ms : REFILL_GUESS) / 1000.0;
@@ -167,7 +180,7 @@ static void retarget(brigd *d, brig_pool *p, int64_t now)
         spec *sp = &p->specs[i];
         if (sp->pinned)
             continue;
-        sp->target = auto_target(p, sp, now, room, d->cfg.warm_pool_idle_ms);
+        sp->target = auto_target(sp, now, room, d->cfg.warm_pool_idle_ms);
         room -= sp->target * sp->mem_mib;
     }
 }
@@ -310,9 +323,9 @@ static spec *most_short(brigd *d, brig_pool *p, int64_t now)
 }
 
 /* After a start of need (e: NULL when it failed), under the lock. */
-static void started(brig_pool *p, spec *need, entry *e, brig_error *err, int64_t took_ms)
+static void started(spec *need, entry *e, brig_error *err, int64_t took_ms)
 {
-    (void)p;
+    need->filling = false;
     if (e == NULL) {
         /* Said once per cause: an adaptive pool of a template that cannot start tries
          * again every RETRY_MS. */
@@ -363,17 +376,18 @@ static int64_t fill(void *arg)
         return now + (quiet < deadline ? quiet : deadline);
     }
     p->needed_at = 0;
-    spec copy = *need; /* specs are only ever added: need stays where it is */
+    spec copy = *need; /* need stays this spec while filling (spec_slot) */
+    need->filling = true;
     pthread_mutex_unlock(&p->lock);
     brig_error *err = NULL;
     int64_t t0 = brig_now_mono_ms();
     entry *e = start_one(d, &copy, &err);
     if (e && brig_worker_stopping(p->filler)) {
-        destroy_entry(d, e);
+        destroy_entry(d, e); /* the pool goes: its specs with it */
         return BRIG_WORKER_IDLE;
     }
     pthread_mutex_lock(&p->lock);
-    started(p, need, e, err, brig_now_mono_ms() - t0);
+    started(need, e, err, brig_now_mono_ms() - t0);
     pthread_mutex_unlock(&p->lock);
     brig_error_clear(&err);
     return BRIG_WORKER_AGAIN;
