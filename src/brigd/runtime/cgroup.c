@@ -225,8 +225,9 @@ static int kill_listed(const char *procs)
     return n;
 }
 
-/* Kills until procs lists nobody (a process may fork while its siblings die); the caller
- * thawed the cgroup (a frozen process dies of SIGKILL only once thawed). */
+/* Kills until procs lists none of the sandbox's (a process may fork while its siblings
+ * die); the caller thawed the cgroup (a frozen process dies of SIGKILL only once thawed).
+ * How many the first look found, or -1 when some outlive timeout_ms. */
 static int kill_procs(const char *procs, int timeout_ms)
 {
     int found = 0;
@@ -235,7 +236,8 @@ static int kill_procs(const char *procs, int timeout_ms)
         int n = kill_listed(procs);
         if (n <= 0)
             return found;
-        found += n;
+        if (found == 0) /* later passes meet the dying again */
+            found = n;
         if (brig_now_mono_ms() > deadline)
             return -1;
         struct timespec ts = {0, 5 * 1000 * 1000}; /* the kernel takes them down */
