@@ -15,6 +15,7 @@ npm tarball, a wheel), which the package managers install offline.
 
 import base64
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -118,6 +119,74 @@ def test_failing_step_says_which_with_exit_code_and_tail(api, daemon, templates)
     assert "boom-output" in body["output_tail"] and "to-stderr" in body["output_tail"]
     assert [s["exit_code"] for s in body["steps"]] == [0, 3]
     assert api.request("GET", f"/v1/templates/{name}").status == 404
+
+
+def follow(api, location):
+    """GET location?follow=1: the open NDJSON answer (read it line by line)."""
+    conn = http.client.HTTPConnection(api.host, api.port, timeout=120)
+    conn.request("GET", location + "?follow=1", headers={"Authorization": f"Bearer {api.key}"})
+    r = conn.getresponse()
+    assert r.status == 200 and r.getheader("content-type") == "application/x-ndjson", r.status
+    return conn, r
+
+
+def test_build_log_streams_live_and_is_kept(api, daemon):
+    """POST ?wait=0 answers 202 at once; its Location?follow=1 gives a step's output as the
+    step writes it.  The slow step waits for a file that the test writes (files API, into
+    the build's sandbox) only after it read the step's first line: a log that came at the
+    step's end would never release it, and the read would time out."""
+    name = unique()
+    spec = {"name": name, "from": "minimal",
+            "run": ["echo one",
+                    "echo first-line; while [ ! -e /tmp/go ]; do sleep 0.05; done; rm /tmp/go;"
+                    " echo released"]}
+    r = api.request("POST", "/v1/templates?wait=0", spec)
+    assert r.status == 202, r.body
+    rec, loc = r.json(), r.headers["location"]
+    try:
+        assert rec["state"] == "running" and rec["template"] == f"{name}:latest"
+        assert loc == f"/v1/templates/{name}:latest/builds/{rec['build_id']}"
+        conn, resp = follow(api, loc)
+        seen = ""
+        for line in resp:
+            ev = json.loads(line)
+            assert ev["type"] == "log", ev
+            seen += ev["data"]
+            if "first-line\n" in seen:
+                break
+        assert "\nreleased" not in seen and "==> step 1: exit code 0" in seen, seen
+        running = api.ok("GET", loc).json()
+        assert running["state"] == "running" and running["sandbox_id"].startswith("sbx_")
+        api.put_file(running["sandbox_id"], "/tmp/go", b"")
+        events = [json.loads(line) for line in resp]
+        conn.close()
+        *logs, end = events
+        text = seen + "".join(e["data"] for e in logs)
+        assert "==> step 2 (run): echo first-line" in text and "released\n" in text
+        assert "==> step 2: exit code 0" in text, text
+        assert end["type"] == "end" and end["state"] == "succeeded" and end["status"] == 201
+        assert end["result"]["ref"] == f"{name}:latest" and not end["result"]["cached"]
+        # kept after the end: the record with its log (an hour), the steps (stored)
+        kept = api.ok("GET", loc).json()
+        assert kept["state"] == "succeeded" and "released" in kept["log_tail"]
+        steps = api.ok("GET", f"/v1/templates/{name}/log").json()["steps"]
+        assert [s["exit_code"] for s in steps] == [0, 0] and "released" in steps[1]["output"]
+        # another account cannot follow it, nor learn it exists
+        other = Api(daemon.url, daemon.operator().ok(
+            "POST", "/v1/accounts", {"name": unique("acct")}).json()["api_key"])
+        assert other.request("GET", loc).status == 404
+        assert other.request("GET", loc + "?follow=1").status == 404
+    finally:
+        api.request("DELETE", f"/v1/templates/{name}")
+    # a failed build ends with what the synchronous request answers (422, the step)
+    r = api.ok("POST", "/v1/templates?wait=0", {"name": unique(), "from": "minimal",
+                                                "run": ["echo boom; exit 4"]}, expect=(202,))
+    conn, resp = follow(api, r.headers["location"])
+    *logs, end = [json.loads(line) for line in resp]
+    conn.close()
+    assert "boom" in "".join(e["data"] for e in logs)
+    assert end["state"] == "failed" and end["status"] == 422 and "step 1 (run)" in end["error"]
+    assert end["result"]["build"]["exit_code"] == 4
 
 
 def test_rebuild_hits_the_cache(api, daemon, templates):
@@ -369,6 +438,7 @@ def test_cli_builds_a_spec_file(api, tmp_path):
         r = subprocess.run([brig, "template", "build", "--file", str(spec)], env=env,
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
+        assert "==> step 1 (run): echo cli > /cli\n" in r.stderr, r.stderr  # the log, live
         key = api.ok("GET", f"/v1/templates/{name}").json()["key"]
         assert r.stdout == f"built {name}:latest (key {key})\n"
         r = subprocess.run([brig, "template", "build", "--file", "-"], env=env, input=spec.read_text(),
