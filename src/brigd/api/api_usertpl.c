@@ -9,6 +9,7 @@
 
 #include "handlers.h"
 #include "sandbox/usertpl.h"
+#include "sandbox/usertpl_gc.h"
 #include "sandbox/usertpl_build.h"
 
 /* The answer of a build that ended: the template (201), the failed step (422), or why. */

@@ -329,9 +329,8 @@ void brig_utpl_run_dispose(brig_utpl_run *r)
 
 /* ---- lookups ----------------------------------------------------------------------- */
 
-/* The account's row of ref: 1, 0 (none, or no valid ref), -1. */
-static int row_get(brigd *d, const char *account_id, const char *ref, brig_utpl_row *t,
-                   brig_error **err)
+int brig_utpl_row_get(brigd *d, const char *account_id, const char *ref, brig_utpl_row *t,
+                      brig_error **err)
 {
     char name[40], tag[32];
     memset(t, 0, sizeof(*t));
@@ -352,7 +351,7 @@ int brig_utpl_lookup(brigd *d, const char *account_id, const char *ref, brig_tem
     if (run)
         memset(run, 0, sizeof(*run));
     brig_utpl_row row;
-    int r = row_get(d, account_id, ref, &row, err);
+    int r = brig_utpl_row_get(d, account_id, ref, &row, err);
     if (r <= 0)
         return r < 0 ? -1 : not_found(err, ref);
     snprintf(t->name, sizeof(t->name), "%.32s:%.30s", row.name, row.tag);
@@ -417,7 +416,7 @@ int brig_utpl_get(brigd *d, const char *account_id, const char *ref, json_t **ou
         return 0;
     }
     brig_utpl_row row;
-    int r = row_get(d, account_id, ref, &row, err);
+    int r = brig_utpl_row_get(d, account_id, ref, &row, err);
     if (r <= 0)
         return r < 0 ? -1 : not_found(err, ref);
     *out = row_json(&row);
@@ -429,7 +428,7 @@ int brig_utpl_get(brigd *d, const char *account_id, const char *ref, json_t **ou
 int brig_utpl_log(brigd *d, const char *account_id, const char *ref, json_t **out, brig_error **err)
 {
     brig_utpl_row row;
-    int r = row_get(d, account_id, ref, &row, err);
+    int r = brig_utpl_row_get(d, account_id, ref, &row, err);
     if (r <= 0)
         return r < 0 ? -1 : not_found(err, ref);
     json_t *steps = row.log ? json_loads(row.log, 0, NULL) : NULL;
@@ -437,71 +436,5 @@ int brig_utpl_log(brigd *d, const char *account_id, const char *ref, json_t **ou
     *out = json_pack("{s:s, s:s, s:o}", "template", name, "key", row.key, "steps",
                      steps ? steps : json_array());
     brig_utpl_row_dispose(&row);
-    return 0;
-}
-
-/* ---- in use, delete ------------------------------------------------------------------ */
-
-typedef struct use_q {
-    const char *account_id, *key;
-    const char *ref; /* NULL: any name on layer key */
-    bool used;
-} use_q;
-
-static void use_one(brigd *d, brig_sandbox *sb, void *arg)
-{
-    (void)d;
-    use_q *q = arg;
-    const brig_sandbox_spec *sp = brig_sandbox_spec_of(sb);
-    if (strcmp(sp->account_id, q->account_id) == 0 && strcmp(sp->template_key, q->key) == 0 &&
-        strchr(sp->template, ':') && (q->ref == NULL || strcmp(sp->template, q->ref) == 0))
-        q->used = true;
-}
-
-bool brig_utpl_in_use(brigd *d, const char *account_id, const char *key)
-{
-    use_q q = {account_id, key, NULL, false};
-    brig_registry_each_running(d, NULL, 0, use_one, &q);
-    return q.used;
-}
-
-static void named_one(const brig_utpl_row *t, void *arg)
-{
-    use_q *q = arg;
-    if (strcmp(t->key, q->key) == 0)
-        q->used = true;
-}
-
-void brig_utpl_gc(brigd *d, const char *account_id, const char *key)
-{
-    use_q q = {account_id, key, NULL, false};
-    if (brig_store_utpl_each(d->store, account_id, named_one, &q, NULL) < 0 || q.used ||
-        brig_utpl_in_use(d, account_id, key))
-        return;
-    _cleanup_free_ char *dir = brig_utpl_dir(d, account_id, key);
-    brig_layer_remove(dir);
-}
-
-int brig_utpl_delete(brigd *d, const char *account_id, const char *ref, brig_error **err)
-{
-    brig_utpl_row row;
-    int r = row_get(d, account_id, ref, &row, err);
-    if (r <= 0)
-        return r < 0 ? -1 : not_found(err, ref);
-    brig_utpl_row_dispose(&row);
-    _cleanup_free_ char *name = brig_asprintf("%s:%s", row.name, row.tag);
-    use_q q = {account_id, row.key, name, false};
-    brig_registry_each_running(d, NULL, 0, use_one, &q);
-    if (q.used)
-        return brig_error_set(err, BRIG_E_CONFLICT, 0,
-                              "template '%s:%s' is in use: sandboxes run on it; delete them "
-                              "first",
-                              row.name, row.tag);
-    r = brig_store_utpl_delete(d->store, account_id, row.name, row.tag, err);
-    if (r < 0)
-        return -1;
-    if (r == 0)
-        return not_found(err, ref);
-    brig_utpl_gc(d, account_id, row.key);
     return 0;
 }

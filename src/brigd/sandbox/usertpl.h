@@ -19,6 +19,7 @@
 
 #include "error.h"
 #include "server.h"
+#include "store/store.h"
 #include "template.h"
 
 #define BRIG_UTPL_FILES_MAX    64
@@ -73,6 +74,11 @@ int brig_utpl_lookup(brigd *d, const char *account_id, const char *ref, brig_tem
 void brig_utpl_workdir(brigd *d, const char *account_id, const char *ref, const char *key,
                        char *buf, size_t n);
 
+/* The account's row of ref (store.h; brig_utpl_row_dispose): 1, 0 when it has none (or
+ * ref is no valid reference), -1. */
+int brig_utpl_row_get(brigd *d, const char *account_id, const char *ref, brig_utpl_row *t,
+                      brig_error **err);
+
 /* Where the account's layer `key` lives (caller frees). */
 char *brig_utpl_dir(brigd *d, const char *account_id, const char *key);
 
@@ -84,11 +90,4 @@ int brig_utpl_get(brigd *d, const char *account_id, const char *ref, json_t **ou
 /* Its build's steps (GET .../log). */
 int brig_utpl_log(brigd *d, const char *account_id, const char *ref, json_t **out,
                   brig_error **err);
-/* DELETE: refused (BRIG_E_CONFLICT) while a sandbox of the account runs on its layer. */
-int brig_utpl_delete(brigd *d, const char *account_id, const char *ref, brig_error **err);
-/* Whether a sandbox of the account runs on layer key. */
-bool brig_utpl_in_use(brigd *d, const char *account_id, const char *key);
-/* Removes layer key of the account when no template names it and no sandbox uses it. */
-void brig_utpl_gc(brigd *d, const char *account_id, const char *key);
-
 #endif

@@ -22,6 +22,7 @@
 #include "runtime/layer.h"
 #include "store/store.h"
 #include "usertpl.h"
+#include "usertpl_gc.h"
 #include "util.h"
 
 /* The builds' sandboxes, so that a stopping brigd can end them (their HTTP requests
