@@ -189,6 +189,54 @@ def test_build_log_streams_live_and_is_kept(api, daemon):
     assert end["result"]["build"]["exit_code"] == 4
 
 
+def test_files_fetched_from_a_sandbox_of_the_account(api, daemon, templates):
+    """A `files` entry may name a file in a running sandbox of the same account
+    (from_sandbox + source): its bytes are read when the build starts and hashed into the
+    key like uploaded ones (its source's mode unless given).  Another account naming that
+    sandbox gets 404, like a sandbox that does not exist; a missing source path is 400."""
+    data = os.urandom(300 << 10)  # more than a request body could carry as base64 anyway
+    with Sandbox(api, "minimal") as src:
+        api.put_file(src.id, "/root/tool.bin", data)
+        assert src.exec("chmod 750 /root/tool.bin")["exit_code"] == 0
+        name = unique()
+        spec = {"name": name, "from": "minimal",
+                "files": [{"path": "/opt/tool.bin", "from_sandbox": src.id, "source": "/root/tool.bin"},
+                          {"path": "/opt/ro.bin", "from_sandbox": src.id, "source": "/root/tool.bin",
+                           "mode": 0o400}],
+                "run": ["test -x /opt/tool.bin && cmp /opt/tool.bin /opt/ro.bin"]}
+        t = templates(spec, expect=(201,)).json()
+        files = api.ok("GET", f"/v1/templates/{t['ref']}").json()["spec"]["files"]
+        digest = hashlib.sha256(data).hexdigest()
+        assert files == [{"path": "/opt/tool.bin", "mode": 0o750, "sha256": digest},
+                         {"path": "/opt/ro.bin", "mode": 0o400, "sha256": digest}], files
+        # the same bytes: the same key, nothing built
+        assert templates(spec, expect=(200,)).json()["key"] == t["key"]
+        # other bytes at the same path: another key
+        api.put_file(src.id, "/root/tool.bin", data[:1000])
+        assert src.exec("chmod 750 /root/tool.bin")["exit_code"] == 0
+        other_key = templates(dict(spec, name=unique()), expect=(201,)).json()["key"]
+        assert other_key != t["key"]
+        r = api.request("POST", "/v1/templates", dict(spec, files=[
+            {"path": "/x", "from_sandbox": src.id, "source": "/root/nosuch"}]))
+        assert r.status == 400 and "files[0]" in r.json()["error"]["message"], r.body
+        r = api.request("POST", "/v1/templates", dict(spec, files=[
+            {"path": "/x", "from_sandbox": src.id}]))
+        assert r.status == 400 and "'source'" in r.json()["error"]["message"], r.body
+        # another account: not found, as a sandbox that never existed
+        op = daemon.operator()
+        other = Api(daemon.url, op.ok("POST", "/v1/accounts", {"name": unique("acct")}).json()["api_key"])
+        r = other.request("POST", "/v1/templates", dict(spec, name=unique()))
+        assert r.status == 404 and "files[0]" in r.json()["error"]["message"], r.body
+        gone = other.request("POST", "/v1/templates", dict(spec, name=unique(), files=[
+            {"path": "/x", "from_sandbox": "sbx_" + "a" * 26, "source": "/root/tool.bin"}]))
+        assert gone.status == 404
+        assert r.json()["error"]["message"].replace(src.id, "ID") == \
+            gone.json()["error"]["message"].replace("sbx_" + "a" * 26, "ID")
+    with Sandbox(api, t["ref"]) as sb:
+        assert sb.exec("sha256sum /opt/tool.bin; stat -c %a /opt/ro.bin")["stdout"] == \
+            f"{digest}  /opt/tool.bin\n400\n"
+
+
 def test_rebuild_hits_the_cache(api, daemon, templates):
     name, other = unique(), unique()
     spec = {"name": name, "from": "minimal", "run": ["echo $RANDOM > /stamp"]}

@@ -105,9 +105,37 @@ static bool abs_path(const char *p)
     return true;
 }
 
+/* The SHA-256 of a file's bytes, as hex, into its canonical entry. */
+void brig_utpl_file_hash(brig_utpl_file *f)
+{
+    uint8_t h[crypto_hash_sha256_BYTES];
+    char hex[2 * sizeof(h) + 1];
+    crypto_hash_sha256(h, f->data ? f->data : (const uint8_t *)"", f->len);
+    sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+    json_object_set_new(f->canon, "sha256", json_string(hex));
+    json_object_set_new(f->canon, "mode", json_integer(f->mode));
+}
+
+/* {"path", "from_sandbox", "source"}: read at the build's start. */
+static int parse_fetched(json_t *f, size_t i, brig_utpl_file *out, brig_error **err)
+{
+    const char *sbx = json_string_value(json_object_get(f, "from_sandbox"));
+    const char *src = json_string_value(json_object_get(f, "source"));
+    if (sbx == NULL || strlen(sbx) >= 64 || !abs_path(src) ||
+        json_object_get(f, "content_b64") != NULL)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "files[%zu]: either 'content_b64', or 'from_sandbox' (a sandbox id) "
+                              "with 'source' (an absolute path in it, without '..')",
+                              i);
+    out->from_sandbox = brig_xstrdup(sbx);
+    out->source = brig_xstrdup(src);
+    return 0;
+}
+
 static int parse_file(json_t *f, size_t i, brig_utpl_file *out, json_t **canon, brig_error **err)
 {
-    static const char *const fields[] = {"path", "content_b64", "mode", NULL};
+    static const char *const fields[] = {"path",         "content_b64", "mode",
+                                         "from_sandbox", "source",      NULL};
     const char *k;
     json_t *v;
     json_object_foreach(f, k, v) if (!in_list(k, fields)) return brig_error_set(
@@ -118,25 +146,27 @@ static int parse_file(json_t *f, size_t i, brig_utpl_file *out, json_t **canon, 
     if (!abs_path(path))
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "files[%zu]: 'path' must be an absolute path without '..'", i);
-    if (b64 == NULL)
-        return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "files[%zu]: 'content_b64' must be the file's bytes in base64", i);
     if (mode &&
         (!json_is_integer(mode) || json_integer_value(mode) < 0 || json_integer_value(mode) > 0777))
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "files[%zu]: 'mode' must be permission bits in [0, 0777]", i);
+    out->path = brig_xstrdup(path);
+    out->mode = mode ? (int)json_integer_value(mode) : -1;
+    *canon = json_pack("{s:s}", "path", path);
+    out->canon = *canon;
+    if (json_object_get(f, "from_sandbox") || json_object_get(f, "source"))
+        return parse_fetched(f, i, out, err);
+    if (b64 == NULL)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "files[%zu]: 'content_b64' must be the file's bytes in base64", i);
     size_t n = strlen(b64);
     out->data = brig_xmalloc(n + 1);
     if (sodium_base642bin(out->data, n + 1, b64, n, " \n\r", &out->len, NULL,
                           sodium_base64_VARIANT_ORIGINAL) != 0)
         return brig_error_set(err, BRIG_E_INVALID, 0, "files[%zu]: 'content_b64' is not base64", i);
-    out->path = brig_xstrdup(path);
-    out->mode = mode ? (int)json_integer_value(mode) : 0644;
-    uint8_t h[crypto_hash_sha256_BYTES];
-    char hex[2 * sizeof(h) + 1];
-    crypto_hash_sha256(h, out->data, out->len);
-    sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
-    *canon = json_pack("{s:s, s:i, s:s}", "path", path, "mode", out->mode, "sha256", hex);
+    if (out->mode < 0)
+        out->mode = 0644;
+    brig_utpl_file_hash(out);
     return 0;
 }
 
@@ -159,9 +189,11 @@ static int parse_files(json_t *body, brig_utpl_spec *s, json_t *canon, brig_erro
         if (!json_is_object(f))
             return brig_error_set(err, BRIG_E_INVALID, 0, "files[%zu] must be an object", i);
         s->n_files++;
-        if (parse_file(f, i, &s->files[i], &c, err) < 0)
+        int r = parse_file(f, i, &s->files[i], &c, err);
+        if (c)
+            json_array_append_new(arr, c);
+        if (r < 0)
             return -1;
-        json_array_append_new(arr, c);
     }
     return 0;
 }
@@ -294,6 +326,8 @@ void brig_utpl_spec_dispose(brig_utpl_spec *s)
     for (size_t i = 0; i < s->n_files; i++) {
         free(s->files[i].path);
         free(s->files[i].data);
+        free(s->files[i].from_sandbox);
+        free(s->files[i].source);
     }
     free(s->files);
     json_decref(s->canon);

@@ -27,11 +27,17 @@
 #define BRIG_UTPL_PACKAGES_MAX 100
 #define BRIG_UTPL_READY_MS     (60LL * 1000) /* the ready check's default time limit */
 
+#define BRIG_UTPL_FETCH_MAX (64LL << 20) /* bytes a file fetched from a sandbox may have */
+
+/* A file of the spec: uploaded (content_b64), or fetched from a sandbox of the account
+ * (from_sandbox, source: its bytes are read at the build's start, usertpl_build.c). */
 typedef struct brig_utpl_file {
     char *path;
-    int mode;
+    int mode; /* -1: not given (a fetched file keeps its source's) */
     uint8_t *data;
     size_t len;
+    char *from_sandbox, *source; /* NULL for an uploaded file */
+    json_t *canon;               /* its entry of the canonical spec (borrowed) */
 } brig_utpl_file;
 
 /* A parsed, valid spec (brig_utpl_spec_dispose). */
@@ -56,6 +62,8 @@ typedef struct brig_utpl_run {
 int brig_utpl_spec_parse(const brig_config *cfg, json_t *body, brig_utpl_spec *out,
                          brig_error **err);
 void brig_utpl_spec_dispose(brig_utpl_spec *s);
+/* Sets f's "sha256" and "mode" in its canonical entry (once its bytes are known). */
+void brig_utpl_file_hash(brig_utpl_file *f);
 /* The run-time part of a canonical spec. */
 void brig_utpl_run_of(const json_t *canon, brig_utpl_run *out);
 void brig_utpl_run_dispose(brig_utpl_run *r);

@@ -102,6 +102,62 @@ typedef struct build {
     int64_t t0;    /* mono ms */
 } build;
 
+/* A file of the spec fetched from a sandbox of the caller's (another account's is not
+ * found, like one that never existed): its bytes, and its source's mode unless given. */
+static int fetch_one(build *b, brig_utpl_file *f, brig_error **err)
+{
+    brig_sandbox *sb = NULL;
+    if (brig_sandbox_get(b->d, &b->c, f->from_sandbox, &sb, err) < 0)
+        return -1;
+    int64_t size = 0;
+    int mode = 0;
+    brig_frame fr = {0};
+    brig_buf got = {0};
+    _cleanup_close_ int fd = brig_sandbox_connect(b->d, sb, err);
+    int r = fd < 0 ? -1 : brig_agentc_read_begin(fd, f->source, &size, &mode, err);
+    if (r == 0 && size > BRIG_UTPL_FETCH_MAX)
+        r = brig_error_set(err, BRIG_E_INVALID, 0, "%s has %lld bytes, more than %lld", f->source,
+                           (long long)size, (long long)BRIG_UTPL_FETCH_MAX);
+    while (r == 0) {
+        r = brig_agentc_read_chunk(fd, &fr, err);
+        if (r <= 0) /* the end, or an error */
+            break;
+        r = 0;
+        if (got.len + fr.hdr.len > (size_t)BRIG_UTPL_FETCH_MAX)
+            r = brig_error_set(err, BRIG_E_INVALID, 0, "%s grew past %lld bytes", f->source,
+                               (long long)BRIG_UTPL_FETCH_MAX);
+        else
+            brig_buf_append(&got, fr.payload, fr.hdr.len);
+    }
+    brig_frame_dispose(&fr);
+    brig_sandbox_put(b->d, sb);
+    if (r < 0) {
+        brig_buf_dispose(&got);
+        if ((*err)->kind == BRIG_E_NOT_FOUND) /* the sandbox is there: its path is not */
+            (*err)->kind = BRIG_E_INVALID;
+        return -1;
+    }
+    f->data = (uint8_t *)got.data;
+    f->len = got.len;
+    if (f->mode < 0)
+        f->mode = mode & 0777;
+    brig_utpl_file_hash(f);
+    return 0;
+}
+
+/* The spec's files from sandboxes, read before the key is known (it hashes their bytes). */
+static int fetch_files(build *b, brig_error **err)
+{
+    for (size_t i = 0; i < b->spec.n_files; i++) {
+        brig_utpl_file *f = &b->spec.files[i];
+        if (f->from_sandbox && fetch_one(b, f, err) < 0) {
+            brig_error_prefix(err, "files[%zu] (from %s:%s)", i, f->from_sandbox, f->source);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The parent: a built-in template or one of the account's, built. */
 static int resolve_parent(build *b, brig_error **err)
 {
@@ -542,6 +598,8 @@ int brig_utpl_build_start(brigd *d, const brig_caller *c, json_t *body, json_t *
     build *b = brig_xcalloc(1, sizeof(*b));
     *b = (build){.d = d, .c = *c, .t0 = brig_now_mono_ms(), .steps = json_array()};
     int r = brig_utpl_spec_parse(&d->cfg, body, &b->spec, err);
+    if (r == 0)
+        r = fetch_files(b, err);
     if (r == 0)
         r = resolve_parent(b, err);
     if (r == 0)
