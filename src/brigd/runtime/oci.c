@@ -290,6 +290,9 @@ static int runtime_run(const oci *o, const brig_rt_spec *spec, int lfd, brig_err
         return brig_error_sys(err, "open %s", log_path);
     const char *argv[24];
     size_t n = runtime_argv(o, spec->isolation, argv);
+    for (size_t i = 0; gvisor && spec->host_layer && i < n; i++)
+        if (strncmp(argv[i], "--overlay2=", 11) == 0)
+            argv[i] = "--overlay2=none"; /* its writes where layer_open finds them */
     const char *run[] = {"run", "--detach", "--bundle", dir, "--pid-file", pid_path};
     for (size_t i = 0; i < BRIG_ARRAY_LEN(run); i++)
         argv[n++] = run[i];
@@ -395,6 +398,7 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
     sb->dirfd = sb->pidfd = -1;
     sb->iso = spec->isolation;
+    sb->host_layer = spec->host_layer;
     int userns = -1, lfd = -1;
     if (brig_oci_bundle_dir(o, spec, &sb->dirfd, err) < 0)
         goto fail_sb; /* nothing made: never clean up a directory we did not create */

@@ -39,6 +39,7 @@ struct brig_rt_sandbox {
     int pidfd; /* container init; -1 when unknown */
     pid_t pid; /* its host pid (valid while pidfd says it lives) */
     brig_isolation iso;
+    bool host_layer; /* created with brig_rt_spec.host_layer */
 };
 
 /* ---- gvisor.c: what isolation gvisor adds --------------------------------------- */

@@ -405,7 +405,7 @@ static int reserve(create *x, brig_error **err)
      * account's; its start command ran there with the template's env, so a create with an
      * env of its own (which the start command would see) is a cold one. */
     bool own_env = x->run.start && o->env && json_object_size(o->env);
-    bool claimed = x->vols.n == 0 && !x->snap.id[0] && !own_env &&
+    bool claimed = x->vols.n == 0 && !x->snap.id[0] && !own_env && !o->host_layer &&
                    brig_pool_claim(d, x->builtin ? "" : x->c->account_id, x->t.name, x->t.build,
                                    tf->name, x->iso, &warm) == 0;
     x->claimed = claimed;
@@ -508,6 +508,7 @@ static int start(create *x, brig_error **err)
         .isolation = sp->isolation,
         .net_first = net_first,
         .net_arg = x,
+        .host_layer = x->o->host_layer,
     };
     brig_rt_volume vols[BRIG_SANDBOX_VOLUMES_MAX];
     for (size_t i = 0; i < x->vols.n; i++)

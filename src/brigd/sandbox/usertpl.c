@@ -282,8 +282,9 @@ static int parse_names(const brig_config *cfg, json_t *body, brig_utpl_spec *s, 
 int brig_utpl_spec_parse(const brig_config *cfg, json_t *body, brig_utpl_spec *out,
                          brig_error **err)
 {
-    static const char *const fields[] = {"name", "tag", "from",    "apt",   "pip",   "npm", "files",
-                                         "run",  "env", "workdir", "start", "ready", NULL};
+    static const char *const fields[] = {"name",  "tag",   "from",      "apt", "pip",
+                                         "npm",   "files", "run",       "env", "workdir",
+                                         "start", "ready", "isolation", NULL};
     memset(out, 0, sizeof(*out));
     const char *k;
     json_t *v;
@@ -304,6 +305,14 @@ int brig_utpl_spec_parse(const brig_config *cfg, json_t *body, brig_utpl_spec *o
     if (r == 0)
         r = strings(body, "run", BRIG_UTPL_STEPS_MAX, 16384, false, &run, err);
     json_object_set_new(out->canon, "run", r == 0 ? run : json_array());
+    /* where it is built: not the template's key (the same layer either way) */
+    json_t *iso = json_object_get(body, "isolation");
+    const char *isos = json_string_value(iso);
+    if (r == 0 && iso && (isos == NULL || (strcmp(isos, "container") && strcmp(isos, "gvisor"))))
+        r = brig_error_set(err, BRIG_E_INVALID, 0,
+                           "'isolation' (the build's) must be \"container\" or \"gvisor\"");
+    if (r == 0 && isos)
+        snprintf(out->isolation, sizeof(out->isolation), "%s", isos);
     json_t *wd = json_object_get(body, "workdir");
     if (r == 0 && wd && !abs_path(json_string_value(wd)))
         r = brig_error_set(err, BRIG_E_INVALID, 0,

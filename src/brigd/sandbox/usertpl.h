@@ -44,6 +44,7 @@ typedef struct brig_utpl_file {
 typedef struct brig_utpl_spec {
     char name[40], tag[32];
     char from[80];         /* "base", "minimal" or "name:tag" of the account */
+    char isolation[16];    /* the build sandbox's: "container", "gvisor"; "": the default */
     json_t *canon;         /* the canonical spec (owned): files by path, mode and sha256 */
     brig_utpl_file *files; /* n_files, with their bytes */
     size_t n_files;

@@ -502,7 +502,8 @@ static json_t *failure(build *b)
 static int build_in_sandbox(build *b, json_t **out, brig_error **err)
 {
     brig_sandbox_opts opts = {.template = b->spec.from,
-                              .isolation = "container",
+                              .isolation = b->spec.isolation[0] ? b->spec.isolation : NULL,
+                              .host_layer = true,
                               .idle_timeout_ms = b->d->cfg.idle_timeout_max_ms,
                               .max_lifetime_ms = b->d->cfg.lifetime_max_ms};
     json_t *sbj = NULL;
@@ -511,9 +512,10 @@ static int build_in_sandbox(build *b, json_t **out, brig_error **err)
         return -1;
     }
     snprintf(b->sbx, sizeof(b->sbx), "%s", json_string_value(json_object_get(sbj, "id")));
-    json_decref(sbj);
     brig_build_set_sandbox(b->rec, b->sbx);
-    brig_build_logf(b->rec, "==> sandbox %s of %s\n", b->sbx, b->spec.from);
+    const char *iso = json_string_value(json_object_get(sbj, "isolation"));
+    brig_build_logf(b->rec, "==> sandbox %s of %s (%s)\n", b->sbx, b->spec.from, iso ? iso : "?");
+    json_decref(sbj);
     int r = live_add(b->sbx)
                 ? 0
                 : brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
