@@ -31,6 +31,7 @@ typedef struct oci {
     char *vol_dir;                 /* <state>/volumes: volumes' images and host mounts */
     int64_t pty_max;               /* ptys per sandbox: its devpts instance's max= */
     int64_t tcp_memory_mib;        /* TCP buffers per sandbox (cgroup->prepare) */
+    int seccomp_fd;                /* the compiled filter, a container's fd 4 (seccomp.h) */
 } oci;
 
 struct brig_rt_sandbox {
