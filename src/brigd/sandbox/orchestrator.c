@@ -403,9 +403,11 @@ static int reserve(create *x, brig_error **err)
     brig_pooled warm;
     /* A warm sandbox has its mounts and layer already.  A user template's pool is its
      * account's; its start command ran there with the template's env, so a create with an
-     * env of its own (which the start command would see) is a cold one. */
+     * env of its own (which the start command would see) is a cold one, and so is a
+     * gVisor build's (its writes must reach the host's layer; pooled ones keep theirs). */
     bool own_env = x->run.start && o->env && json_object_size(o->env);
-    bool claimed = x->vols.n == 0 && !x->snap.id[0] && !own_env && !o->host_layer &&
+    bool claimed = x->vols.n == 0 && !x->snap.id[0] && !own_env &&
+                   !(o->host_layer && x->iso == BRIG_ISO_GVISOR) &&
                    brig_pool_claim(d, x->builtin ? "" : x->c->account_id, x->t.name, x->t.build,
                                    tf->name, x->iso, &warm) == 0;
     x->claimed = claimed;
