@@ -114,15 +114,17 @@ static int newer_locked(brig_builds *bs, const brig_build *b)
     return n;
 }
 
-/* Drops finished records beyond BRIG_BUILD_KEEP (per account) or older than
- * BRIG_BUILD_KEEP_MS. */
+/* Drops finished records beyond BRIG_BUILD_KEEP (per account), BRIG_BUILD_KEEP_ALL (in
+ * all: each holds up to BRIG_BUILD_LOG_MAX of log) or older than BRIG_BUILD_KEEP_MS. */
 static void trim_locked(brig_builds *bs)
 {
     int64_t now = brig_now_mono_ms();
+    int kept = 0;
     for (brig_build **pp = &bs->list; *pp;) {
         brig_build *b = *pp;
         if (b->state == BRIG_BUILD_RUNNING ||
-            (newer_locked(bs, b) < BRIG_BUILD_KEEP && now - b->ended_mono < BRIG_BUILD_KEEP_MS)) {
+            (newer_locked(bs, b) < BRIG_BUILD_KEEP && ++kept <= BRIG_BUILD_KEEP_ALL &&
+             now - b->ended_mono < BRIG_BUILD_KEEP_MS)) {
             pp = &b->next;
             continue;
         }

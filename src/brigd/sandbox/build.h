@@ -33,10 +33,11 @@
 #include "server.h"
 #include "util.h"
 
-#define BRIG_BUILD_KEEP    16                 /* finished records kept at most */
-#define BRIG_BUILD_KEEP_MS (60LL * 60 * 1000) /* ... for this long after their end */
-#define BRIG_BUILD_LOG_MAX (1u << 20)         /* output bytes kept per build (the newest) */
-#define BRIG_BUILD_STOP_MS 10000              /* SIGTERM to SIGKILL at shutdown */
+#define BRIG_BUILD_KEEP     16                 /* finished records kept at most, per account */
+#define BRIG_BUILD_KEEP_ALL 128                /* ... and in all */
+#define BRIG_BUILD_KEEP_MS  (60LL * 60 * 1000) /* ... for this long after their end */
+#define BRIG_BUILD_LOG_MAX  (1u << 20)         /* output bytes kept per build (the newest) */
+#define BRIG_BUILD_STOP_MS  10000              /* SIGTERM to SIGKILL at shutdown */
 
 typedef struct brig_builds brig_builds;
 typedef struct brig_build brig_build;
