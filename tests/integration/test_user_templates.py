@@ -538,6 +538,10 @@ def test_cli_builds_a_spec_file(api, tmp_path):
         api.request("DELETE", f"/v1/templates/{name}")
 
 
+def followed_sandbox(api, r):
+    return api.ok("GET", r.headers["location"]).json()["sandbox_id"]
+
+
 def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
     d = fresh_daemon.start()
     api = d.api()
@@ -553,11 +557,33 @@ def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
         except ConnectionError as e:  # the server closed it: its answer raced the close
             answer["r"] = e
 
+    # a second build, followed (wait=0): its follower gets the end, failed, before the close
+    r2 = api.ok("POST", "/v1/templates?wait=0", {
+        "name": unique(), "from": "minimal", "run": ["echo in-step-2; exec sleep 600"]},
+        expect=(202,))
+    followed, in_step_2 = [], threading.Event()
+
+    def follower():
+        try:
+            conn, resp = follow(api, r2.headers["location"])
+            for line in resp:
+                followed.append(json.loads(line))
+                if "in-step-2\n" in followed[-1].get("data", ""):
+                    in_step_2.set()
+            conn.close()
+        except (ConnectionError, http.client.HTTPException) as e:
+            followed.append(e)
+        in_step_2.set()
+
+    f = threading.Thread(target=follower)
+    f.start()
+    assert in_step_2.wait(60), followed
     t = threading.Thread(target=build)
     t.start()
     # the build's sandbox is a sandbox of the account: wait until its step runs
-    sid = wait_for(lambda: next((s["id"] for s in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]),
-                                None), timeout=60, what="the build's sandbox")
+    sid = wait_for(lambda: next((s["id"] for s in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]
+                                 if s["id"] != followed_sandbox(api, r2)), None),
+                   timeout=60, what="the build's sandbox")
 
     def in_step():  # 404 while it is still being created
         r = api.request("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "test -f /tmp/in-step"})
@@ -573,6 +599,12 @@ def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
     # see the connection close first
     assert isinstance(r, ConnectionError) or (
         r.status == 503 and "brigd stopped during the build" in r.json()["error"]["message"]), r
+    f.join(timeout=60)
+    end = followed[-1]
+    print(f"the follower's last event: {end}")
+    assert isinstance(end, Exception) or (
+        end["type"] == "end" and end["state"] == "failed" and end["status"] == 503 and
+        "brigd stopped during the build" in end["error"]), end
     assert not d.live_sandboxes()
     d.start()
     api = d.api()
