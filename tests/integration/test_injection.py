@@ -32,14 +32,36 @@ RECORDER = r'''
 import http.server, json, socketserver, ssl, sys, threading
 LOG = sys.argv[1]
 class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def body(self):
+        if self.headers.get("Transfer-Encoding") != "chunked":
+            return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        b = b""
+        while True:
+            n = int(self.rfile.readline().split(b";")[0], 16)
+            if n == 0:
+                while self.rfile.readline() not in (b"\r\n", b""): pass
+                return b
+            b += self.rfile.read(n); self.rfile.readline()
     def do_GET(self):
+        got = self.body()
         with open(LOG, "a") as f:
             f.write(json.dumps({"server": self.server.server_address[0], "path": self.path,
+                                "conn": self.client_address[1], "body": got.decode(),
                                 "headers": dict(self.headers.items())}) + "\n")
         body = ("auth=%s\n" % self.headers.get("Authorization", "")).encode() \
             if self.path.startswith("/echo") else b"ok\n"
-        self.send_response(200); self.send_header("Content-Length", str(len(body)))
+        self.send_response(200)
+        if self.path.startswith("/chunked"):
+            self.send_header("Transfer-Encoding", "chunked"); self.end_headers()
+            for part in (b"o", b"k\n", b""):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            return
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers(); self.wfile.write(body)
+    do_POST = do_GET
+    def do_HEAD(self):
+        self.send_response(200); self.send_header("Content-Length", "3"); self.end_headers()
     def log_message(self, *a): pass
 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
@@ -202,6 +224,58 @@ def test_injection_from_curl_python_and_node(napi, recorder, scheme):
     assert {e["scheme"] for e in used} == {scheme}
     assert all(e["host"] == "api.test" and e["secrets"] == ["API_KEY"] for e in used)
     assert VALUE not in json.dumps(log)
+    napi.delete(sb)
+
+
+KEEPALIVE = r'''
+import http.client, json, os, sys
+scheme = sys.argv[1]
+c = (http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection)(
+    "api.test", timeout=5)
+auth = {"Authorization": "Bearer " + os.environ["API_KEY"]}
+out = []
+def one(method, path, **kw):
+    c.request(method, path, **kw)
+    r = c.getresponse()
+    out.append([r.status, r.read().decode(), c.sock.getsockname()[1] if c.sock else None])
+one("GET", f"/keep-{scheme}-0", headers=auth)
+one("POST", f"/keep-{scheme}-1", headers=auth, body="a body of some length")
+one("POST", f"/chunked-{scheme}-2", headers=auth, body=iter([b"in ", b"chunks"]),
+    encode_chunked=True)
+one("HEAD", f"/keep-{scheme}-3", headers=auth)
+one("GET", f"/keep-{scheme}-4", headers={"Host": "second.test", **auth})
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.base
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_one_connection_carries_several_requests(napi, recorder, scheme):
+    """HTTP/1.1 keep-alive through the proxy: GET, POST with a length, POST in chunks
+    (answered in chunks), HEAD on one sandbox connection, each injected, over one
+    upstream connection; then another Host on the same connection: refused over TLS
+    (421), a request of its own over plain HTTP (the placeholder toward second.test:
+    403)."""
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    napi.put_file(sb, "/tmp/keep.py", KEEPALIVE.encode())
+    r = napi.exec(sb, argv=["python3", "/tmp/keep.py", scheme], timeout=60)
+    assert r["exit_code"] == 0, r
+    out = json.loads(r["stdout"])
+    assert [o[:2] for o in out[:4]] == [[200, "ok\n"], [200, "ok\n"], [200, "ok\n"], [200, ""]], out
+    assert len({o[2] for o in out[:4]}) == 1, out  # the sandbox's one connection
+    want = 421 if scheme == "https" else 403
+    assert out[4][0] == want and out[4][2] is None, out  # refused, and closed after
+    got = [x for x in recorded(recorder) if f"-{scheme}-" in x["path"]]
+    assert [x["path"] for x in got] == [f"/keep-{scheme}-0", f"/keep-{scheme}-1",
+                                        f"/chunked-{scheme}-2"], got  # (HEAD: not recorded)
+    assert all(x["headers"]["Authorization"] == f"Bearer {VALUE}" for x in got), got
+    assert [x["body"] for x in got] == ["", "a body of some length", "in chunks"], got
+    assert len({x["conn"] for x in got}) == 1, got  # one upstream connection
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    used = [e["path"] for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
+    assert used == [f"/keep-{scheme}-{i}" for i in (0, 1)] + [f"/chunked-{scheme}-2",
+                                                            f"/keep-{scheme}-3"], log
     napi.delete(sb)
 
 

@@ -35,31 +35,6 @@ typedef struct brig_injector {
 
 /* ---- rules -------------------------------------------------------------------------- */
 
-void brig_inject_cfg_unref(brig_inj_cfg *c)
-{
-    if (c == NULL || atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    for (size_t i = 0; i < c->n_rules; i++) {
-        for (size_t k = 0; k < c->rules[i].n_headers; k++) {
-            free((char *)c->rules[i].headers[k].name);
-            free((char *)c->rules[i].headers[k].value);
-        }
-        free((void *)c->rules[i].headers);
-        free((char *)c->rules[i].host);
-    }
-    for (size_t i = 0; i < c->n_secrets; i++) {
-        char *v = (char *)c->secrets[i].value;
-        explicit_bzero(v, strlen(v));
-        free(v);
-        free((char *)c->secrets[i].name);
-        free((char *)c->secrets[i].placeholder);
-    }
-    free(c->rules);
-    free(c->secrets);
-    free(c->sandbox_id);
-    free(c);
-}
-
 static brig_inj_cfg *cfg_copy(const char *id, const brig_inject *in)
 {
     brig_inj_cfg *c = brig_xcalloc(1, sizeof(*c));
@@ -359,7 +334,8 @@ void brig_inject_stop(brig_net_host *n)
         brig_inject_remove(n, s);
     /* Connections in flight end at once: their threads see their sockets shut. */
     for (brig_inj_conn *c = j->conns; c; c = c->next) {
-        shutdown(c->fd, SHUT_RDWR);
+        if (c->fd >= 0)
+            shutdown(c->fd, SHUT_RDWR);
         if (c->up >= 0)
             shutdown(c->up, SHUT_RDWR);
     }

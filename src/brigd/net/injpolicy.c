@@ -3,7 +3,7 @@
  * the sandbox's egress policy applied to a proxied connection the way fw.c's
  * egress chain applies it to a forwarded one (the proxy's own connections leave
  * from the host, so the firewall never sees them), brigd's DNS upstream's answer
- * for a rule's host, and the network log.
+ * for a rule's host, the network log, and the sandbox's rules as they are now.
  */
 #include <arpa/inet.h>
 #include <ldns/ldns.h>
@@ -116,4 +116,42 @@ void brig_inject_log(brig_net_host *n, const char *sandbox_id, json_t *rec)
     else
         json_decref(rec);
     pthread_mutex_unlock(&n->lock);
+}
+
+/* ---- rules ---------------------------------------------------------------------------- */
+
+void brig_inject_cfg_unref(brig_inj_cfg *c)
+{
+    if (c == NULL || atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < c->n_rules; i++) {
+        for (size_t k = 0; k < c->rules[i].n_headers; k++) {
+            free((char *)c->rules[i].headers[k].name);
+            free((char *)c->rules[i].headers[k].value);
+        }
+        free((void *)c->rules[i].headers);
+        free((char *)c->rules[i].host);
+    }
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        char *v = (char *)c->secrets[i].value;
+        explicit_bzero(v, strlen(v));
+        free(v);
+        free((char *)c->secrets[i].name);
+        free((char *)c->secrets[i].placeholder);
+    }
+    free(c->rules);
+    free(c->secrets);
+    free(c->sandbox_id);
+    free(c);
+}
+
+brig_inj_cfg *brig_inject_cfg_now(brig_net_host *n, const char *sandbox_id)
+{
+    pthread_mutex_lock(&n->lock);
+    brig_net_sandbox *s = brig_net_find_id(n, sandbox_id);
+    brig_inj_cfg *c = s ? s->inj : NULL;
+    if (c)
+        atomic_fetch_add(&c->refs, 1);
+    pthread_mutex_unlock(&n->lock);
+    return c;
 }
