@@ -33,6 +33,7 @@ import http.server, json, socketserver, ssl, sys, threading
 LOG = sys.argv[1]
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # its head and body go in two writes
     def body(self):
         if self.headers.get("Transfer-Encoding") != "chunked":
             return self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -423,32 +424,49 @@ def test_a_sandbox_reaches_only_its_own_proxy(napi, recorder):
     napi.delete(b)
 
 
-BENCH = r'''
-import http.client, json, ssl, statistics, sys, time
-scheme, n = sys.argv[1], int(sys.argv[2])
-ctx = ssl.create_default_context(cafile=sys.argv[3] if len(sys.argv) > 3 else None)
+BENCH = r"""
+import http.client, json, ssl, sys, time
+scheme, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ctx = ssl.create_default_context(cafile=sys.argv[4] if len(sys.argv) > 4 else None)
+def conn():
+    return (http.client.HTTPSConnection("api.test", context=ctx, timeout=5) if scheme == "https"
+            else http.client.HTTPConnection("api.test", timeout=5))
+kept = conn()
 def one():
+    c = kept if mode == "keep" else conn()
     t = time.perf_counter()
-    c = (http.client.HTTPSConnection("api.test", context=ctx, timeout=5) if scheme == "https"
-         else http.client.HTTPConnection("api.test", timeout=5))
     c.request("GET", "/bench", headers={"Authorization": "Bearer x"}); r = c.getresponse()
     assert r.status == 200, r.status
-    r.read(); c.close()
+    r.read()
+    if mode != "keep":
+        c.close()
     return (time.perf_counter() - t) * 1000
 for _ in range(5): one()
-ts = sorted(one() for _ in range(n))
-print(json.dumps({"p50": round(statistics.median(ts), 2), "p90": round(ts[int(n * 0.9)], 2)}))
-'''
+print(json.dumps([one() for _ in range(n)]))
+"""
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(len(xs) * q))], 3)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line.split()[1] for line in f if line.startswith("VmRSS:")))
 
 
 @pytest.mark.base
 @pytest.mark.skipif(os.environ.get("BRIG_BENCH_INJECT") != "1",
-                    reason="a measurement (docs/benchmarks.md): BRIG_BENCH_INJECT=1")
-def test_bench_proxy_latency(napi, recorder, pki):
-    """A new connection per request, from Python in the sandbox: through the proxy with
-    injection, and the same request from a sandbox of a project without rules (direct,
-    trusting the test CA itself)."""
-    n = int(os.environ.get("BRIG_BENCH_N", "200"))
+                    reason="a measurement (bench/inject_proxy.py, docs/benchmarks.md)")
+def test_bench_proxy_latency(injd, napi, recorder, pki):
+    """Per request from Python in a sandbox, on a kept-alive connection and on a new one
+    each time: through the proxy with injection, and the same request from a sandbox of
+    a project without rules (direct, trusting the test CA itself), in interleaved
+    rounds.  Then brigd's memory for the proxy of idle sandboxes: its RSS before and
+    after rules are given to the project of K running sandboxes (each then has its
+    proxy: two listeners and the rules)."""
+    n, rounds = int(os.environ.get("BRIG_BENCH_N", "200")), 4
     direct = napi.ok("POST", "/v1/projects", {"name": "direct"}).json()["id"]
     sbs = {"proxied": napi.create(template="base", project=project_with_rule(napi),
                                   secret_refs=["API_KEY"])["id"],
@@ -456,18 +474,35 @@ def test_bench_proxy_latency(napi, recorder, pki):
     napi.put_file(sbs["direct"], "/tmp/ca.pem", (pki / "ca.pem").read_bytes())
     for sb in sbs.values():
         napi.put_file(sb, "/tmp/bench.py", BENCH.encode())
-    out = {}
-    for scheme in ("http", "https"):
-        for kind, sb in sbs.items():
-            argv = ["python3", "/tmp/bench.py", scheme, str(n)]
-            if kind == "direct" and scheme == "https":
-                argv.append("/tmp/ca.pem")
-            r = napi.exec(sb, argv=argv, timeout=300)
-            assert r["exit_code"] == 0, r
-            out[f"{scheme} {kind}"] = json.loads(r["stdout"])
-    print("\nBENCH", json.dumps(out))
+    samples = {}
+    for _ in range(rounds):
+        for scheme in ("http", "https"):
+            for mode in ("keep", "new"):
+                for kind, sb in sbs.items():
+                    argv = ["python3", "/tmp/bench.py", scheme, mode, str(n // rounds)]
+                    if kind == "direct" and scheme == "https":
+                        argv.append("/tmp/ca.pem")
+                    r = napi.exec(sb, argv=argv, timeout=300)
+                    assert r["exit_code"] == 0, r
+                    samples.setdefault(f"{scheme} {mode} {kind}", []).extend(
+                        json.loads(r["stdout"]))
+    out = {k: {"n": len(v), "p50": pct(v, 0.5), "p90": pct(v, 0.9)} for k, v in samples.items()}
     for sb in sbs.values():
         napi.delete(sb)
+    k = int(os.environ.get("BRIG_BENCH_IDLE", "20"))
+    p = napi.ok("POST", "/v1/projects", {"name": "idle"}).json()["id"]
+    napi.ok("PUT", f"/v1/projects/{p}/secrets/API_KEY", {"value": VALUE}, expect=(204,))
+    idle = [napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+            for _ in range(k)]
+    before = rss_kib(injd.proc.pid)
+    napi.ok("PUT", f"/v1/projects/{p}/injections", {"rules": [RULE]})
+    after = rss_kib(injd.proc.pid)
+    out["idle"] = {"sandboxes": k, "rss_before_kib": before, "rss_after_kib": after,
+                   "per_sandbox_kib": round((after - before) / k, 2),
+                   "listeners_per_sandbox": 2}
+    for sb in idle:
+        napi.delete(sb)
+    print("\nBENCH", json.dumps(out))
 
 
 @pytest.mark.base

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +24,16 @@
 
 /* ---- I/O ------------------------------------------------------------------------------ */
 
-static void timeouts(int fd)
+/* Timeouts, and no Nagle: the proxy relays in pieces (a head, a body, what a scan
+ * held back), and a piece held for the peer's delayed ACK costs 40 ms on a kept
+ * connection. */
+static void sock_setup(int fd)
 {
     struct timeval tv = {BRIG_INJ_IO_TIMEOUT / 1000, 0};
+    int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 void brig_injconn_answer(brig_inj_conn *c, int status, const char *msg)
@@ -279,7 +285,7 @@ static int connect_upstream(brig_inj_conn *c)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    timeouts(fd);
+    sock_setup(fd);
     pthread_mutex_lock(&c->n->lock);
     c->up = fd;
     pthread_mutex_unlock(&c->n->lock);
@@ -498,7 +504,7 @@ static void serve_tls(brig_inj_conn *c)
 
 void brig_injconn_serve(brig_inj_conn *c)
 {
-    timeouts(c->fd);
+    sock_setup(c->fd);
     if (c->tls)
         serve_tls(c);
     else
