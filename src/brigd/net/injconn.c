@@ -36,25 +36,6 @@ static void sock_setup(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-void brig_injconn_answer(brig_inj_conn *c, int status, const char *msg)
-{
-    json_t *b = json_pack("{ss}", "error", msg);
-    char *body = json_dumps(b, JSON_COMPACT);
-    json_decref(b);
-    const char *reason = status == 403   ? "Forbidden"
-                         : status == 400 ? "Bad Request"
-                         : status == 421 ? "Misdirected Request"
-                                         : "Bad Gateway";
-    char *head = brig_asprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                               "Connection: close\r\nX-Brig-Proxy: refused\r\n"
-                               "Content-Length: %zu\r\n\r\n",
-                               status, reason, strlen(body));
-    (void)brig_injio_write(c, 0, head, strlen(head));
-    (void)brig_injio_write(c, 0, body, strlen(body));
-    free(head);
-    free(body);
-}
-
 /* ---- the request --------------------------------------------------------------------- */
 
 const brig_inject_rule *brig_inject_rule_for(const brig_inj_cfg *cfg, const char *host)
@@ -264,7 +245,7 @@ static int check(brig_inj_conn *c, const char *buf, long head_len, const brig_ht
     json_t *rec = record(c, buf, h, host, "refused");
     json_object_set_new(rec, "reason", json_string(why));
     brig_inject_log(n, c->cfg->sandbox_id, rec);
-    brig_injconn_answer(c, 403, why);
+    brig_injflow_answer(c, 403, why);
     return -1;
 }
 
@@ -330,7 +311,7 @@ static long read_head(brig_inj_conn *c, char *buf, size_t *got, brig_http_head *
         long k = brig_http_parse(buf, *got, h, &why);
         if (k != 0) {
             if (k < 0)
-                brig_injconn_answer(c, 400, why);
+                brig_injflow_answer(c, 400, why);
             return k;
         }
         ssize_t r = brig_injio_read(c, 0, buf + *got, BRIG_HTTP_HEAD_MAX - *got);
@@ -356,7 +337,7 @@ static void refuse(brig_inj_conn *c, const char *buf, const brig_http_head *h, c
     json_t *rec = record(c, buf, h, host, "refused");
     json_object_set_new(rec, "reason", json_string(why));
     brig_inject_log(c->n, c->cfg->sandbox_id, rec);
-    brig_injconn_answer(c, status, why);
+    brig_injflow_answer(c, status, why);
 }
 
 /* The scans of a request under rule: values to mask coming back, placeholders that

@@ -84,9 +84,6 @@ brig_inj_cfg *brig_inject_cfg_now(brig_net_host *n, const char *sandbox_id);
 void brig_injconn_serve(brig_inj_conn *c);
 /* The rule of cfg for host (lower case, no port), or NULL. */
 const brig_inject_rule *brig_inject_rule_for(const brig_inj_cfg *cfg, const char *host);
-/* An answer of the proxy's own to the sandbox: status and {"error": msg}; the
- * connection then closes. */
-void brig_injconn_answer(brig_inj_conn *c, int status, const char *msg);
 
 /* ---- injflow.c ----------------------------------------------------------------------- */
 
@@ -98,6 +95,10 @@ size_t brig_inj_scan_feed(brig_inj_scan *s, const char *data, size_t len, bool m
 /* Drops the k leading bytes (sent). */
 void brig_inj_scan_drop(brig_inj_scan *s, size_t k);
 void brig_inj_scan_dispose(brig_inj_scan *s);
+
+/* An answer of the proxy's own to the sandbox: status and {"error": msg}; the
+ * connection then closes. */
+void brig_injflow_answer(brig_inj_conn *c, int status, const char *msg);
 
 /* Relays the request's body (its start: buf[head_len, *got)) and the response, both
  * framed, after injconn.c sent the request head; the bytes read past the request

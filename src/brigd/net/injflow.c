@@ -5,7 +5,7 @@
  * length, so its framing stays right).  Both are framed (httpreq.c's
  * brig_http_body), so the exchange ends where the response ends and the sandbox's
  * connection can carry the next request; an interim response (100 Continue) is
- * relayed as it comes.  Also the scans themselves.
+ * relayed as it comes.  Also the scans themselves, and the proxy's own answers.
  */
 #include <errno.h>
 #include <poll.h>
@@ -69,6 +69,27 @@ void brig_inj_scan_dispose(brig_inj_scan *s)
 {
     free(s->buf);
     *s = (brig_inj_scan){0};
+}
+
+/* ---- the proxy's own answers ------------------------------------------------------- */
+
+void brig_injflow_answer(brig_inj_conn *c, int status, const char *msg)
+{
+    json_t *b = json_pack("{ss}", "error", msg);
+    char *body = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    const char *reason = status == 403   ? "Forbidden"
+                         : status == 400 ? "Bad Request"
+                         : status == 421 ? "Misdirected Request"
+                                         : "Bad Gateway";
+    char *head = brig_asprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                               "Connection: close\r\nX-Brig-Proxy: refused\r\n"
+                               "Content-Length: %zu\r\n\r\n",
+                               status, reason, strlen(body));
+    (void)brig_injio_write(c, 0, head, strlen(head));
+    (void)brig_injio_write(c, 0, body, strlen(body));
+    free(head);
+    free(body);
 }
 
 /* ---- one exchange --------------------------------------------------------------------- */
@@ -148,7 +169,7 @@ static int resp_body(flow *f, const char *d, size_t n)
 static int bad_gateway(flow *f, const char *why)
 {
     if (!f->any_out)
-        brig_injconn_answer(f->c, 502, why);
+        brig_injflow_answer(f->c, 502, why);
     return -1;
 }
 
