@@ -383,9 +383,14 @@ def test_per_step_credentials_expire(napi, recorder):
     assert " 200 brig-placeholder-" in r["stdout"], r
     assert [x for x in recorded(recorder) if x["path"] == "/granted"][-1]["headers"][
         "X-Temp"] == "tmp_4Xk9Qw2Lr7Zp"
-    # a second of life: then the proxy refuses, and says why
-    brigtest.wait_for(lambda: "expired" in step("later")["stdout"], timeout=10,
-                      what="the credential to expire")
+    # a second of life: its expiry is recorded when it comes, with no request made
+    # (the proxy's timer), then the proxy refuses, and says why
+
+    def proxy_log(verdict):
+        log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+        return [e for e in log if e["kind"] == "proxy" and e["verdict"] == verdict]
+    brigtest.wait_for(lambda: proxy_log("expired"), timeout=10, what="the expiry recorded")
+    assert not any("expired" in e.get("reason", "") for e in proxy_log("refused"))
     r = step("later")
     assert " 403 " in r["stdout"] and "TEMP_KEY expired" in r["stdout"], r
     # a value given just for this step
@@ -401,6 +406,17 @@ def test_per_step_credentials_expire(napi, recorder):
     log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
     grants = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "granted"]
     assert [g["secrets"] for g in grants] == [["TEMP_KEY"], ["TEMP_KEY"]], log
+    # one expiry record for the first grant (the second lives on), also in the audit timeline
+    expired = proxy_log("expired")
+    assert [(e["secrets"], e["expires_at_ms"]) for e in expired] == [
+        (["TEMP_KEY"], grants[0]["expires_at_ms"])], log
+    brigtest.wait_for(lambda: [e for e in napi.ok(
+        "GET", f"/v1/sandboxes/{sb}/timeline?limit=1000").json()["events"]
+        if e["kind"] == "proxy.expired"], timeout=10, what="the expiry in the timeline")
+    tl = napi.ok("GET", f"/v1/sandboxes/{sb}/timeline?limit=1000").json()["events"]
+    assert [e["data"]["secrets"] for e in tl if e["kind"] == "proxy.expired"] == [["TEMP_KEY"]]
+    assert {e["kind"] for e in tl} >= {"proxy.granted", "proxy.injected", "proxy.refused"}
+    assert "tmp_4Xk9Qw2Lr7Zp" not in json.dumps(tl) and "given-just-now-77" not in json.dumps(tl)
     assert any(e["verdict"] == "refused" and "expired" in e["reason"] for e in log
                if e["kind"] == "proxy")
     assert "tmp_4Xk9Qw2Lr7Zp" not in json.dumps(log) and "given-just-now-77" not in json.dumps(log)
