@@ -280,6 +280,58 @@ def test_one_connection_carries_several_requests(napi, recorder, scheme):
     napi.delete(sb)
 
 
+CAP = r"""
+import json, socket
+REQ = b"GET /cap-%d HTTP/1.1\r\nHost: api.test\r\n\r\n"
+def ask(s, i):
+    s.sendall(REQ % i)
+    try:
+        return s.recv(4096).split(b"\r\n")[0].decode()
+    except ConnectionResetError:
+        return "reset"
+socks = [socket.create_connection(("api.test", 80), timeout=10) for _ in range(64)]
+# the 65th: accepted by the kernel, then closed by the proxy before it reads a byte
+extra = socket.create_connection(("api.test", 80), timeout=10)
+over = ask(extra, 65) or "closed"
+# the 64 are live, each answered on its own connection
+answers = [ask(s, i) for i, s in enumerate(socks)]
+for s in socks + [extra]:
+    s.close()
+print(json.dumps({"over": over, "answers": sorted(set(answers))}))
+"""
+
+
+def brigd_counts(d):
+    """brigd's threads and open file descriptors."""
+    pid = d.proc.pid
+    return len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.base
+def test_the_65th_connection_is_refused_and_nothing_leaks(injd, napi, recorder):
+    """A sandbox has at most 64 connections through the proxy at once: the 65th is
+    closed at once (no answer, no hang), the 64 are served, and once they are closed
+    brigd's threads and descriptors are back where they were and new connections are
+    served again."""
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    napi.put_file(sb, "/tmp/cap.py", CAP.encode())
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 http://api.test/warm')  # the proxy's first use
+    assert out.strip() == "ok", out
+    before = brigd_counts(injd)
+    r = napi.exec(sb, argv=["python3", "/tmp/cap.py"], timeout=60)
+    assert r["exit_code"] == 0, r
+    got = json.loads(r["stdout"])
+    assert got == {"over": "closed", "answers": ["HTTP/1.1 200 OK"]} or \
+        got == {"over": "reset", "answers": ["HTTP/1.1 200 OK"]}, got
+    assert len([x for x in recorded(recorder) if x["path"].startswith("/cap-")]) == 64
+    brigtest.wait_for(lambda: brigd_counts(injd) <= before, timeout=20,
+                      what=f"brigd's threads and fds back to {before}")
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 http://api.test/after')
+    assert out.strip() == "ok", out
+    napi.delete(sb)
+
+
 @pytest.mark.base
 def test_placeholder_toward_another_host_is_refused_and_logged(napi, recorder):
     p = project_with_rule(napi)
