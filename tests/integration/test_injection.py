@@ -333,6 +333,39 @@ def test_the_65th_connection_is_refused_and_nothing_leaks(injd, napi, recorder):
 
 
 @pytest.mark.base
+def test_connect_from_a_client_told_to_use_the_proxy(napi, recorder):
+    """A client with a proxy variable (or -x) sends CONNECT to the proxy on its gateway:
+    toward port 443 of a host with a rule it is a tunnel, intercepted and injected like
+    the transparent path; toward a host without a rule, or another port, a 403 that says
+    why (logged)."""
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    proxy = f"http://{gateway(napi, sb)}:15080"
+    rc, out = sbexec(napi, sb, f'curl -sS -m 5 -x {proxy} -H "Authorization: Bearer $API_KEY" '
+                               f'https://api.test/connect-curl')
+    assert rc == 0 and out.strip() == "ok", out
+    py = ("python3 -c \"import os, urllib.request as u; print(u.urlopen(u.Request("
+          "'https://api.test/connect-python', headers={'Authorization': 'Bearer ' + "
+          "os.environ['API_KEY']}), timeout=5).read().decode())\"")
+    rc, out = sbexec(napi, sb, f"HTTPS_PROXY={proxy} {py}")
+    assert rc == 0 and out.strip() == "ok", out
+    for name in ("curl", "python"):
+        got = [r for r in recorded(recorder) if r["path"] == f"/connect-{name}"]
+        assert got and got[-1]["headers"]["Authorization"] == f"Bearer {VALUE}", (name, got)
+    for target in ("https://second.test/no-rule", "https://api.test:8443/other-port"):
+        rc, out = sbexec(napi, sb, f'curl -sS -m 5 -x {proxy} {target}')
+        assert rc != 0 and "CONNECT tunnel failed, response 403" in out, (target, out)
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    refused = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "refused"]
+    assert [e["method"] for e in refused] == ["CONNECT", "CONNECT"], log
+    assert all("CONNECT goes only to port 443" in e["reason"] for e in refused), refused
+    used = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
+    assert {e["path"] for e in used} == {"/connect-curl", "/connect-python"}, log
+    assert {e["scheme"] for e in used} == {"https"}, log
+    napi.delete(sb)
+
+
+@pytest.mark.base
 def test_placeholder_toward_another_host_is_refused_and_logged(napi, recorder):
     p = project_with_rule(napi)
     sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]

@@ -455,17 +455,84 @@ static bool next_request(brig_inj_conn *c, size_t got)
 }
 
 /* Requests (plain, or inside the sandbox's TLS to sni) one after another. */
+/* CONNECT's target "host:443" into host (lower case); false when it is not that. */
+static bool tunnel_target(const char *buf, const brig_http_head *h, char host[256])
+{
+    const char *t = buf + h->target.off;
+    size_t n = h->target.len;
+    host[0] = 0;
+    if (n < 5 || n > 253 + 4 || memcmp(t + n - 4, ":443", 4) != 0)
+        return false;
+    for (size_t i = 0; i < n - 4; i++) {
+        char ch = (char)tolower((unsigned char)t[i]);
+        if (!isalnum((unsigned char)ch) && ch != '.' && ch != '-')
+            return (void)(host[0] = 0), false;
+        host[i] = ch;
+    }
+    host[n - 4] = 0;
+    return true;
+}
+
+/* CONNECT (a client told to use a proxy): toward port 443 of a host with a rule,
+ * where the policy lets the sandbox go, it is answered 200 and the tunnel is then
+ * served as an intercepted HTTPS connection to host (-> 0); anything else is
+ * refused with a status and a reason, and logged. */
+static int tunnel_open(brig_inj_conn *c, const char *buf, const brig_http_head *h, size_t extra,
+                       char host[256])
+{
+    _cleanup_free_ char *why = NULL;
+    int status = 403;
+    uint32_t addr = 0;
+    bool named = tunnel_target(buf, h, host);
+    if (extra)
+        status = 400, why = brig_asprintf("bytes sent after CONNECT before its answer");
+    else if (!named || c->tls_state == NULL || brig_inject_rule_for(c->cfg, host) == NULL)
+        why = brig_asprintf("CONNECT goes only to port 443 of a host with an injection rule; "
+                            "reach other hosts directly (the egress policy decides)");
+    else if (!brig_inject_resolve(c->n, host, &addr))
+        status = 502, why = brig_asprintf("%s does not resolve", host);
+    if (why == NULL) {
+        c->dst.sin_addr.s_addr = addr;
+        c->dst.sin_port = htons(443);
+        c->tls = true;
+        if (!brig_inject_allows(c->n, c->cfg->sandbox_id, &c->dst))
+            why = brig_asprintf("the project's egress policy does not allow this destination");
+    }
+    if (why) {
+        refuse(c, buf, h, host, status, why);
+        return -1;
+    }
+    static const char ok[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+    return brig_injio_write(c, 0, ok, sizeof(ok) - 1);
+}
+
+/* Requests (plain, or inside the sandbox's TLS to sni) one after another; a CONNECT
+ * as the first request of a plain connection opens a tunnel, served after. */
 static void serve_http(brig_inj_conn *c, const char *sni)
 {
-    char *buf = brig_xmalloc(BRIG_HTTP_HEAD_MAX), up_host[256] = "";
+    char *buf = brig_xmalloc(BRIG_HTTP_HEAD_MAX), up_host[256] = "", tunnel[256] = "";
     size_t got = 0;
     brig_http_head h;
     for (int i = 0; i < BRIG_INJ_REQUESTS_MAX && next_request(c, got); i++) {
         long head_len = read_head(c, buf, &got, &h);
-        if (head_len < 0 || serve_one(c, sni, buf, &got, head_len, &h, up_host) < 0)
+        if (head_len < 0)
+            break;
+        if (sni == NULL && h.method.len == 7 && memcmp(buf, "CONNECT", 7) == 0) {
+            if (i > 0)
+                brig_injflow_answer(c, 400, "CONNECT must be a connection's first request");
+            if (i > 0 || tunnel_open(c, buf, &h, got - (size_t)head_len, tunnel) < 0)
+                tunnel[0] = 0;
+            break;
+        }
+        if (serve_one(c, sni, buf, &got, head_len, &h, up_host) < 0)
             break;
     }
     free(buf);
+    up_close(c);
+    char name[256];
+    if (tunnel[0] && brig_injtls_sni(c->fd, name) == 1 && strcmp(name, tunnel) == 0 &&
+        brig_injtls_accept(c, tunnel) == 0)
+        serve_http(c, tunnel);
 }
 
 /* HTTPS: intercepted when its server name has a rule and the proxy has a CA. */

@@ -71,6 +71,9 @@ bool brig_inject_allows(brig_net_host *n, const char *sandbox_id, const struct s
 /* Whether brigd's DNS upstream answers an A record addr for host (a plain-HTTP
  * request that is to get a secret must go to the rule host's own address). */
 bool brig_inject_resolves_to(brig_net_host *n, const char *host, uint32_t addr);
+/* The first address brigd's DNS upstream gives for host (network order), false when none
+ * (a CONNECT's target). */
+bool brig_inject_resolve(brig_net_host *n, const char *host, uint32_t *addr);
 /* Appends rec (owned) to the sandbox's network log (and the audit timeline). */
 void brig_inject_log(brig_net_host *n, const char *sandbox_id, json_t *rec);
 /* Drops a reference to a sandbox's rules (NULL: nothing). */

@@ -74,17 +74,19 @@ bool brig_inject_allows(brig_net_host *n, const char *sandbox_id, const struct s
     return ok;
 }
 
-bool brig_inject_resolves_to(brig_net_host *n, const char *host, uint32_t addr)
+/* The A records brigd's DNS upstream gives for host (at most max, network order);
+ * how many. */
+static size_t a_records(brig_net_host *n, const char *host, uint32_t *out, size_t max)
 {
     if (n->upstream.ss_family != AF_INET)
-        return false;
+        return 0;
     const struct sockaddr_in *u = (const struct sockaddr_in *)&n->upstream;
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &u->sin_addr, ip, sizeof(ip));
     ldns_resolver *r = ldns_resolver_new();
     ldns_rdf *ns = ldns_rdf_new_frm_str(LDNS_RDF_TYPE_A, ip);
     ldns_rdf *name = ldns_dname_new_frm_str(host);
-    bool found = false;
+    size_t k = 0;
     if (r && ns && name && ldns_resolver_push_nameserver(r, ns) == LDNS_STATUS_OK) {
         ldns_resolver_set_port(r, ntohs(u->sin_port));
         ldns_resolver_set_timeout(r, (struct timeval){3, 0});
@@ -92,9 +94,10 @@ bool brig_inject_resolves_to(brig_net_host *n, const char *host, uint32_t addr)
         ldns_pkt *p = ldns_resolver_query(r, name, LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
         ldns_rr_list *a =
             p ? ldns_pkt_rr_list_by_type(p, LDNS_RR_TYPE_A, LDNS_SECTION_ANSWER) : NULL;
-        for (size_t i = 0; a && i < ldns_rr_list_rr_count(a) && !found; i++) {
+        for (size_t i = 0; a && i < ldns_rr_list_rr_count(a) && k < max; i++) {
             ldns_rdf *d = ldns_rr_rdf(ldns_rr_list_rr(a, i), 0);
-            found = d && ldns_rdf_size(d) == 4 && memcmp(ldns_rdf_data(d), &addr, 4) == 0;
+            if (d && ldns_rdf_size(d) == 4)
+                memcpy(&out[k++], ldns_rdf_data(d), 4);
         }
         ldns_rr_list_deep_free(a);
         ldns_pkt_free(p);
@@ -103,7 +106,22 @@ bool brig_inject_resolves_to(brig_net_host *n, const char *host, uint32_t addr)
     ldns_rdf_deep_free(name);
     if (r)
         ldns_resolver_deep_free(r);
-    return found;
+    return k;
+}
+
+bool brig_inject_resolves_to(brig_net_host *n, const char *host, uint32_t addr)
+{
+    uint32_t a[16];
+    size_t k = a_records(n, host, a, BRIG_ARRAY_LEN(a));
+    for (size_t i = 0; i < k; i++)
+        if (a[i] == addr)
+            return true;
+    return false;
+}
+
+bool brig_inject_resolve(brig_net_host *n, const char *host, uint32_t *addr)
+{
+    return a_records(n, host, addr, 1) == 1;
 }
 
 void brig_inject_log(brig_net_host *n, const char *sandbox_id, json_t *rec)
