@@ -31,6 +31,7 @@ RULE = {"host": "api.test", "headers": {"Authorization": "Bearer {{secret:API_KE
 RECORDER = r'''
 import http.server, json, socketserver, ssl, sys, threading
 LOG = sys.argv[1]
+DROPPED = set()
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # its head and body go in two writes
@@ -50,6 +51,10 @@ class H(http.server.BaseHTTPRequestHandler):
             f.write(json.dumps({"server": self.server.server_address[0], "path": self.path,
                                 "conn": self.client_address[1], "body": got.decode(),
                                 "headers": dict(self.headers.items())}) + "\n")
+        if self.path.startswith("/drop") and self.path not in DROPPED:
+            DROPPED.add(self.path)  # the first time: the connection closes, no answer
+            self.close_connection = True
+            return
         body = ("auth=%s\n" % self.headers.get("Authorization", "")).encode() \
             if self.path.startswith("/echo") else b"ok\n"
         self.send_response(200)
@@ -244,7 +249,8 @@ one("POST", f"/keep-{scheme}-1", headers=auth, body="a body of some length")
 one("POST", f"/chunked-{scheme}-2", headers=auth, body=iter([b"in ", b"chunks"]),
     encode_chunked=True)
 one("HEAD", f"/keep-{scheme}-3", headers=auth)
-one("GET", f"/keep-{scheme}-4", headers={"Host": "second.test", **auth})
+one("GET", f"/drop-{scheme}-4", headers=auth)
+one("GET", f"/keep-{scheme}-5", headers={"Host": "second.test", **auth})
 print(json.dumps(out))
 '''
 
@@ -254,7 +260,8 @@ print(json.dumps(out))
 def test_one_connection_carries_several_requests(napi, recorder, scheme):
     """HTTP/1.1 keep-alive through the proxy: GET, POST with a length, POST in chunks
     (answered in chunks), HEAD on one sandbox connection, each injected, over one
-    upstream connection; then another Host on the same connection: refused over TLS
+    upstream connection; a request that meets the kept upstream connection's end is sent
+    again on a new one; then another Host on the same connection: refused over TLS
     (421), a request of its own over plain HTTP (the placeholder toward second.test:
     403)."""
     p = project_with_rule(napi)
@@ -263,20 +270,23 @@ def test_one_connection_carries_several_requests(napi, recorder, scheme):
     r = napi.exec(sb, argv=["python3", "/tmp/keep.py", scheme], timeout=60)
     assert r["exit_code"] == 0, r
     out = json.loads(r["stdout"])
-    assert [o[:2] for o in out[:4]] == [[200, "ok\n"], [200, "ok\n"], [200, "ok\n"], [200, ""]], out
-    assert len({o[2] for o in out[:4]}) == 1, out  # the sandbox's one connection
+    assert [o[:2] for o in out[:5]] == [[200, "ok\n"], [200, "ok\n"], [200, "ok\n"], [200, ""],
+                                        [200, "ok\n"]], out
+    assert len({o[2] for o in out[:5]}) == 1, out  # the sandbox's one connection
     want = 421 if scheme == "https" else 403
-    assert out[4][0] == want and out[4][2] is None, out  # refused, and closed after
+    assert out[5][0] == want and out[5][2] is None, out  # refused, and closed after
     got = [x for x in recorded(recorder) if f"-{scheme}-" in x["path"]]
     assert [x["path"] for x in got] == [f"/keep-{scheme}-0", f"/keep-{scheme}-1",
-                                        f"/chunked-{scheme}-2"], got  # (HEAD: not recorded)
+                                        f"/chunked-{scheme}-2", f"/drop-{scheme}-4",
+                                        f"/drop-{scheme}-4"], got  # (HEAD: not recorded)
     assert all(x["headers"]["Authorization"] == f"Bearer {VALUE}" for x in got), got
-    assert [x["body"] for x in got] == ["", "a body of some length", "in chunks"], got
-    assert len({x["conn"] for x in got}) == 1, got  # one upstream connection
+    assert [x["body"] for x in got[:3]] == ["", "a body of some length", "in chunks"], got
+    # one upstream connection, and a new one for the request sent again
+    assert len({x["conn"] for x in got[:4]}) == 1 and got[4]["conn"] != got[3]["conn"], got
     log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
     used = [e["path"] for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
-    assert used == [f"/keep-{scheme}-{i}" for i in (0, 1)] + [f"/chunked-{scheme}-2",
-                                                            f"/keep-{scheme}-3"], log
+    assert used == [f"/keep-{scheme}-{i}" for i in (0, 1)] + [
+        f"/chunked-{scheme}-2", f"/keep-{scheme}-3", f"/drop-{scheme}-4"], log
     napi.delete(sb)
 
 

@@ -354,28 +354,58 @@ static void scans_of(const brig_inj_cfg *cfg, const brig_inject_rule *rule, brig
     }
 }
 
-/* Sends head upstream: on the kept connection when it is to host and still there,
- * else on a new one (TLS when the sandbox's side is).  -1 when it was answered
- * with a refusal. */
+/* Sends head upstream: on the kept connection when it is to host and still there
+ * (*reused), else on a new one (TLS when the sandbox's side is); a kept one that
+ * fails the write is replaced once.  -1 when it was answered with a refusal. */
 static int send_upstream(brig_inj_conn *c, const char *buf, const brig_http_head *h,
-                         const char *host, char up_host[256], const char *head)
+                         const char *host, char up_host[256], const char *head, bool *reused)
 {
     if (c->up >= 0 && (strcmp(up_host, host) != 0 || !up_alive(c)))
         up_close(c);
     _cleanup_free_ char *why = NULL;
-    if (c->up < 0) {
-        snprintf(up_host, 256, "%s", host);
-        if (connect_upstream(c) < 0)
-            why = brig_asprintf("%s cannot be reached", host);
-        else if (c->ssl[0])
-            (void)brig_injtls_connect(c, host, &why); /* *why on failure */
+    for (int tries = 0; tries < 2 && why == NULL; tries++) {
+        *reused = c->up >= 0;
+        if (c->up < 0) {
+            snprintf(up_host, 256, "%s", host);
+            if (connect_upstream(c) < 0)
+                why = brig_asprintf("%s cannot be reached", host);
+            else if (c->ssl[0])
+                (void)brig_injtls_connect(c, host, &why); /* *why on failure */
+        }
+        if (why == NULL && brig_injio_write(c, 1, head, strlen(head)) == 0)
+            return 0;
+        if (why == NULL && !*reused)
+            why = brig_asprintf("%s closed the connection", host);
+        up_close(c);
     }
-    if (why == NULL && brig_injio_write(c, 1, head, strlen(head)) < 0)
-        why = brig_asprintf("%s closed the connection", host);
-    if (why == NULL)
-        return 0;
     refuse(c, buf, h, host, 502, why);
     return -1;
+}
+
+/* Sends head upstream and relays the exchange; when a kept upstream connection
+ * closed before it answered (its own idle timeout may meet the request), a
+ * request without a body goes once more on a new one.  buf's head may be gone
+ * after (the next request's start is there); orig is a copy for the record. */
+static int exchange(brig_inj_conn *c, brig_inj_exchange *x, const char *host, char up_host[256],
+                    const char *head, char *buf, size_t *got, long head_len,
+                    const brig_http_head *h)
+{
+    bool reused = false;
+    int rc = send_upstream(c, buf, h, host, up_host, head, &reused);
+    if (rc < 0)
+        return -1;
+    x->retry_ok = reused && !h->chunked && h->body_len <= 0;
+    _cleanup_free_ char *orig = x->retry_ok ? brig_xmalloc((size_t)head_len) : NULL;
+    if (orig)
+        memcpy(orig, buf, (size_t)head_len);
+    rc = brig_injflow_run(c, x, h, buf, (size_t)head_len, got);
+    if (rc == 0 || !x->retry)
+        return rc;
+    up_close(c);
+    x->retry_ok = false;
+    if (send_upstream(c, orig, h, host, up_host, head, &reused) < 0)
+        return -1;
+    return brig_injflow_run(c, x, h, buf, 0, got); /* the request is whole in head */
 }
 
 /* The sandbox's rules as they are now (a connection outlives a change of them);
@@ -431,14 +461,12 @@ static int serve_one(brig_inj_conn *c, const char *sni, char *buf, size_t *got, 
     scans_of(c->cfg, rule, &mask, &guard);
     if (rule)
         log_injected(c, buf, h, host, &mask);
-    int rc = send_upstream(c, buf, h, host, up_host, head);
-    explicit_bzero(head, strlen(head));
-    free(head);
     brig_inj_exchange x = {.no_body = h->method.len == 4 && memcmp(buf, "HEAD", 4) == 0,
                            .mask = &mask,
                            .guard = &guard};
-    if (rc == 0)
-        rc = brig_injflow_run(c, &x, h, buf, (size_t)head_len, got);
+    int rc = exchange(c, &x, host, up_host, head, buf, got, head_len, h);
+    explicit_bzero(head, strlen(head));
+    free(head);
     brig_inj_scan_dispose(&mask);
     brig_inj_scan_dispose(&guard);
     if (rc == 0 && !x.keep_up)

@@ -58,6 +58,9 @@ typedef struct brig_inj_scan {
 /* What injconn.c hands injflow.c for one exchange, and what it says back. */
 typedef struct brig_inj_exchange {
     bool no_body;                /* a HEAD request: its response has no body */
+    bool retry_ok;               /* a kept upstream connection, a request without a body: its
+                                    end before any answer is left to the caller (retry) */
+    bool retry;                  /* out: that happened; nothing reached the sandbox */
     brig_inj_scan *mask, *guard; /* values masked coming back; placeholders refused going out */
     bool keep;                   /* out: the sandbox's connection may carry another request */
     bool keep_up;                /* out: and the upstream's too */

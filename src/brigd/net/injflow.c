@@ -231,6 +231,10 @@ static int turn(flow *f, int side, char *b, size_t size)
         f->close = true;
         return 1;
     }
+    if (r <= 0 && f->x->retry_ok && !f->any_out && f->rgot == 0 && !f->head_done) {
+        f->x->retry = true; /* a kept connection that closed: the caller tries a new one */
+        return -1;
+    }
     if (r <= 0)
         return bad_gateway(f, "the upstream closed the connection without an answer");
     if (resp_in(f, b, (size_t)r) < 0)
@@ -242,6 +246,7 @@ int brig_injflow_run(brig_inj_conn *c, brig_inj_exchange *x, const brig_http_hea
                      size_t head_len, size_t *got)
 {
     flow f = {.c = c, .x = x, .next = buf, .next_len = got};
+    x->retry = false;
     brig_http_body_init(&f.req, req, false);
     size_t have = *got - head_len;
     *got = 0;
