@@ -365,12 +365,20 @@ def test_connect_from_a_client_told_to_use_the_proxy(napi, recorder):
     for target in ("https://second.test/no-rule", "https://api.test:8443/other-port"):
         rc, out = sbexec(napi, sb, f'curl -sS -m 5 -x {proxy} {target}')
         assert rc != 0 and "CONNECT tunnel failed, response 403" in out, (target, out)
+    # under an allowlist the name CONNECT gives is what the list must hold (the sandbox
+    # asked its DNS nothing)
+    for domains, want in ((["api.test"], "ok"), (["other.test"], "response 403")):
+        napi.ok("PATCH", f"/v1/projects/{p}", {"egress": {"mode": "allowlist",
+                                                          "domains": domains}})
+        rc, out = sbexec(napi, sb, f'curl -sS -m 5 -x {proxy} https://api.test/connect-allow')
+        assert want in out, (domains, out)
     log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
     refused = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "refused"]
-    assert [e["method"] for e in refused] == ["CONNECT", "CONNECT"], log
-    assert all("CONNECT goes only to port 443" in e["reason"] for e in refused), refused
+    assert [e["method"] for e in refused] == ["CONNECT"] * 3, log
+    assert all("CONNECT goes only to port 443" in e["reason"] for e in refused[:2]), refused
+    assert "egress policy" in refused[2]["reason"], refused
     used = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
-    assert {e["path"] for e in used} == {"/connect-curl", "/connect-python"}, log
+    assert {e["path"] for e in used} == {"/connect-curl", "/connect-python", "/connect-allow"}, log
     assert {e["scheme"] for e in used} == {"https"}, log
     napi.delete(sb)
 

@@ -235,7 +235,8 @@ static int check(brig_inj_conn *c, const char *buf, long head_len, const brig_ht
                                 "not to %s",
                                 s->name, host[0] ? host : "this host");
     }
-    if (why == NULL && !brig_inject_allows(n, c->cfg->sandbox_id, &c->dst))
+    if (why == NULL &&
+        !brig_inject_allows(n, c->cfg->sandbox_id, &c->dst, c->resolved ? host : NULL))
         why = brig_asprintf("the project's egress policy does not allow this destination");
     if (why == NULL && *rule && !c->tls &&
         !brig_inject_resolves_to(n, host, c->dst.sin_addr.s_addr))
@@ -326,7 +327,7 @@ static long read_head(brig_inj_conn *c, char *buf, size_t *got, brig_http_head *
 /* Plain relay (HTTPS toward a host without a rule): the policy's check only. */
 static void passthrough(brig_inj_conn *c)
 {
-    if (brig_inject_allows(c->n, c->cfg->sandbox_id, &c->dst) && connect_upstream(c) == 0)
+    if (brig_inject_allows(c->n, c->cfg->sandbox_id, &c->dst, NULL) && connect_upstream(c) == 0)
         relay_raw(c);
 }
 
@@ -522,8 +523,8 @@ static int tunnel_open(brig_inj_conn *c, const char *buf, const brig_http_head *
     if (why == NULL) {
         c->dst.sin_addr.s_addr = addr;
         c->dst.sin_port = htons(443);
-        c->tls = true;
-        if (!brig_inject_allows(c->n, c->cfg->sandbox_id, &c->dst))
+        c->tls = c->resolved = true;
+        if (!brig_inject_allows(c->n, c->cfg->sandbox_id, &c->dst, host))
             why = brig_asprintf("the project's egress policy does not allow this destination");
     }
     if (why) {

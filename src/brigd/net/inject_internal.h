@@ -36,7 +36,8 @@ typedef struct brig_inj_conn {
     int fd;                            /* the sandbox's end */
     int up;                            /* upstream; -1 until connected (set under n->lock) */
     struct sockaddr_in dst;            /* where the sandbox was going (SO_ORIGINAL_DST) */
-    bool tls;                          /* came in on the HTTPS port */
+    bool tls;                          /* came in on the HTTPS port (or a CONNECT) */
+    bool resolved;                     /* dst is the proxy's own answer for a CONNECT's host */
     struct brig_injtls *tls_state;     /* the proxy's (NULL: HTTPS is relayed only) */
     void *ssl[2];                      /* SSL of the sandbox's side, the upstream's; NULL: plain */
     struct brig_inj_conn *prev, *next; /* the injector's list (stop shuts them down) */
@@ -69,8 +70,10 @@ typedef struct brig_inj_exchange {
 /* ---- injpolicy.c (for the connections) ----------------------------------------------- */
 
 /* Whether the sandbox's egress policy lets it reach dst (what the firewall's
- * egress chain would decide for a forwarded connection). */
-bool brig_inject_allows(brig_net_host *n, const char *sandbox_id, const struct sockaddr_in *dst);
+ * egress chain would decide for a forwarded connection); name (may be NULL): the
+ * host the proxy resolved to dst itself (a CONNECT), which an allowlist may name. */
+bool brig_inject_allows(brig_net_host *n, const char *sandbox_id, const struct sockaddr_in *dst,
+                        const char *name);
 /* Whether brigd's DNS upstream answers an A record addr for host (a plain-HTTP
  * request that is to get a secret must go to the rule host's own address). */
 bool brig_inject_resolves_to(brig_net_host *n, const char *host, uint32_t addr);

@@ -26,8 +26,29 @@ static bool port_ok(const brig_egress *p, int port)
     return p->n_ports == 0;
 }
 
-/* fw.c's egress chain, for one address and port (host order). */
-static bool policy_allows(brig_net_host *n, brig_net_sandbox *s, uint32_t h, int port)
+/* Whether the allowlist names host (a CONNECT's target: the sandbox did not ask its
+ * DNS for it, so no answer granted the address). */
+static bool name_allowed(const brig_egress *p, const char *host)
+{
+    uint8_t wire[256];
+    size_t k = 0;
+    for (const char *l = host; *l;) {
+        size_t n = strcspn(l, ".");
+        if (n == 0 || n > 63 || k + 1 + n + 1 > sizeof(wire))
+            return false;
+        wire[k++] = (uint8_t)n;
+        memcpy(wire + k, l, n);
+        k += n;
+        l += n + (l[n] == '.');
+    }
+    wire[k++] = 0;
+    return brig_dns_name_allowed(p, wire, k);
+}
+
+/* fw.c's egress chain, for one address and port (host order); name: the host the
+ * proxy resolved itself (NULL: none), which the allowlist may name. */
+static bool policy_allows(brig_net_host *n, brig_net_sandbox *s, uint32_t h, int port,
+                          const char *name)
 {
     static const struct {
         uint32_t net;
@@ -62,14 +83,15 @@ static bool policy_allows(brig_net_host *n, brig_net_sandbox *s, uint32_t h, int
     for (size_t i = 0; i < s->n_grants; i++)
         if (ntohl(s->grants[i].addr) == h && s->grants[i].expires_ms > now)
             return port_ok(&s->policy, port);
-    return false;
+    return name && name_allowed(&s->policy, name) && port_ok(&s->policy, port);
 }
 
-bool brig_inject_allows(brig_net_host *n, const char *sandbox_id, const struct sockaddr_in *dst)
+bool brig_inject_allows(brig_net_host *n, const char *sandbox_id, const struct sockaddr_in *dst,
+                        const char *name)
 {
     pthread_mutex_lock(&n->lock);
     brig_net_sandbox *s = brig_net_find_id(n, sandbox_id);
-    bool ok = s && policy_allows(n, s, ntohl(dst->sin_addr.s_addr), ntohs(dst->sin_port));
+    bool ok = s && policy_allows(n, s, ntohl(dst->sin_addr.s_addr), ntohs(dst->sin_port), name);
     pthread_mutex_unlock(&n->lock);
     return ok;
 }
