@@ -290,6 +290,39 @@ def test_one_connection_carries_several_requests(napi, recorder, scheme):
     napi.delete(sb)
 
 
+BOUND = r"""
+import http.client, json
+c = http.client.HTTPSConnection("api.test", timeout=5)
+ports, statuses = [], set()
+for i in range(1001):
+    c.request("GET", "/bound")
+    try:
+        r = c.getresponse()
+    except Exception as e:
+        raise SystemExit(f"request {i}: {e!r}")
+    r.read()
+    statuses.add(r.status)
+    ports.append(c.sock.getsockname()[1] if c.sock else None)
+print(json.dumps({"statuses": sorted(statuses), "ports": ports}))
+"""
+
+
+@pytest.mark.base
+def test_a_connection_carries_at_most_1000_requests(napi, recorder):
+    """The 1000th request of a kept-alive connection is asked upstream with Connection:
+    close, whose answer tells the client: it opens a new connection for the 1001st."""
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    napi.put_file(sb, "/tmp/bound.py", BOUND.encode())
+    r = napi.exec(sb, argv=["python3", "/tmp/bound.py"], timeout=120)
+    assert r["exit_code"] == 0, r["stderr"]
+    got = json.loads(r["stdout"])
+    assert got["statuses"] == [200], got["statuses"]
+    ports = got["ports"]
+    assert len(set(ports[:999])) == 1 and ports[999] is None and ports[1000] not in (None, ports[0])
+    napi.delete(sb)
+
+
 CAP = r"""
 import json, socket
 REQ = b"GET /cap-%d HTTP/1.1\r\nHost: api.test\r\n\r\n"

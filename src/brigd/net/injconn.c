@@ -436,9 +436,11 @@ static void log_injected(brig_inj_conn *c, const char *buf, const brig_http_head
 }
 
 /* One request whose head is in buf (plain, or inside the sandbox's TLS to sni),
- * relayed with its answer; 0 when the connection may carry another. */
+ * relayed with its answer; 0 when the connection may carry another.  last: the
+ * connection's last (asked upstream with Connection: close, which its answer then
+ * tells the client). */
 static int serve_one(brig_inj_conn *c, const char *sni, char *buf, size_t *got, long head_len,
-                     const brig_http_head *h, char up_host[256])
+                     const brig_http_head *h, char up_host[256], bool last)
 {
     char host[256];
     _cleanup_free_ char *why = NULL;
@@ -452,7 +454,7 @@ static int serve_one(brig_inj_conn *c, const char *sni, char *buf, size_t *got, 
     }
     if (cfg_refresh(c) < 0 || check(c, buf, head_len, h, host, &rule, &merged, hdrs) < 0)
         return -1;
-    bool close = h->minor == 0 || brig_http_has_token(buf, h, "connection", "close");
+    bool close = last || h->minor == 0 || brig_http_has_token(buf, h, "connection", "close");
     char *head = rewrite(c, buf, h, rule, close, &why);
     if (head == NULL) {
         refuse(c, buf, h, host, 403, why);
@@ -463,6 +465,7 @@ static int serve_one(brig_inj_conn *c, const char *sni, char *buf, size_t *got, 
     if (rule)
         log_injected(c, buf, h, host, &mask);
     brig_inj_exchange x = {.no_body = h->method.len == 4 && memcmp(buf, "HEAD", 4) == 0,
+                           .closing = close,
                            .mask = &mask,
                            .guard = &guard};
     int rc = exchange(c, &x, host, up_host, head, buf, got, head_len, h);
@@ -553,7 +556,7 @@ static void serve_http(brig_inj_conn *c, const char *sni)
                 tunnel[0] = 0;
             break;
         }
-        if (serve_one(c, sni, buf, &got, head_len, &h, up_host) < 0)
+        if (serve_one(c, sni, buf, &got, head_len, &h, up_host, i == BRIG_INJ_REQUESTS_MAX - 1) < 0)
             break;
     }
     free(buf);

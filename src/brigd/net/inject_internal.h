@@ -59,6 +59,7 @@ typedef struct brig_inj_scan {
 /* What injconn.c hands injflow.c for one exchange, and what it says back. */
 typedef struct brig_inj_exchange {
     bool no_body;                /* a HEAD request: its response has no body */
+    bool closing;                /* the sandbox's connection ends after this exchange */
     bool retry_ok;               /* a kept upstream connection, a request without a body: its
                                     end before any answer is left to the caller (retry) */
     bool retry;                  /* out: that happened; nothing reached the sandbox */

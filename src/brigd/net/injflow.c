@@ -174,14 +174,40 @@ static int bad_gateway(flow *f, const char *why)
 }
 
 /* The response's head decides its framing: the rest of what came goes to its body. */
+/* A final response head to the sandbox without the upstream's Connection and
+ * Keep-Alive (hop by hop: they spoke of the proxy's connection), saying
+ * Connection: close when the sandbox's connection ends after it. */
+static int final_head_out(flow *f, const brig_http_head *h, size_t head_len)
+{
+    const char *r = f->rhead;
+    const char *eol = memmem(r, head_len, "\r\n", 2);
+    brig_buf b = {0};
+    brig_buf_append(&b, r, (size_t)(eol - r) + 2);
+    for (size_t i = 0; i < h->n_fields; i++) {
+        const brig_http_field *x = &h->fields[i];
+        if (brig_http_field_is(r, x, "connection") || brig_http_field_is(r, x, "keep-alive"))
+            continue;
+        brig_buf_printf(&b, "%.*s: %.*s\r\n", (int)x->name.len, r + x->name.off, (int)x->value.len,
+                        r + x->value.off);
+    }
+    brig_buf_printf(&b, "%s\r\n", f->close ? "Connection: close\r\n" : "");
+    int rc = resp_out(f, b.data, b.len);
+    brig_buf_dispose(&b);
+    return rc;
+}
+
+/* The response's head decides its framing: the rest of what came goes to its body. */
 static int resp_head(flow *f, const brig_http_head *h, size_t head_len)
 {
     int st = h->status;
     bool final = st >= 200 || st == 101;
-    if (final)
-        f->close |=
-            h->minor == 0 || st == 101 || brig_http_has_token(f->rhead, h, "connection", "close");
-    if (resp_out(f, f->rhead, head_len) < 0)
+    if (final) {
+        brig_http_body_init(&f->resp, h, f->x->no_body || st == 204 || st == 304);
+        f->close |= f->x->closing || !f->req_done || h->minor == 0 || st == 101 ||
+                    brig_http_has_token(f->rhead, h, "connection", "close") ||
+                    brig_http_body_to_close(&f->resp);
+    }
+    if ((final ? final_head_out(f, h, head_len) : resp_out(f, f->rhead, head_len)) < 0)
         return -1;
     size_t rest = f->rgot - head_len;
     memmove(f->rhead, f->rhead + head_len, rest);
@@ -189,7 +215,6 @@ static int resp_head(flow *f, const brig_http_head *h, size_t head_len)
     if (!final)
         return 0; /* interim: the final head follows */
     f->head_done = true;
-    brig_http_body_init(&f->resp, h, f->x->no_body || st == 204 || st == 304);
     f->rgot = 0;
     return resp_body(f, f->rhead, rest);
 }
