@@ -16,6 +16,7 @@ figures (docs/benchmarks.md)."""
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,8 +44,11 @@ def main():
     before = load()
     cmd = ("ip link set lo up; exec /usr/bin/python3 -m pytest -q -s -p no:cacheprovider "
            f"tests/integration/test_injection.py -k test_bench_proxy_latency --basetemp={base}")
-    r = subprocess.run(["unshare", "-n", "sh", "-c", cmd], cwd=REPO, env=env,
-                       capture_output=True, text=True)
+    try:
+        r = subprocess.run(["unshare", "-n", "sh", "-c", cmd], cwd=REPO, env=env,
+                           capture_output=True, text=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     after = load()
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("BENCH ")), None)
     if r.returncode != 0 or line is None:
