@@ -221,7 +221,16 @@ typedef struct create {
     brig_volset vols;       /* its volumes, resolved in its project (volmounts.h) */
     brig_snapshot_row snap; /* the snapshot it starts from (snap.id[0]: none) */
     brig_utpl_run run;      /* a user template's env, workdir, start command (usertpl.h) */
+    const char *failed;     /* the step that failed, for an error that says no more */
 } create;
+
+/* rc of the create's step `name`, remembered when it failed. */
+static int step(create *x, const char *name, int rc)
+{
+    if (rc < 0 && x->failed == NULL)
+        x->failed = name;
+    return rc;
+}
 
 /* Its volumes: an admin key's, of its project, mountable at their paths in its template
  * (volmounts.h). */
@@ -582,7 +591,8 @@ static void unwind(create *x, brig_error **err)
     if (x->sb == NULL)                   /* before host capacity was held: nothing is */
         return;
     if (err && *err == NULL) /* a step broke the error convention: still answer, and say so */
-        brig_error_set(err, BRIG_E_INTERNAL, 0, "create failed (a step gave no reason: a bug)");
+        brig_error_set(err, BRIG_E_INTERNAL, 0, "create failed at %s%s (no reason given: a bug)",
+                       x->failed ? x->failed : "?", x->claimed ? " of a warm sandbox" : "");
     const char *msg = err && *err ? (*err)->msg : NULL;
     brig_usage_create_failed(d);
     brig_warn("sandbox %s: create failed: %s", brig_sandbox_id(x->sb), msg ? msg : "?");
@@ -626,12 +636,12 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
         goto out;
     }
     /* From here on, a failure unwinds the way a deleted sandbox ends. */
-    if (reserve(&x, err) < 0 || /* capacity; a warm one, or id + uid range */
-        brig_volmounts_claim(d, brig_sandbox_id(x.sb), &x.vols, err) < 0 || /* its volumes */
-        seal(&x, err) < 0 ||                     /* its secrets, its redactor */
-        record(&x, err) < 0 ||                   /* its row (creating); listed */
-        start(&x, err) < 0 ||                    /* the runtime driver starts it */
-        brig_attach_project(d, x.sb, err) < 0) { /* network, under its project's policy */
+    if (step(&x, "reserve", reserve(&x, err)) < 0 || /* capacity; a warm one, or id + uids */
+        step(&x, "volumes", brig_volmounts_claim(d, brig_sandbox_id(x.sb), &x.vols, err)) < 0 ||
+        step(&x, "seal", seal(&x, err)) < 0 ||     /* its secrets, its redactor */
+        step(&x, "record", record(&x, err)) < 0 || /* its row (creating); listed */
+        step(&x, "start", start(&x, err)) < 0 ||   /* the runtime driver starts it */
+        step(&x, "attach", brig_attach_project(d, x.sb, err)) < 0) { /* its project's policy */
         unwind(&x, err);
         goto out;
     }
