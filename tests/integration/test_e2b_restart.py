@@ -1,10 +1,12 @@
 """E2B compatibility across a brigd restart (docs/e2b.md): a sandbox made through E2B's
 control plane keeps its envd access token (derived from brigd's master key, stored nowhere),
 so an SDK that holds the sandbox goes on using it after brigd restarts, and a wrong token is
-still refused."""
+still refused; its metadata and the key envd acts as are in the store, so getInfo and list's
+metadata filters see them after the restart too."""
 
 import json
 import signal
+import urllib.parse
 
 import pytest
 
@@ -19,7 +21,8 @@ def raw(api, method, path, body=None, headers=None):
 def test_envd_token_survives_a_restart(fresh_daemon, how):
     d = fresh_daemon.start()
     a = d.api()
-    r = raw(a, "POST", "/sandboxes", {"templateID": "minimal", "timeout": 300},
+    meta = {"job": "42", "note": "a b&c=d"}
+    r = raw(a, "POST", "/sandboxes", {"templateID": "minimal", "timeout": 300, "metadata": meta},
             headers={"X-API-KEY": a.key})
     assert r.status == 201, r.body
     sb = r.json()
@@ -40,6 +43,25 @@ def test_envd_token_survives_a_restart(fresh_daemon, how):
     assert r.status in (200, 201) and r.json()["envdAccessToken"] == token, r.body
     bad = dict(env, **{"X-Access-Token": "0" * 64})
     assert raw(a, "GET", path, headers=bad).status == 401
-    assert json.loads(raw(a, "GET", f"/sandboxes/{sid}",
-                          headers={"X-API-KEY": a.key}).body)["sandboxID"] == sid
+    info = json.loads(raw(a, "GET", f"/sandboxes/{sid}", headers={"X-API-KEY": a.key}).body)
+    assert info["sandboxID"] == sid and info["metadata"] == meta, info
+    # A sandbox of brig's own API, listed beside it, has no metadata.
+    own = a.create(template="minimal")
+    assert list_ids(a, {"note": "a b&c=d"}) == [sid]
+    assert list_ids(a, {"job": "42", "note": "other"}) == []
+    assert sorted(list_ids(a, None)) == sorted([sid, own["id"]])
+    a.delete(own["id"])
     a.delete(sid)
+
+
+def list_ids(api, metadata):
+    """GET /v2/sandboxes filtered by metadata as the SDK sends it (each key and value
+    percent-encoded, then the whole query once more)."""
+    q = ""
+    if metadata:
+        inner = "&".join(f"{urllib.parse.quote(k, safe='')}={urllib.parse.quote(v, safe='')}"
+                         for k, v in metadata.items())
+        q = "?metadata=" + urllib.parse.quote(inner, safe="")
+    r = raw(api, "GET", "/v2/sandboxes" + q, headers={"X-API-KEY": api.key})
+    assert r.status == 200, r.body
+    return [s["sandboxID"] for s in r.json()]

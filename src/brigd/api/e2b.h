@@ -17,14 +17,23 @@
 #define E2B_ENVD_VERSION "0.5.7"
 #define E2B_TOKEN_LEN    64 /* hex characters */
 
-/* The envd access token of listed sandbox id (derived: e2b_api.c) and the caller envd acts as
- * (who created or connected it, else a sandbox key of its project); false when it is not
- * listed. */
+/* e2b_rec.c: what is kept of a sandbox made or connected through E2B's API (in the store).
+ *
+ * Makes id's record, unless it has one: owner is who envd acts as, metadata (may be NULL)
+ * an object of strings; its access token in token. */
+void e2b_record_make(brigd *d, const char *id, const brig_caller *owner, json_t *metadata,
+                     char token[E2B_TOKEN_LEN + 1]);
+/* The envd access token of listed sandbox id and the caller envd acts as (who created or
+ * connected it, else a sandbox key of its project); false when it is not listed. */
 bool e2b_record_get(brigd *d, const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *owner);
 
 /* The sandbox whose token this is (SDKs before 2.8 send no E2b-Sandbox-Id on /files and
  * /health: the token alone names the sandbox there). */
 bool e2b_record_by_token(brigd *d, const char *token, char id[BRIG_ID_MAX]);
+/* A copy of id's metadata ({} when it has none). */
+json_t *e2b_record_metadata(brigd *d, const char *id);
+/* Drops the records of sandboxes no longer listed. */
+void e2b_records_prune(brigd *d);
 
 /* Replies {"code":status,"message"} (the control plane's and /files' errors). */
 void e2b_fail(brig_req *r, unsigned status, const char *fmt, ...)

@@ -469,6 +469,14 @@ typedef struct brig_store_ops {
     /* 1 and *rules (malloc'd: the caller frees it), or 0 when the project has none. */
     int (*injections_get)(brig_store_conn *c, const char *project_id, char **rules,
                           brig_error **err);
+    /* -- E2B sandbox records (api/e2b_rec.c) */
+    /* Replaces sandbox_id's record (JSON text, the caller's format). */
+    int (*e2b_put)(brig_store_conn *c, const char *sandbox_id, const char *record,
+                   brig_error **err);
+    /* 1 and *record (malloc'd: the caller frees it), or 0 when the sandbox has none. */
+    int (*e2b_get)(brig_store_conn *c, const char *sandbox_id, char **record, brig_error **err);
+    /* Deletes sandbox_id's record (none: done too). */
+    int (*e2b_delete)(brig_store_conn *c, const char *sandbox_id, brig_error **err);
 } brig_store_ops;
 
 #endif
