@@ -4,6 +4,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import {
+  ALL_TRAFFIC,
   AuthenticationError,
   CommandExitError,
   FileNotFoundError,
@@ -137,30 +138,58 @@ describe("control plane", () => {
     conform("`kill()`, `Sandbox.kill(id)` of a missing sandbox", "supported", "`false`; `connect`/`getInfo`: `SandboxNotFoundError`");
   });
 
+  test("allowInternetAccess: false and network.denyOut: [ALL_TRAFFIC] give no egress", async () => {
+    // That it reaches nothing is tests/integration/test_network.py's (test_e2e_e2b_*).
+    const shut = await Sandbox.create("base", { allowInternetAccess: false });
+    const denied = await Sandbox.create("base", { network: { denyOut: [ALL_TRAFFIC] } });
+    try {
+      for (const s of [shut, denied]) {
+        assert.equal((await s.getInfo()).allowInternetAccess, false);
+        assert.equal((await brigd.admin("GET", `/v1/sandboxes/${s.sandboxId}`)).egress, "none");
+      }
+      assert.equal((await sbx.getInfo()).allowInternetAccess, true);
+      conform("`Sandbox.create({allowInternetAccess: false})`", "supported", "no egress at all for this sandbox (`\"egress\": \"none\"` in brig's view), whatever its project's policy says, after a policy change or a restart too");
+      conform("`Sandbox.create({network: {denyOut: [ALL_TRAFFIC]}})`", "supported", "the same as `allowInternetAccess: false`");
+      await assert.rejects(
+        Sandbox.create("base", { network: { allowOut: ["1.1.1.1"], denyOut: [ALL_TRAFFIC] } }),
+        (e) => e instanceof SandboxError && /network\.allowOut/.test(e.message),
+      );
+      await assert.rejects(
+        Sandbox.create("base", { network: { denyOut: ["10.0.0.0/8"] } }),
+        (e) => e instanceof SandboxError && /network\.denyOut/.test(e.message),
+      );
+      await assert.rejects(
+        Sandbox.create("base", { network: { maskRequestHost: "x.test" } }),
+        (e) => e instanceof SandboxError && /network\.maskRequestHost/.test(e.message),
+      );
+      conform("`Sandbox.create({network: {allowOut, denyOut: [cidr], maskRequestHost, allowPublicTraffic, egressProxy, rules}})`", "unsupported", "`400` naming the option: a sandbox's own allowlist or denylist does not exist; its project's egress policy decides");
+      await assert.rejects(shut.updateNetwork({ allowInternetAccess: true }), (e) => /not supported/.test(e.message));
+      conform("`updateNetwork()`", "unsupported", "`501` naming the route");
+    } finally {
+      await shut.kill();
+      await denied.kill();
+    }
+  });
+
   test("options brig does not have fail loudly", async () => {
-    await assert.rejects(
-      Sandbox.create("base", { allowInternetAccess: false }),
-      (e) => e instanceof SandboxError && /allow_internet_access/.test(e.message),
-    );
     await assert.rejects(
       Sandbox.create("base", { lifecycle: { onTimeout: "pause" } }),
       (e) => e instanceof SandboxError && /autoPause|pause/.test(e.message),
     );
-    conform("`Sandbox.create({allowInternetAccess: false})`", "unsupported", "`400` naming `allow_internet_access`: the project's egress policy decides");
     conform("`Sandbox.create({lifecycle: {onTimeout: \"pause\"}})`", "unsupported", "`400` naming `autoPause`");
     await assert.rejects(Sandbox.create("no-such-template"), SandboxError);
     await assert.rejects(Sandbox.getMetrics(sbx.sandboxId), (e) => /not supported/.test(e.message));
     conform("`Sandbox.getMetrics(id)`", "unsupported", "`501` naming the route");
-    for (const [field, value] of [["network", { allowOut: ["1.1.1.1"] }], ["mcp", { x: {} }], ["volumeMounts", [{ name: "v", path: "/v" }]]]) {
+    for (const [field, value] of [["network.allowOut", { allowOut: ["1.1.1.1"] }], ["mcp", { x: {} }], ["volumeMounts", [{ name: "v", path: "/v" }]], ["iam", { tokens: { t: {} } }]]) {
       const r = await fetch(`${brigd.url}/v2/sandboxes`, {
         method: "POST",
         headers: { "X-API-KEY": brigd.key, "Content-Type": "application/json" },
-        body: JSON.stringify({ templateID: "base", [field]: value }),
+        body: JSON.stringify({ templateID: "base", [field.split(".")[0]]: value }),
       });
       assert.equal(r.status, 400);
-      assert.match((await r.json()).message, new RegExp(field));
+      assert.match((await r.json()).message, new RegExp(field.replace(".", "\\.")));
     }
-    conform("`Sandbox.create({network, mcp, volumeMounts})`", "unsupported", "`400` naming the option");
+    conform("`Sandbox.create({mcp, volumeMounts, iam})`", "unsupported", "`400` naming the option");
   });
 });
 

@@ -89,14 +89,60 @@ static void fail_with(brig_req *r, brig_error *err)
 
 /* ---- create ----------------------------------------------------------------------------- */
 
+/* Whether v says nothing: absent, null, {} or []. */
+static bool unset(json_t *v)
+{
+    return v == NULL || json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0);
+}
+
+/* allow_internet_access and network -> a sandbox with no egress of its own, or its project's
+ * policy.  A sandbox's own policy can only be narrower than its project's: "none" is the one
+ * brig has (allow_internet_access: false, or network.denyOut: ["0.0.0.0/0"] alone); any
+ * other network option is refused by name. */
+static int network_opts(json_t *body, brig_sandbox_opts *o, brig_error **err)
+{
+    json_t *inet = json_object_get(body, "allow_internet_access");
+    if (inet && !json_is_null(inet) && !json_is_boolean(inet))
+        return brig_error_set(err, BRIG_E_INVALID, 0, "'allow_internet_access' must be a boolean");
+    o->egress_none = json_is_false(inet);
+    json_t *net = json_object_get(body, "network"), *v;
+    if (unset(net))
+        return 0;
+    if (!json_is_object(net))
+        return brig_error_set(err, BRIG_E_INVALID, 0, "'network' must be an object");
+    const char *k;
+    json_object_foreach(net, k, v)
+    {
+        if (strcmp(k, "denyOut") == 0 && json_array_size(v) == 1 &&
+            strcmp(json_string_value(json_array_get(v, 0)) ?: "", "0.0.0.0/0") == 0)
+            o->egress_none = true;
+        else if (strcmp(k, "allowOut") == 0 && !unset(v))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'network.allowOut': a sandbox's own allowlist is not "
+                                  "supported by brig; its project's egress policy decides "
+                                  "(docs/network.md)");
+        else if (strcmp(k, "denyOut") == 0 && !unset(v))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'network.denyOut': brig denies all traffic (\"0.0.0.0/0\") "
+                                  "or none of its project's policy; a list of its own is not "
+                                  "supported");
+        else if (strcmp(k, "allowOut") != 0 && strcmp(k, "denyOut") != 0 && !unset(v))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'network.%.40s' is not supported by brig's E2B API "
+                                  "(docs/e2b.md)",
+                                  k);
+    }
+    return 0;
+}
+
 /* An option brig does not have: a 400 that names it (never a silent no-op). */
 static int refuse_options(json_t *body, brig_error **err)
 {
-    static const char *const absent[] = {"network", "mcp", "volumeMounts", NULL};
+    static const char *const absent[] = {"mcp", "volumeMounts", "iam", NULL};
     for (int i = 0; absent[i]; i++) {
         json_t *v = json_object_get(body, absent[i]);
-        if (v && !json_is_null(v) && !(json_is_object(v) && json_object_size(v) == 0) &&
-            !(json_is_array(v) && json_array_size(v) == 0))
+        if (!unset(v))
             return brig_error_set(err, BRIG_E_INVALID, 0,
                                   "'%s' is not supported by brig's E2B API (docs/e2b.md)",
                                   absent[i]);
@@ -105,11 +151,6 @@ static int refuse_options(json_t *body, brig_error **err)
         json_is_true(json_object_get(body, "autoResume")))
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "'autoPause'/'autoResume': brig does not pause sandboxes on timeout");
-    json_t *net = json_object_get(body, "allow_internet_access");
-    if (json_is_false(net))
-        return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "'allow_internet_access': false is not supported by brig's E2B "
-                              "API: set the project's egress policy instead (docs/e2b.md)");
     return 0;
 }
 
@@ -156,9 +197,9 @@ void e2b_sandbox_create(brig_req *r)
     json_t *out = NULL;
     if ((tmpl && !json_is_string(tmpl) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'templateID' must be a template's name") < 0) ||
-        refuse_options(body, &err) < 0 || check_strings(env, "envVars", &err) < 0 ||
-        (o.env && brig_request_env(o.env, &err) < 0) || check_strings(meta, "metadata", &err) < 0 ||
-        timeout_opt(r, body, &o, &err) < 0 ||
+        refuse_options(body, &err) < 0 || network_opts(body, &o, &err) < 0 ||
+        check_strings(env, "envVars", &err) < 0 || (o.env && brig_request_env(o.env, &err) < 0) ||
+        check_strings(meta, "metadata", &err) < 0 || timeout_opt(r, body, &o, &err) < 0 ||
         brig_sandbox_create(r->d, &r->caller, &o, &out, &err) < 0) {
         json_decref(body);
         fail_with(r, err);
@@ -207,7 +248,8 @@ void e2b_sandbox_get(brig_req *r)
     if (e2b_record_get(r->d, r->params[0], token, &owner))
         json_object_set_new(o, "envdAccessToken", json_string(token));
     json_object_set_new(o, "domain", json_null());
-    json_object_set_new(o, "allowInternetAccess", json_true());
+    const char *egress = json_string_value(json_object_get(v, "egress"));
+    json_object_set_new(o, "allowInternetAccess", json_boolean(!egress || strcmp(egress, "none")));
     sodium_memzero(token, sizeof(token));
     json_decref(v);
     brig_http_json(r, 200, o);

@@ -358,6 +358,7 @@ const brig_route brig_api_routes[] = {
     {"POST", "/sandboxes/{id}/resume", e2b_sandbox_resume, E2B},
     {"POST", "/sandboxes/{id}/refreshes", e2b_unsupported, E2B},
     {"GET", "/sandboxes/{id}/metrics", e2b_unsupported, E2B},
+    {"PUT", "/sandboxes/{id}/network", e2b_unsupported, E2B},
     {"GET", "/v2/sandboxes/{id}/logs", e2b_unsupported, E2B},
     {"GET", "/sandboxes/{id}/logs", e2b_unsupported, E2B},
 #undef E2B

@@ -149,9 +149,11 @@ static const char *const migrations[] = {
      "  digest TEXT NOT NULL, created_at INTEGER NOT NULL, deleted_at INTEGER);"
      "CREATE INDEX snapshots_live ON snapshots(account_id, created_at) WHERE deleted_at IS NULL;"),
     /* E2B's API (docs/e2b.md): a sandbox's metadata and the key envd acts as, one JSON
-     * object per sandbox made or connected through it */
+     * object per sandbox made or connected through it; a sandbox with no egress whatever its
+     * project's policy (allow_internet_access: false) */
     ("CREATE TABLE e2b_sandboxes ("
-     "  sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id), record TEXT NOT NULL);"),
+     "  sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id), record TEXT NOT NULL);"
+     "ALTER TABLE sandboxes ADD COLUMN egress_none INTEGER NOT NULL DEFAULT 0;"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)

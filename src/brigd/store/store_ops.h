@@ -134,6 +134,7 @@ typedef struct brig_sandbox_row {
     int64_t idle_timeout_ms; /* 0: none */
     int64_t expires_at;      /* 0: never */
     char isolation[16];      /* container | gvisor */
+    bool egress_none;        /* no egress, whatever its project's policy */
     /* Of an ended sandbox (brig_store_sandbox_get; reason also of one ending): */
     char reason[BRIG_REASON_MAX]; /* why it ended ("" while it lives): a detail, or a failed
                                    * create's error */
