@@ -148,6 +148,11 @@ describe("control plane", () => {
         assert.equal((await brigd.admin("GET", `/v1/sandboxes/${s.sandboxId}`)).egress, "none");
       }
       assert.equal((await sbx.getInfo()).allowInternetAccess, true);
+      // brig's own fork of it has no egress either
+      const forked = await brigd.admin("POST", `/v1/sandboxes/${shut.sandboxId}/fork`, { count: 1 });
+      assert.equal(forked.sandboxes.length, 1);
+      assert.equal(forked.sandboxes[0].egress, "none");
+      await brigd.admin("DELETE", `/v1/sandboxes/${forked.sandboxes[0].id}`);
       conform("`Sandbox.create({allowInternetAccess: false})`", "supported", "no egress at all for this sandbox (`\"egress\": \"none\"` in brig's view), whatever its project's policy says, after a policy change or a restart too");
       conform("`Sandbox.create({network: {denyOut: [ALL_TRAFFIC]}})`", "supported", "the same as `allowInternetAccess: false`");
       await assert.rejects(
