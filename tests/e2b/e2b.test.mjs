@@ -8,6 +8,7 @@ import {
   AuthenticationError,
   CommandExitError,
   FileNotFoundError,
+  FilesystemEventType,
   Sandbox,
   SandboxError,
   SandboxNotFoundError,
@@ -433,8 +434,36 @@ describe("files", () => {
     await assert.rejects(sbx.files.read("/tmp/none/at/all"), FileNotFoundError);
     await assert.rejects(sbx.files.list("/tmp/none/at/all"), FileNotFoundError);
     conform("a missing file", "supported", "`FileNotFoundError`");
-    await assert.rejects(sbx.files.watchDir("/tmp", () => {}), (e) => /not supported/.test(e.message));
-    conform("`files.watchDir`", "unsupported", "`unimplemented`");
+  });
+
+  test("watchDir: creates, writes, chmods, removes, recursive", async () => {
+    await sbx.files.makeDir("/tmp/watched/sub");
+    const seen = [];
+    const has = (name, type) => seen.some((e) => e.name === name && e.type === type);
+    // Each change is seen within a poll (0.2 s) or two; 10 s is a bound, not a pace.
+    const until = async (name, type) => {
+      for (const end = Date.now() + 10_000; !has(name, type); await new Promise((r) => setTimeout(r, 20)))
+        if (Date.now() > end) assert.fail(`no ${type} of ${name}: ${JSON.stringify(seen)}`);
+    };
+    const handle = await sbx.files.watchDir("/tmp/watched", (e) => seen.push(e), { recursive: true });
+    try {
+      await sbx.files.write("/tmp/watched/a.txt", "a");
+      await until("a.txt", FilesystemEventType.CREATE);
+      await sbx.files.write("/tmp/watched/a.txt", "longer now");
+      await until("a.txt", FilesystemEventType.WRITE);
+      await sbx.commands.run("chmod 600 /tmp/watched/a.txt");
+      await until("a.txt", FilesystemEventType.CHMOD);
+      await sbx.files.write("/tmp/watched/sub/b.txt", "b");
+      await until("sub/b.txt", FilesystemEventType.CREATE);
+      await sbx.files.remove("/tmp/watched/a.txt");
+      await until("a.txt", FilesystemEventType.REMOVE);
+    } finally {
+      await handle.stop();
+    }
+    const flat = await sbx.files.watchDir("/tmp/watched", (e) => seen.push(e));
+    await flat.stop();
+    await assert.rejects(sbx.files.watchDir("/tmp/none/at/all", () => {}), (e) => e instanceof SandboxError);
+    conform("`files.watchDir(path, onEvent, {recursive})`, `handle.stop()`", "differs", "polled every 0.2 s: `create`, `write`, `chmod`, `remove`; a rename is a `remove` and a `create`, several changes of a file between two polls one event; at most 4096 entries");
   });
 });
 

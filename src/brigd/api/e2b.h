@@ -71,7 +71,20 @@ json_t *e2b_rpc_message(brig_req *r, bool streaming);
  * default). */
 void e2b_call_user(brig_req *r, char *out, size_t size);
 
+/* Streams (server-streaming Connect calls): appends one envelope (flags 0: a message; 2: the
+ * end of the stream; takes msg); appends the stream's end (msg NULL: a clean end); answers a
+ * stream that is only its end (an error, with HTTP 200 as Connect wants it; takes err). */
+void e2b_envelope(brig_buf *out, uint8_t flags, json_t *msg);
+void e2b_stream_end(brig_buf *out, unsigned status, const char *msg);
+void e2b_stream_fail(brig_req *r, brig_error *err);
+/* The client's keepalive interval (Keepalive-Ping-Interval, seconds) in ms; its socket. */
+int e2b_keepalive_ms(brig_req *r);
+int e2b_client_fd(brig_req *r);
+
 /* e2b_fs.c: the filesystem service and /files. */
+/* A path of the request as an absolute one (relative: under the user's home); NULL and
+ * *err when it is empty or too long. */
+char *e2b_abs_path(brig_req *r, const char *p, brig_error **err);
 void e2b_fs_stat(brig_req *r);
 void e2b_fs_make_dir(brig_req *r);
 void e2b_fs_list_dir(brig_req *r);
@@ -81,5 +94,8 @@ void e2b_files_get(brig_req *r);
 void e2b_files_post_begin(brig_req *r);
 void e2b_files_post_body(brig_req *r, const char *data, size_t n);
 void e2b_files_post(brig_req *r);
+
+/* e2b_watch.c: WatchDir, by polling. */
+void e2b_fs_watch_dir(brig_req *r);
 
 #endif

@@ -17,9 +17,7 @@
 
 #define LIST_DEPTH_MAX 16
 
-/* A path of the request as an absolute one (relative: under the user's home); NULL and
- * *err when it is empty or too long. */
-static char *abs_path(brig_req *r, const char *p, brig_error **err)
+char *e2b_abs_path(brig_req *r, const char *p, brig_error **err)
 {
     if (p == NULL || *p == '\0' || strlen(p) >= PATH_MAX) {
         brig_error_set(err, BRIG_E_INVALID, 0, "a path is required");
@@ -83,7 +81,7 @@ static int fs_open(brig_req *r, fs_call *f, const char *field)
     f->m = e2b_rpc_message(r, false);
     if (f->m == NULL)
         return -1;
-    f->path = abs_path(r, json_string_value(json_object_get(f->m, field)), &err);
+    f->path = e2b_abs_path(r, json_string_value(json_object_get(f->m, field)), &err);
     if (f->path == NULL) {
         brig_http_error(r, err);
         json_decref(f->m);
@@ -214,7 +212,7 @@ void e2b_fs_move(brig_req *r)
     if (fs_open(r, &f, "source") < 0)
         return;
     brig_error *err = NULL;
-    char *to = abs_path(r, json_string_value(json_object_get(f.m, "destination")), &err);
+    char *to = e2b_abs_path(r, json_string_value(json_object_get(f.m, "destination")), &err);
     int rc = to ? brig_agentc_move(f.c.fd, f.path, to, &f.c.err) : -1;
     if (to == NULL)
         f.c.err = err;
@@ -282,7 +280,7 @@ void e2b_fs_list_dir(brig_req *r)
 void e2b_files_get(brig_req *r)
 {
     brig_error *err = NULL;
-    char *path = abs_path(r, brig_http_query(r, "path"), &err);
+    char *path = e2b_abs_path(r, brig_http_query(r, "path"), &err);
     if (path == NULL) {
         brig_http_error(r, err);
         return;
@@ -327,7 +325,7 @@ static void file_begin(e2b_upload *u, const char *dest)
 {
     file_end(u);
     free(u->path);
-    u->path = abs_path(u->r, dest, &u->err);
+    u->path = e2b_abs_path(u->r, dest, &u->err);
     if (u->path == NULL)
         return;
     u->fd = brig_sandbox_connect(u->d, u->sb, &u->err);
