@@ -426,8 +426,25 @@ describe("files", () => {
     assert.equal(streamed[0]?.path ?? streamed.path, "/tmp/streamed.txt");
     assert.equal(await sbx.files.read("/tmp/streamed.txt"), "via a stream");
     conform("`files.write(path, stream)` (octet-stream)", "supported", "a raw body, streamed");
-    await assert.rejects(sbx.files.write("/tmp/z.txt", "zipped", { gzip: true }), (e) => /Content-Encoding/.test(e.message));
-    conform("`files.write(path, data, {gzip: true})`", "unsupported", "`400` naming `Content-Encoding`");
+    await sbx.files.write("/tmp/z.txt", "zipped ".repeat(10_000), { gzip: true });
+    assert.equal(await sbx.files.read("/tmp/z.txt", { gzip: true }), "zipped ".repeat(10_000));
+    const zbig = await sbx.files.write("/tmp/zbig.bin", big.buffer, { gzip: true });
+    assert.equal(zbig[0]?.path ?? zbig.path, "/tmp/zbig.bin");
+    assert.ok(Buffer.from(await sbx.files.read("/tmp/zbig.bin", { format: "bytes", gzip: true })).equals(Buffer.from(big)));
+    conform("`files.write(path, data, {gzip: true})`, `files.read(path, {gzip: true})`", "supported", "uploads inflated as they stream in; downloads answered uncompressed (HTTP lets a server ignore `Accept-Encoding`)");
+    // a bad gzip body, another encoding, gzip on multipart: 400 naming it
+    for (const [headers, body, named] of [
+      [{ "Content-Encoding": "gzip", "Content-Type": "application/octet-stream" }, "not gzip", /gzip body/],
+      [{ "Content-Encoding": "br", "Content-Type": "application/octet-stream" }, "x", /Content-Encoding 'br'/],
+    ]) {
+      const r = await fetch(`${brigd.url}/files?path=/tmp/bad.gz&username=user`, {
+        method: "POST",
+        headers: { ...headers, "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": sbx.envdAccessToken },
+        body,
+      });
+      assert.equal(r.status, 400, await r.clone().text());
+      assert.match((await r.json()).message, named);
+    }
   });
 
   test("a missing file is FileNotFoundError", async () => {
