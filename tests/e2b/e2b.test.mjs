@@ -480,6 +480,33 @@ describe("files", () => {
     const flat = await sbx.files.watchDir("/tmp/watched", (e) => seen.push(e));
     await flat.stop();
     await assert.rejects(sbx.files.watchDir("/tmp/none/at/all", () => {}), (e) => e instanceof SandboxError);
+    // The polling form (E2B's Python SDK's watch_dir), as that SDK sends it: Connect unary JSON.
+    const rpc = async (method, body) => {
+      const r = await fetch(`${brigd.url}/filesystem.Filesystem/${method}`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1", "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": sbx.envdAccessToken },
+        body: JSON.stringify(body),
+      });
+      return { status: r.status, body: await r.json() };
+    };
+    const made = await rpc("CreateWatcher", { path: "/tmp/watched", recursive: true });
+    assert.equal(made.status, 200, JSON.stringify(made.body));
+    const watcherId = made.body.watcherId;
+    assert.deepEqual((await rpc("GetWatcherEvents", { watcherId })).body, { events: [] });
+    await sbx.files.write("/tmp/watched/sub/c.txt", "c");
+    await sbx.files.remove("/tmp/watched/sub/b.txt");
+    const got = await rpc("GetWatcherEvents", { watcherId });
+    assert.equal(got.status, 200);
+    assert.deepEqual(
+      got.body.events.sort((a, b) => a.name.localeCompare(b.name)),
+      [{ name: "sub/b.txt", type: "EVENT_TYPE_REMOVE" }, { name: "sub/c.txt", type: "EVENT_TYPE_CREATE" }],
+    );
+    assert.deepEqual((await rpc("RemoveWatcher", { watcherId })).body, {});
+    const gone = await rpc("GetWatcherEvents", { watcherId });
+    assert.equal(gone.status, 404);
+    assert.equal(gone.body.code, "not_found");
+    assert.equal((await rpc("CreateWatcher", { path: "/tmp/none/at/all" })).status, 404);
+    conform("the polling form: `CreateWatcher`, `GetWatcherEvents`, `RemoveWatcher` (E2B's Python SDK's `watch_dir`)", "differs", "what changed between two `GetWatcherEvents`, found by listing then; a watcher lives in brigd's memory (at most 64 per sandbox)");
     conform("`files.watchDir(path, onEvent, {recursive})`, `handle.stop()`", "differs", "polled every 0.2 s: `create`, `write`, `chmod`, `remove`; a rename is a `remove` and a `create`, several changes of a file between two polls one event; at most 4096 entries");
   });
 });

@@ -95,7 +95,10 @@ void e2b_files_post_begin(brig_req *r);
 void e2b_files_post_body(brig_req *r, const char *data, size_t n);
 void e2b_files_post(brig_req *r);
 
-/* e2b_watch.c: WatchDir, by polling. */
+/* e2b_watch.c: WatchDir, by polling, and its polling form. */
 void e2b_fs_watch_dir(brig_req *r);
+void e2b_fs_create_watcher(brig_req *r);
+void e2b_fs_get_watcher_events(brig_req *r);
+void e2b_fs_remove_watcher(brig_req *r);
 
 #endif

@@ -7,25 +7,37 @@
  * file between two listings are one event.  The sandbox is borrowed for each listing only,
  * so a watch neither keeps it from its idle timeout nor from its end (the stream then ends
  * with an error, as envd's does when its sandbox goes).
+ *
+ * Its polling form (CreateWatcher, GetWatcherEvents, RemoveWatcher: E2B's Python SDK) keeps
+ * a watcher's last listing here, in memory, and answers what changed since at each
+ * GetWatcherEvents; a watcher goes with RemoveWatcher, its sandbox's end, or brigd.
  */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/id.h"
 #include "e2b.h"
 #include "handlers.h"
+#include "sandbox/registry.h"
 #include "util.h"
 #include "vault/redact.h"
 
 #define WATCH_POLL_MS     200
 #define WATCH_DEPTH_MAX   16   /* recursive: levels below the watched directory */
 #define WATCH_ENTRIES_MAX 4096 /* a listing larger than this ends the watch */
+#define WATCHERS_MAX      64   /* polling watchers per sandbox */
 
 typedef struct e2b_watch {
+    struct e2b_watch *next; /* the polling form's list */
+    char wid[BRIG_ID_MAX];  /* the polling form's watcher id */
+    bool busy;              /* a GetWatcherEvents is listing it */
+    json_t *collect;        /* the polling form: events appended here, not sent */
     brigd *d;
     brig_caller caller;
     char id[BRIG_ID_MAX];
@@ -100,9 +112,12 @@ static json_t *snapshot(e2b_watch *w, brig_error **err)
 
 static void fs_event(e2b_watch *w, const char *name, const char *type)
 {
-    json_t *ev = json_pack("{s:{s:s, s:s}}", "filesystem", "name", name, "type", type);
+    json_t *ev = json_pack("{s:s, s:s}", "name", name, "type", type);
     brig_redact_json(w->red, ev);
-    e2b_envelope(&w->out, 0, ev);
+    if (w->collect)
+        json_array_append_new(w->collect, ev);
+    else
+        e2b_envelope(&w->out, 0, json_pack("{s:o}", "filesystem", ev));
 }
 
 /* What changed from w->seen to now, as events; now becomes w->seen. */
@@ -121,8 +136,10 @@ static void diff(e2b_watch *w, json_t *now)
             fs_event(w, k, "EVENT_TYPE_CREATE");
             continue;
         }
-        if (!json_equal(json_array_get(was, 1), json_array_get(v, 1)) ||
-            !json_equal(json_array_get(was, 2), json_array_get(v, 2)))
+        /* a directory's own size and time change with its entries, which have their events */
+        bool dir = strcmp(json_string_value(json_array_get(v, 0)), "dir") == 0;
+        if (!dir && (!json_equal(json_array_get(was, 1), json_array_get(v, 1)) ||
+                     !json_equal(json_array_get(was, 2), json_array_get(v, 2))))
             fs_event(w, k, "EVENT_TYPE_WRITE");
         if (!json_equal(json_array_get(was, 3), json_array_get(v, 3)))
             fs_event(w, k, "EVENT_TYPE_CHMOD");
@@ -231,4 +248,132 @@ void e2b_fs_watch_dir(brig_req *r)
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, w, watch_free);
     MHD_add_response_header(resp, "Content-Type", "application/connect+json");
     brig_http_response(r, 200, resp);
+}
+
+/* ---- the polling form ----------------------------------------------------------------------- */
+
+static pthread_mutex_t watchers_lock = PTHREAD_MUTEX_INITIALIZER;
+static e2b_watch *watchers;
+
+/* Drops the watchers of sandboxes no longer listed (not one being listed).  Under the lock. */
+static void watchers_prune(brigd *d)
+{
+    for (e2b_watch **p = &watchers; *p;) {
+        brig_sandbox *sb = (*p)->busy ? NULL : brig_registry_ref_id(d, (*p)->id);
+        if (sb || (*p)->busy) {
+            if (sb)
+                brig_sandbox_unref(d, sb);
+            p = &(*p)->next;
+            continue;
+        }
+        e2b_watch *gone = *p;
+        *p = gone->next;
+        watch_free(gone);
+    }
+}
+
+void e2b_fs_create_watcher(brig_req *r)
+{
+    json_t *m = e2b_rpc_message(r, false);
+    if (m == NULL)
+        return;
+    brig_error *err = NULL;
+    e2b_watch *w = brig_xcalloc(1, sizeof(*w));
+    w->d = r->d;
+    w->caller = r->caller;
+    snprintf(w->id, sizeof(w->id), "%.*s", (int)sizeof(w->id) - 1, r->params[0]);
+    w->path = e2b_abs_path(r, json_string_value(json_object_get(m, "path")), &err);
+    w->recursive = json_is_true(json_object_get(m, "recursive"));
+    json_decref(m);
+    if (w->path == NULL || watched_dir(w, &err) < 0 || (w->seen = snapshot(w, &err)) == NULL) {
+        watch_free(w);
+        brig_http_error(r, err);
+        return;
+    }
+    brig_id_new("wch", w->wid);
+    pthread_mutex_lock(&watchers_lock);
+    watchers_prune(r->d);
+    int n = 0;
+    for (e2b_watch *e = watchers; e; e = e->next)
+        n += strcmp(e->id, w->id) == 0;
+    if (n < WATCHERS_MAX) {
+        w->next = watchers;
+        watchers = w;
+    }
+    pthread_mutex_unlock(&watchers_lock);
+    if (n >= WATCHERS_MAX) {
+        watch_free(w);
+        brig_http_fail(r, BRIG_E_LIMIT, "a sandbox has at most %d watchers", WATCHERS_MAX);
+        return;
+    }
+    brig_http_json(r, 200, json_pack("{s:s}", "watcherId", w->wid));
+}
+
+/* The request's watcher of its sandbox, taken (busy) or unlinked (remove); NULL replied. */
+static e2b_watch *watcher_take(brig_req *r, bool remove)
+{
+    json_t *m = e2b_rpc_message(r, false);
+    if (m == NULL)
+        return NULL;
+    const char *wid = json_string_value(json_object_get(m, "watcherId"));
+    e2b_watch *w = NULL;
+    bool busy = false;
+    pthread_mutex_lock(&watchers_lock);
+    for (e2b_watch **p = &watchers; *p && wid; p = &(*p)->next) {
+        if (strcmp((*p)->wid, wid) != 0 || strcmp((*p)->id, r->params[0]) != 0)
+            continue;
+        busy = (*p)->busy;
+        if (!busy) {
+            w = *p;
+            w->busy = true;
+            if (remove)
+                *p = w->next;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&watchers_lock);
+    if (w == NULL)
+        brig_http_fail(r, busy ? BRIG_E_CONFLICT : BRIG_E_NOT_FOUND,
+                       busy ? "watcher '%.40s' is being read already" : "no watcher '%.40s'",
+                       wid ? wid : "");
+    json_decref(m);
+    return w;
+}
+
+void e2b_fs_get_watcher_events(brig_req *r)
+{
+    e2b_watch *w = watcher_take(r, false);
+    if (w == NULL)
+        return;
+    brig_error *err = NULL;
+    json_t *now = snapshot(w, &err), *events = json_array();
+    if (now) {
+        w->collect = events;
+        diff(w, now);
+        w->collect = NULL;
+    }
+    pthread_mutex_lock(&watchers_lock);
+    w->busy = false;
+    for (e2b_watch **p = &watchers; *p && now == NULL; p = &(*p)->next)
+        if (*p == w) { /* its sandbox or directory is gone: so is the watcher */
+            *p = w->next;
+            break;
+        }
+    pthread_mutex_unlock(&watchers_lock);
+    if (now) {
+        brig_http_json(r, 200, json_pack("{s:o}", "events", events));
+        return;
+    }
+    json_decref(events);
+    watch_free(w);
+    brig_http_error(r, err);
+}
+
+void e2b_fs_remove_watcher(brig_req *r)
+{
+    e2b_watch *w = watcher_take(r, true);
+    if (w == NULL)
+        return;
+    watch_free(w);
+    brig_http_json(r, 200, json_object());
 }

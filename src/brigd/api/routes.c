@@ -382,9 +382,9 @@ const brig_route brig_api_routes[] = {
     {"POST", "/filesystem.Filesystem/Move", e2b_fs_move, RPC},
     {"POST", "/filesystem.Filesystem/Remove", e2b_fs_remove, RPC},
     {"POST", "/filesystem.Filesystem/WatchDir", e2b_fs_watch_dir, RPC},
-    {"POST", "/filesystem.Filesystem/CreateWatcher", e2b_rpc_unimplemented, RPC},
-    {"POST", "/filesystem.Filesystem/GetWatcherEvents", e2b_rpc_unimplemented, RPC},
-    {"POST", "/filesystem.Filesystem/RemoveWatcher", e2b_rpc_unimplemented, RPC},
+    {"POST", "/filesystem.Filesystem/CreateWatcher", e2b_fs_create_watcher, RPC},
+    {"POST", "/filesystem.Filesystem/GetWatcherEvents", e2b_fs_get_watcher_events, RPC},
+    {"POST", "/filesystem.Filesystem/RemoveWatcher", e2b_fs_remove_watcher, RPC},
 #undef ENVD
 #undef RPC
     {NULL, NULL, NULL, 0, NULL, NULL},
