@@ -223,21 +223,32 @@ static int watched_dir(e2b_watch *w, brig_error **err)
     return rc;
 }
 
+/* The watch the request's message m asks for ({path, recursive}), its first listing taken;
+ * NULL and *err when its directory is not one. */
+static e2b_watch *watch_new(brig_req *r, json_t *m, brig_error **err)
+{
+    e2b_watch *w = brig_xcalloc(1, sizeof(*w));
+    w->d = r->d;
+    w->caller = r->caller;
+    snprintf(w->id, sizeof(w->id), "%.*s", (int)sizeof(w->id) - 1, r->params[0]);
+    w->path = e2b_abs_path(r, json_string_value(json_object_get(m, "path")), err);
+    w->recursive = json_is_true(json_object_get(m, "recursive"));
+    if (w->path == NULL || watched_dir(w, err) < 0 || (w->seen = snapshot(w, err)) == NULL) {
+        watch_free(w);
+        return NULL;
+    }
+    return w;
+}
+
 void e2b_fs_watch_dir(brig_req *r)
 {
     json_t *m = e2b_rpc_message(r, true);
     if (m == NULL)
         return;
     brig_error *err = NULL;
-    e2b_watch *w = brig_xcalloc(1, sizeof(*w));
-    w->d = r->d;
-    w->caller = r->caller;
-    snprintf(w->id, sizeof(w->id), "%.*s", (int)sizeof(w->id) - 1, r->params[0]);
-    w->path = e2b_abs_path(r, json_string_value(json_object_get(m, "path")), &err);
-    w->recursive = json_is_true(json_object_get(m, "recursive"));
+    e2b_watch *w = watch_new(r, m, &err);
     json_decref(m);
-    if (w->path == NULL || watched_dir(w, &err) < 0 || (w->seen = snapshot(w, &err)) == NULL) {
-        watch_free(w);
+    if (w == NULL) {
         e2b_stream_fail(r, err);
         return;
     }
@@ -278,15 +289,9 @@ void e2b_fs_create_watcher(brig_req *r)
     if (m == NULL)
         return;
     brig_error *err = NULL;
-    e2b_watch *w = brig_xcalloc(1, sizeof(*w));
-    w->d = r->d;
-    w->caller = r->caller;
-    snprintf(w->id, sizeof(w->id), "%.*s", (int)sizeof(w->id) - 1, r->params[0]);
-    w->path = e2b_abs_path(r, json_string_value(json_object_get(m, "path")), &err);
-    w->recursive = json_is_true(json_object_get(m, "recursive"));
+    e2b_watch *w = watch_new(r, m, &err);
     json_decref(m);
-    if (w->path == NULL || watched_dir(w, &err) < 0 || (w->seen = snapshot(w, &err)) == NULL) {
-        watch_free(w);
+    if (w == NULL) {
         brig_http_error(r, err);
         return;
     }
