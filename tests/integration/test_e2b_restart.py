@@ -5,7 +5,9 @@ still refused; its metadata and the key envd acts as are in the store, so getInf
 metadata filters see them after the restart too."""
 
 import json
+import os
 import signal
+import sqlite3
 import urllib.parse
 
 import pytest
@@ -65,3 +67,35 @@ def list_ids(api, metadata):
     r = raw(api, "GET", "/v2/sandboxes" + q, headers={"X-API-KEY": api.key})
     assert r.status == 200, r.body
     return [s["sandboxID"] for s in r.json()]
+
+
+def e2b_records(d):
+    """Sandbox ids with an E2B record in the store (read directly)."""
+    con = sqlite3.connect(f"file:{os.path.join(d.state_dir, 'brig.db')}?mode=ro", uri=True)
+    try:
+        return sorted(r[0] for r in con.execute("SELECT sandbox_id FROM e2b_sandboxes"))
+    finally:
+        con.close()
+
+
+def test_records_of_ended_sandboxes_are_dropped(fresh_daemon):
+    """A kill drops the sandbox's record from the store; those of sandboxes that ended while
+    brigd was down go at the next start's first list."""
+    d = fresh_daemon.start()
+    a = d.api()
+    ids = []
+    for _ in range(2):
+        r = raw(a, "POST", "/v2/sandboxes", {"templateID": "minimal", "metadata": {"k": "v"}},
+                headers={"X-API-KEY": a.key})
+        assert r.status == 201, r.body
+        ids.append(r.json()["sandboxID"])
+    assert e2b_records(d) == sorted(ids)
+    assert raw(a, "DELETE", f"/sandboxes/{ids[0]}", headers={"X-API-KEY": a.key}).status == 204
+    assert e2b_records(d) == [ids[1]]
+    d.stop()
+    d.destroy_all()  # ends it while brigd is down
+    assert e2b_records(d) == [ids[1]]
+    d.start()
+    a = Api(d.url, a.key)
+    assert list_ids(a, {"k": "v"}) == []
+    assert e2b_records(d) == []

@@ -4,7 +4,8 @@
  * record is kept in the store (one JSON object per sandbox: {"owner": {...}, "metadata":
  * {...}}), so list filters, getInfo and envd's caller survive a restart of brigd, and cached
  * here: a sandbox's record is read from the store once, the first time it is asked for.
- * Records of ended sandboxes are dropped (here and in the store) as the list is walked.
+ * Records of ended sandboxes are dropped (here and in the store) as the list is walked, and
+ * those left in the store by a previous run at the first walk of this one.
  *
  * A sandbox's envd access token is derived from brigd's master key and its id (vault.h):
  * the same after a restart, stored nowhere, handed out only by a create or connect that
@@ -201,6 +202,16 @@ json_t *e2b_record_metadata(brigd *d, const char *id)
 void e2b_records_prune(brigd *d)
 {
     pthread_mutex_lock(&recs_lock);
+    /* Once a run: the records of sandboxes that ended while brigd was down, or whose end no
+     * list, create or kill saw before it stopped. */
+    static bool swept;
+    int64_t pruned = 0;
+    brig_error *err = NULL;
+    if (!swept && brig_store_e2b_prune(d->store, &pruned, &err) < 0) {
+        brig_warn("e2b: pruning the records of ended sandboxes: %s", err->msg);
+        brig_error_clear(&err);
+    }
+    swept = true;
     for (e2b_rec **p = &recs; *p;) {
         brig_sandbox *sb = brig_registry_ref_id(d, (*p)->id);
         if (sb) {

@@ -299,4 +299,5 @@ const brig_store_ops brig_store_sqlite_ops = {
     .e2b_put = brig_sqlite_e2b_put,
     .e2b_get = brig_sqlite_e2b_get,
     .e2b_delete = brig_sqlite_e2b_delete,
+    .e2b_prune = brig_sqlite_e2b_prune,
 };

@@ -36,3 +36,12 @@ int brig_sqlite_e2b_delete(brig_store_conn *c, const char *sandbox_id, brig_erro
     return brig_sqlite_exec(c, err, NULL, "delete an E2B record",
                             "DELETE FROM e2b_sandboxes WHERE sandbox_id = ?", "s", sandbox_id);
 }
+
+int brig_sqlite_e2b_prune(brig_store_conn *c, int64_t *pruned, brig_error **err)
+{
+    return brig_sqlite_exec(
+        c, err, pruned, "prune E2B records",
+        "DELETE FROM e2b_sandboxes WHERE sandbox_id IN (SELECT id FROM sandboxes"
+        " WHERE state IN ('deleted','failed'))",
+        "");
+}

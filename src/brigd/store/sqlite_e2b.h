@@ -12,5 +12,6 @@ int brig_sqlite_e2b_put(brig_store_conn *c, const char *sandbox_id, const char *
 int brig_sqlite_e2b_get(brig_store_conn *c, const char *sandbox_id, char **record,
                         brig_error **err);
 int brig_sqlite_e2b_delete(brig_store_conn *c, const char *sandbox_id, brig_error **err);
+int brig_sqlite_e2b_prune(brig_store_conn *c, int64_t *pruned, brig_error **err);
 
 #endif

@@ -399,3 +399,8 @@ int brig_store_e2b_delete(brig_store *st, const char *sandbox_id, brig_error **e
 {
     return st->ops->e2b_delete(st->conn, sandbox_id, err);
 }
+
+int brig_store_e2b_prune(brig_store *st, int64_t *pruned, brig_error **err)
+{
+    return st->ops->e2b_prune(st->conn, pruned, err);
+}

@@ -144,5 +144,6 @@ int brig_store_e2b_put(brig_store *st, const char *sandbox_id, const char *recor
                        brig_error **err);
 int brig_store_e2b_get(brig_store *st, const char *sandbox_id, char **record, brig_error **err);
 int brig_store_e2b_delete(brig_store *st, const char *sandbox_id, brig_error **err);
+int brig_store_e2b_prune(brig_store *st, int64_t *pruned, brig_error **err);
 
 #endif

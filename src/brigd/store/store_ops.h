@@ -478,6 +478,8 @@ typedef struct brig_store_ops {
     int (*e2b_get)(brig_store_conn *c, const char *sandbox_id, char **record, brig_error **err);
     /* Deletes sandbox_id's record (none: done too). */
     int (*e2b_delete)(brig_store_conn *c, const char *sandbox_id, brig_error **err);
+    /* Deletes the records of ended sandboxes; *pruned = how many. */
+    int (*e2b_prune)(brig_store_conn *c, int64_t *pruned, brig_error **err);
 } brig_store_ops;
 
 #endif
