@@ -359,6 +359,7 @@ const brig_route brig_api_routes[] = {
     {"POST", "/sandboxes/{id}/resume", e2b_sandbox_resume, E2B},
     {"POST", "/sandboxes/{id}/refreshes", e2b_unsupported, E2B},
     {"GET", "/sandboxes/{id}/metrics", e2b_unsupported, E2B},
+    {"PUT", "/sandboxes/{id}/network", e2b_unsupported, E2B},
     {"GET", "/v2/sandboxes/{id}/logs", e2b_unsupported, E2B},
     {"GET", "/sandboxes/{id}/logs", e2b_unsupported, E2B},
 #undef E2B
@@ -381,10 +382,10 @@ const brig_route brig_api_routes[] = {
     {"POST", "/filesystem.Filesystem/ListDir", e2b_fs_list_dir, RPC},
     {"POST", "/filesystem.Filesystem/Move", e2b_fs_move, RPC},
     {"POST", "/filesystem.Filesystem/Remove", e2b_fs_remove, RPC},
-    {"POST", "/filesystem.Filesystem/WatchDir", e2b_rpc_unimplemented, RPC},
-    {"POST", "/filesystem.Filesystem/CreateWatcher", e2b_rpc_unimplemented, RPC},
-    {"POST", "/filesystem.Filesystem/GetWatcherEvents", e2b_rpc_unimplemented, RPC},
-    {"POST", "/filesystem.Filesystem/RemoveWatcher", e2b_rpc_unimplemented, RPC},
+    {"POST", "/filesystem.Filesystem/WatchDir", e2b_fs_watch_dir, RPC},
+    {"POST", "/filesystem.Filesystem/CreateWatcher", e2b_fs_create_watcher, RPC},
+    {"POST", "/filesystem.Filesystem/GetWatcherEvents", e2b_fs_get_watcher_events, RPC},
+    {"POST", "/filesystem.Filesystem/RemoveWatcher", e2b_fs_remove_watcher, RPC},
 #undef ENVD
 #undef RPC
     {NULL, NULL, NULL, 0, NULL, NULL},

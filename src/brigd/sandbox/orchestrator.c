@@ -400,7 +400,8 @@ static int reserve(create *x, brig_error **err)
                             .created_at = brig_now_real_ms(),
                             .price = tf->price_micro_usd,
                             .vcpus = tf->vcpus,
-                            .isolation = x->iso};
+                            .isolation = x->iso,
+                            .egress_none = o->egress_none};
     snprintf(sp.account_id, sizeof(sp.account_id), "%s", x->c->account_id);
     snprintf(sp.project_id, sizeof(sp.project_id), "%s", x->project);
     snprintf(sp.template, sizeof(sp.template), "%s", x->t.name);
@@ -476,6 +477,7 @@ static int record(create *x, brig_error **err)
     row.idle_timeout_ms = sp->idle_timeout_ms;
     row.expires_at = x->expires_at;
     snprintf(row.isolation, sizeof(row.isolation), "%s", brig_isolation_name(sp->isolation));
+    row.egress_none = sp->egress_none;
     const json_t *env = brig_sandbox_env(x->sb);
     row.env_json = env ? json_dumps(env, JSON_COMPACT) : NULL;
     int r = brig_store_sandbox_insert(x->d->store, &row, err);
