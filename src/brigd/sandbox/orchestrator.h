@@ -27,6 +27,7 @@ typedef struct brig_sandbox_opts {
     int64_t max_lifetime_ms;    /* 0: the default */
     const brig_volset *volumes; /* checked (brig_volset_parse), or NULL: none */
     const char *snapshot;       /* start from this snapshot (snapshots.h), or NULL */
+    const char *on_idle;        /* "pause", "delete"; NULL: its project's default */
 } brig_sandbox_opts;
 
 /* Admits (limits, host capacity) and creates a sandbox, waiting until it is ready;

@@ -38,7 +38,8 @@ static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h, b
     brig_sandbox_spec sp = {.created_at = row->created_at,
                             .price = row->price,
                             .uid_base = row->uid_base,
-                            .idle_timeout_ms = row->idle_timeout_ms};
+                            .idle_timeout_ms = row->idle_timeout_ms,
+                            .pause_on_idle = row->pause_on_idle};
     memcpy(sp.id, row->id, sizeof(sp.id));
     memcpy(sp.account_id, row->account_id, sizeof(sp.account_id));
     memcpy(sp.project_id, row->project_id, sizeof(sp.project_id));

@@ -41,6 +41,7 @@ static json_t *live_json(brig_sandbox_view *v)
         (json_int_t)sp->price, "price_per_second", brig_money_json(sp->price), "expires_at",
         time_or_null(v->expires_at), "idle_expires_at", time_or_null(idle_at));
     json_object_set_new(j, "isolation", json_string(brig_isolation_name(sp->isolation)));
+    json_object_set_new(j, "on_idle", json_string(sp->pause_on_idle ? "pause" : "delete"));
     if (v->state == BRIG_SB_PAUSED) { /* its idle timeout stands still meanwhile */
         json_object_set_new(j, "paused_at", time_or_null(v->paused_at));
         json_object_set_new(j, "idle_expires_at", json_null());

@@ -147,6 +147,10 @@ static const char *const migrations[] = {
      "  disk_mib INTEGER NOT NULL, uid_base INTEGER NOT NULL, bytes INTEGER NOT NULL,"
      "  digest TEXT NOT NULL, created_at INTEGER NOT NULL, deleted_at INTEGER);"
      "CREATE INDEX snapshots_live ON snapshots(account_id, created_at) WHERE deleted_at IS NULL;"),
+    /* what an idle timeout does (docs/snapshots.md#pause-on-idle): a sandbox's ('delete',
+     * 'pause'), a project's default for its new sandboxes (NULL: 'delete') */
+    ("ALTER TABLE sandboxes ADD COLUMN on_idle TEXT NOT NULL DEFAULT 'delete';"
+     "ALTER TABLE projects ADD COLUMN on_idle TEXT;"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -241,6 +245,7 @@ const brig_store_ops brig_store_sqlite_ops = {
     .project_each = brig_sqlite_project_each,
     .account_each = brig_sqlite_account_each,
     .project_update = brig_sqlite_project_update,
+    .project_set_on_idle = brig_sqlite_project_set_on_idle,
     .key_insert = brig_sqlite_key_insert,
     .key_lookup = brig_sqlite_key_lookup,
     .key_revoke = brig_sqlite_key_revoke,

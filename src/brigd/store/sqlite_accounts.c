@@ -126,7 +126,8 @@ fail:
 
 /* ---- projects -------------------------------------------------------------------- */
 
-#define PROJECT_COLS "SELECT id, account_id, name, egress, created_at, isolation FROM projects"
+#define PROJECT_COLS                                                                               \
+    "SELECT id, account_id, name, egress, created_at, isolation, on_idle FROM projects"
 
 static void read_project(sqlite3_stmt *s, brig_project_row *p)
 {
@@ -137,6 +138,7 @@ static void read_project(sqlite3_stmt *s, brig_project_row *p)
     p->egress = e ? brig_xstrdup((const char *)e) : NULL;
     p->created_at = brig_sqlite_int(s, 4, 0);
     brig_sqlite_text(s, 5, p->isolation, sizeof(p->isolation));
+    brig_sqlite_text(s, 6, p->on_idle, sizeof(p->on_idle));
 }
 
 int brig_sqlite_project_insert(brig_store_conn *c, const char *id, const char *account_id,
@@ -197,6 +199,13 @@ int brig_sqlite_project_update(brig_store_conn *c, const char *id, const char *n
                             " egress = coalesce(?, egress), isolation = coalesce(?, isolation)"
                             " WHERE id = ?",
                             "ssss", name, egress, isolation, id);
+}
+
+int brig_sqlite_project_set_on_idle(brig_store_conn *c, const char *id, const char *on_idle,
+                                    brig_error **err)
+{
+    return brig_sqlite_exec(c, err, NULL, "update project",
+                            "UPDATE projects SET on_idle = ? WHERE id = ?", "ss", on_idle, id);
 }
 
 /* ---- keys ------------------------------------------------------------------------ */

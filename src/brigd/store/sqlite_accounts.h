@@ -23,6 +23,8 @@ int brig_sqlite_project_get(brig_store_conn *c, const char *id, brig_project_row
 int brig_sqlite_project_each(brig_store_conn *c, const char *account_id,
                              void (*fn)(const brig_project_row *, void *), void *ctx,
                              brig_error **err);
+int brig_sqlite_project_set_on_idle(brig_store_conn *c, const char *id, const char *on_idle,
+                                    brig_error **err);
 int brig_sqlite_project_update(brig_store_conn *c, const char *id, const char *name,
                                const char *egress, const char *isolation, brig_error **err);
 

@@ -70,6 +70,7 @@ typedef struct brig_project_row {
     char *egress; /* the egress policy as JSON (owned by the row: free() it) */
     int64_t created_at;
     char isolation[256]; /* its isolation policy as JSON; "": none (every mode, no default) */
+    char on_idle[8];     /* its sandboxes' default: "pause", "delete"; "": delete */
 } brig_project_row;
 
 /* An API key (account_id and project_id set) or, from key_lookup, the operator's
@@ -134,6 +135,7 @@ typedef struct brig_sandbox_row {
     int64_t idle_timeout_ms; /* 0: none */
     int64_t expires_at;      /* 0: never */
     char isolation[16];      /* container | gvisor */
+    bool pause_on_idle;      /* its idle timeout pauses it (else: deletes it) */
     /* Of an ended sandbox (brig_store_sandbox_get; reason also of one ending): */
     char reason[BRIG_REASON_MAX]; /* why it ended ("" while it lives): a detail, or a failed
                                    * create's error */
@@ -299,6 +301,9 @@ typedef struct brig_store_ops {
                         void (*fn)(const brig_project_row *, void *), void *ctx, brig_error **err);
     /* Sets the name, the egress policy and/or the isolation policy (JSON texts); NULL
      * leaves one as is. */
+    /* Sets what an idle timeout does to the project's new sandboxes ("pause", "delete"). */
+    int (*project_set_on_idle)(brig_store_conn *c, const char *id, const char *on_idle,
+                               brig_error **err);
     int (*project_update)(brig_store_conn *c, const char *id, const char *name, const char *egress,
                           const char *isolation, brig_error **err);
 
