@@ -219,6 +219,12 @@ char *cli_project_path(const char *id, const char *suffix);
 /* DELETE /v1/projects/<project>/<collection>/<a->pos[0]>: a key or a secret of the
  * project --project names (or the account's default); what names the item in errors. */
 int cli_project_item_delete(const cli_args *a, const char *collection, const char *what);
+/* request.c: reads a part of the project's resource for a change: GETs the project's path + suffix
+ * (--project, or the account's default) into *path, and a copy of the answer's member key,
+ * which must be of JSON type `type`, into *out (the caller's).  A CLI exit code; on a missing
+ * or mistyped member it says the answer was malformed, naming `what`. */
+int cli_project_read(const cli_args *a, const char *suffix, const char *key, json_type type,
+                     const char *what, char **path, json_t **out);
 
 /* progress.c: while a transfer of c runs, its bytes so far (of how many, when known) and
  * its rate on stderr, redrawn in place; at the end a line with the total.  Only when

@@ -16,21 +16,7 @@
 /* The project's rules (a copy) into *rules, and their path into *path. */
 static int load(const cli_args *a, char **path, json_t **rules)
 {
-    _cleanup_free_ char *project = NULL;
-    int rc = cli_project_id(a, &project);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    *path = cli_project_path(project, "/injections");
-    json_t *p = NULL;
-    if ((rc = cli_call("GET", *path, NULL, NULL, &p)) != CLI_EXIT_OK)
-        return rc;
-    *rules = json_deep_copy(json_object_get(p, "rules"));
-    json_decref(p);
-    if (json_is_array(*rules))
-        return CLI_EXIT_OK;
-    json_decref(*rules);
-    fputs("brig: malformed answer from brigd: no rules\n", stderr);
-    return CLI_EXIT_FAIL;
+    return cli_project_read(a, "/injections", "rules", JSON_ARRAY, "no rules", path, rules);
 }
 
 /* Sends rules (consumed) and prints what brigd kept. */

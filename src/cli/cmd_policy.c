@@ -48,21 +48,8 @@ static const char *classify(const cli_args *a, const char *entry, json_t **v)
 /* The project's egress policy (a copy) into *egress, and its path into *path. */
 static int load(const cli_args *a, char **path, json_t **egress)
 {
-    _cleanup_free_ char *project = NULL;
-    int rc = cli_project_id(a, &project);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    *path = cli_project_path(project, "");
-    json_t *p = NULL;
-    if ((rc = cli_call("GET", *path, NULL, NULL, &p)) != CLI_EXIT_OK)
-        return rc;
-    *egress = json_deep_copy(json_object_get(p, "egress"));
-    json_decref(p);
-    if (json_is_object(*egress))
-        return CLI_EXIT_OK;
-    json_decref(*egress);
-    fputs("brig: malformed answer from brigd: the project has no egress policy\n", stderr);
-    return CLI_EXIT_FAIL;
+    return cli_project_read(a, "", "egress", JSON_OBJECT, "the project has no egress policy", path,
+                            egress);
 }
 
 /* Sends egress (consumed) as the project's policy and prints the policy brigd kept. */

@@ -63,3 +63,24 @@ int cli_project_item_delete(const cli_args *a, const char *collection, const cha
     _cleanup_free_ char *path = cli_project_path(project, suffix);
     return cli_call("DELETE", path, NULL, NULL, NULL);
 }
+
+int cli_project_read(const cli_args *a, const char *suffix, const char *key, json_type type,
+                     const char *what, char **path, json_t **out)
+{
+    _cleanup_free_ char *project = NULL;
+    int rc = cli_project_id(a, &project);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    *path = cli_project_path(project, suffix);
+    json_t *p = NULL;
+    if ((rc = cli_call("GET", *path, NULL, NULL, &p)) != CLI_EXIT_OK)
+        return rc;
+    *out = json_deep_copy(json_object_get(p, key));
+    json_decref(p);
+    if (*out != NULL && json_typeof(*out) == type)
+        return CLI_EXIT_OK;
+    json_decref(*out);
+    *out = NULL;
+    fprintf(stderr, "brig: malformed answer from brigd: %s\n", what);
+    return CLI_EXIT_FAIL;
+}

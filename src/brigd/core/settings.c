@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "settings_table.h"
+#include "settings_internal.h"
 #include "util.h"
 
 static const char *const type_names[] = {"string", "enum", "list",    "int",

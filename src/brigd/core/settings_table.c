@@ -6,7 +6,7 @@
  *
  * A new setting: a field of brig_config, a row here, a row in docs/operations.md.
  */
-#include "settings_table.h"
+#include "settings_internal.h"
 
 #include <stddef.h>
 

@@ -129,8 +129,9 @@ fail:
 #define PROJECT_COLS                                                                               \
     "SELECT id, account_id, name, egress, created_at, isolation, on_idle FROM projects"
 
-static void read_project(sqlite3_stmt *s, brig_project_row *p)
+static void read_project(sqlite3_stmt *s, void *row)
 {
+    brig_project_row *p = row;
     brig_sqlite_text(s, 0, p->id, sizeof(p->id));
     brig_sqlite_text(s, 1, p->account_id, sizeof(p->account_id));
     brig_sqlite_text(s, 2, p->name, sizeof(p->name));
@@ -172,16 +173,11 @@ int brig_sqlite_project_each(brig_store_conn *c, const char *account_id,
     sqlite3_stmt *s = brig_sqlite_prepare(
         c, PROJECT_COLS " WHERE account_id = ? ORDER BY created_at", "s", account_id);
     /* Collect first, call back after unlocking: fn may use the store. */
-    brig_project_row *rows = NULL;
-    size_t n = 0;
-    int r;
-    while ((r = brig_sqlite_step(c, s, "list projects", err)) == 1) {
-        rows = brig_xrealloc(rows, (n + 1) * sizeof(*rows));
-        memset(&rows[n], 0, sizeof(rows[n]));
-        read_project(s, &rows[n++]);
-    }
-    brig_sqlite_release(c, s);
-    brig_sqlite_unlock(c);
+    void *all;
+    size_t n;
+    int r = brig_sqlite_collect(c, s, "list projects", sizeof(brig_project_row), read_project, &all,
+                                &n, err);
+    brig_project_row *rows = all;
     for (size_t i = 0; i < n; i++) {
         if (r == 0)
             fn(&rows[i], ctx);

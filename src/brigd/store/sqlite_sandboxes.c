@@ -189,6 +189,16 @@ int brig_sqlite_sandbox_set_expiry(brig_store_conn *c, const char *id, int64_t e
                             id);
 }
 
+/* A row of each_live: the sandbox, its environment and why it ended. */
+static void read_live(sqlite3_stmt *s, void *p)
+{
+    brig_sandbox_row *row = p;
+    read_sandbox(s, row);
+    const unsigned char *env = sqlite3_column_text(s, 14);
+    row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
+    brig_sqlite_text(s, 15, row->reason, sizeof(row->reason));
+}
+
 int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sandbox_row *, void *),
                                   void *ctx, brig_error **err)
 {
@@ -199,20 +209,11 @@ int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sand
                                                        " ORDER BY created_at",
                                           "");
     /* Collect first, call back after unlocking: fn may use the store. */
-    brig_sandbox_row *rows = NULL;
-    size_t n = 0;
-    int r;
-    while ((r = brig_sqlite_step(c, s, "list sandboxes", err)) == 1) {
-        rows = brig_xrealloc(rows, (n + 1) * sizeof(*rows));
-        brig_sandbox_row *row = &rows[n++];
-        memset(row, 0, sizeof(*row));
-        read_sandbox(s, row);
-        const unsigned char *env = sqlite3_column_text(s, 14);
-        row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
-        brig_sqlite_text(s, 15, row->reason, sizeof(row->reason));
-    }
-    brig_sqlite_release(c, s);
-    brig_sqlite_unlock(c);
+    void *all;
+    size_t n;
+    int r = brig_sqlite_collect(c, s, "list sandboxes", sizeof(brig_sandbox_row), read_live, &all,
+                                &n, err);
+    brig_sandbox_row *rows = all;
     for (size_t i = 0; i < n; i++) {
         if (r == 0)
             fn(&rows[i], ctx);

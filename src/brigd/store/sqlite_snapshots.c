@@ -13,8 +13,9 @@
     "SELECT id, account_id, project_id, name, source_id, template, template_key, disk_mib,"        \
     " uid_base, bytes, digest, created_at"
 
-static void read_snapshot(sqlite3_stmt *s, brig_snapshot_row *r)
+static void read_snapshot(sqlite3_stmt *s, void *row)
 {
+    brig_snapshot_row *r = row;
     memset(r, 0, sizeof(*r));
     brig_sqlite_text(s, 0, r->id, sizeof(r->id));
     brig_sqlite_text(s, 1, r->account_id, sizeof(r->account_id));
@@ -71,15 +72,11 @@ int brig_sqlite_snapshot_each(brig_store_conn *c, const char *account_id, const 
                                                         " ORDER BY created_at, id",
                                           "ssss", account_id, account_id, project_id, project_id);
     /* Collect first, call back after unlocking: fn may use the store. */
-    brig_snapshot_row *rows = NULL;
-    size_t n = 0;
-    int r;
-    while ((r = brig_sqlite_step(c, s, "list snapshots", err)) == 1) {
-        rows = brig_xrealloc(rows, (n + 1) * sizeof(*rows));
-        read_snapshot(s, &rows[n++]);
-    }
-    brig_sqlite_release(c, s);
-    brig_sqlite_unlock(c);
+    void *all;
+    size_t n;
+    int r = brig_sqlite_collect(c, s, "list snapshots", sizeof(brig_snapshot_row), read_snapshot,
+                                &all, &n, err);
+    brig_snapshot_row *rows = all;
     for (size_t i = 0; r == 0 && i < n; i++)
         fn(&rows[i], ctx);
     free(rows);

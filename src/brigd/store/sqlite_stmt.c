@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util.h"
+
 void brig_sqlite_lock(brig_store_conn *c)
 {
     pthread_mutex_lock(&c->lock);
@@ -160,6 +162,26 @@ int brig_sqlite_step(brig_store_conn *c, sqlite3_stmt *s, const char *what, brig
     if (rc == SQLITE_DONE)
         return 0;
     return brig_sqlite_error(c, err, what);
+}
+
+int brig_sqlite_collect(brig_store_conn *c, sqlite3_stmt *s, const char *what, size_t row_size,
+                        void (*read)(sqlite3_stmt *s, void *row), void **rows, size_t *n,
+                        brig_error **err)
+{
+    char *all = NULL;
+    size_t count = 0;
+    int r;
+    while ((r = brig_sqlite_step(c, s, what, err)) == 1) {
+        all = brig_xrealloc(all, (count + 1) * row_size);
+        memset(all + count * row_size, 0, row_size);
+        read(s, all + count * row_size);
+        count++;
+    }
+    brig_sqlite_release(c, s);
+    brig_sqlite_unlock(c);
+    *rows = all;
+    *n = count;
+    return r;
 }
 
 int brig_sqlite_exec(brig_store_conn *c, brig_error **err, int64_t *changes, const char *what,

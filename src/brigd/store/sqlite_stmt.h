@@ -67,6 +67,15 @@ void brig_sqlite_cache_clear(brig_store_conn *c);
  * changed), -1 with *err (`what` failed).  s may be NULL (a failed prepare). */
 int brig_sqlite_step(brig_store_conn *c, sqlite3_stmt *s, const char *what, brig_error **err);
 
+/* The rows of a list: steps s (prepared with the lock held by the caller) to its end,
+ * reading each row into a zeroed element of row_size bytes with read, then releases s and
+ * the lock.  The caller then calls back for each of *rows (*n of them) without the lock,
+ * since a callback may use the store, frees what read allocated, and frees *rows.
+ * 0, or -1 with *err (the rows read so far are still returned, for freeing). */
+int brig_sqlite_collect(brig_store_conn *c, sqlite3_stmt *s, const char *what, size_t row_size,
+                        void (*read)(sqlite3_stmt *s, void *row), void **rows, size_t *n,
+                        brig_error **err);
+
 /* Prepares, runs and finalizes a statement that returns no rows; *changes (may be
  * NULL) = the rows it changed.  Takes the lock for itself. */
 int brig_sqlite_exec(brig_store_conn *c, brig_error **err, int64_t *changes, const char *what,

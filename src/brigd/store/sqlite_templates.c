@@ -14,8 +14,9 @@
     "SELECT account_id, name, tag, key, parent, parent_key, size_bytes, build_ms, built_at,"       \
     " built_by"
 
-static void read_utpl(sqlite3_stmt *s, brig_utpl_row *t)
+static void read_utpl(sqlite3_stmt *s, void *row)
 {
+    brig_utpl_row *t = row;
     memset(t, 0, sizeof(*t));
     brig_sqlite_text(s, 0, t->account_id, sizeof(t->account_id));
     brig_sqlite_text(s, 1, t->name, sizeof(t->name));
@@ -77,15 +78,11 @@ int brig_sqlite_utpl_each(brig_store_conn *c, const char *account_id,
                                                     " ORDER BY account_id, name, tag",
                                           "ss", account_id, account_id);
     /* Collect first, call back after unlocking: fn may use the store. */
-    brig_utpl_row *rows = NULL;
-    size_t n = 0;
-    int r;
-    while ((r = brig_sqlite_step(c, s, "list templates", err)) == 1) {
-        rows = brig_xrealloc(rows, (n + 1) * sizeof(*rows));
-        read_utpl(s, &rows[n++]);
-    }
-    brig_sqlite_release(c, s);
-    brig_sqlite_unlock(c);
+    void *all;
+    size_t n;
+    int r = brig_sqlite_collect(c, s, "list templates", sizeof(brig_utpl_row), read_utpl, &all, &n,
+                                err);
+    brig_utpl_row *rows = all;
     for (size_t i = 0; r == 0 && i < n; i++)
         fn(&rows[i], ctx);
     free(rows);

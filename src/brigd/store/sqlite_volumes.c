@@ -14,8 +14,9 @@
 
 #define VOLUME_COLS "SELECT id, account_id, project_id, name, size_mib, created_at, cost_micro_usd"
 
-static void read_volume(sqlite3_stmt *s, brig_volume_row *v)
+static void read_volume(sqlite3_stmt *s, void *row)
 {
+    brig_volume_row *v = row;
     memset(v, 0, sizeof(*v));
     brig_sqlite_text(s, 0, v->id, sizeof(v->id));
     brig_sqlite_text(s, 1, v->account_id, sizeof(v->account_id));
@@ -82,15 +83,11 @@ int brig_sqlite_volume_each(brig_store_conn *c, const char *account_id, const ch
                                                       " ORDER BY created_at, id",
                                           "ssss", account_id, account_id, project_id, project_id);
     /* Collect first, call back after unlocking: fn may use the store. */
-    brig_volume_row *rows = NULL;
-    size_t n = 0;
-    int r;
-    while ((r = brig_sqlite_step(c, s, "list volumes", err)) == 1) {
-        rows = brig_xrealloc(rows, (n + 1) * sizeof(*rows));
-        read_volume(s, &rows[n++]);
-    }
-    brig_sqlite_release(c, s);
-    brig_sqlite_unlock(c);
+    void *all;
+    size_t n;
+    int r = brig_sqlite_collect(c, s, "list volumes", sizeof(brig_volume_row), read_volume, &all,
+                                &n, err);
+    brig_volume_row *rows = all;
     for (size_t i = 0; r == 0 && i < n; i++)
         fn(&rows[i], ctx);
     free(rows);
@@ -184,6 +181,15 @@ int brig_sqlite_volume_mount_delete(brig_store_conn *c, const char *sandbox_id, 
                             "DELETE FROM volume_mounts WHERE sandbox_id = ?", "s", sandbox_id);
 }
 
+static void read_mount(sqlite3_stmt *s, void *row)
+{
+    brig_volume_mount_row *m = row;
+    brig_sqlite_text(s, 0, m->sandbox_id, sizeof(m->sandbox_id));
+    brig_sqlite_text(s, 1, m->volume_id, sizeof(m->volume_id));
+    brig_sqlite_text(s, 2, m->path, sizeof(m->path));
+    m->read_only = brig_sqlite_int(s, 3, 0) != 0;
+}
+
 int brig_sqlite_volume_mount_each(brig_store_conn *c,
                                   void (*fn)(const brig_volume_mount_row *, void *), void *ctx,
                                   brig_error **err)
@@ -194,20 +200,11 @@ int brig_sqlite_volume_mount_each(brig_store_conn *c,
                             "SELECT sandbox_id, volume_id, path, read_only FROM volume_mounts"
                             " ORDER BY sandbox_id, rowid",
                             "");
-    brig_volume_mount_row *rows = NULL;
-    size_t n = 0;
-    int r;
-    while ((r = brig_sqlite_step(c, s, "list volume mounts", err)) == 1) {
-        rows = brig_xrealloc(rows, (n + 1) * sizeof(*rows));
-        brig_volume_mount_row *m = &rows[n++];
-        memset(m, 0, sizeof(*m));
-        brig_sqlite_text(s, 0, m->sandbox_id, sizeof(m->sandbox_id));
-        brig_sqlite_text(s, 1, m->volume_id, sizeof(m->volume_id));
-        brig_sqlite_text(s, 2, m->path, sizeof(m->path));
-        m->read_only = brig_sqlite_int(s, 3, 0) != 0;
-    }
-    brig_sqlite_release(c, s);
-    brig_sqlite_unlock(c);
+    void *all;
+    size_t n;
+    int r = brig_sqlite_collect(c, s, "list volume mounts", sizeof(brig_volume_mount_row),
+                                read_mount, &all, &n, err);
+    brig_volume_mount_row *rows = all;
     for (size_t i = 0; r == 0 && i < n; i++)
         fn(&rows[i], ctx);
     free(rows);

@@ -1,9 +1,9 @@
 /*
- * settings_table.h - the row type of brigd's settings table (core/ only: settings.c
+ * settings_internal.h - the row type of brigd's settings table (core/ only: settings.c
  * reads the rows, settings_table.c declares them).
  */
-#ifndef BRIG_SETTINGS_TABLE_H
-#define BRIG_SETTINGS_TABLE_H
+#ifndef BRIG_SETTINGS_INTERNAL_H
+#define BRIG_SETTINGS_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
