@@ -96,6 +96,63 @@ def test_a_damaged_snapshot_is_refused(api, daemon):
     api.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
 
 
+def damage(img):
+    with open(img, "r+b") as f:  # flip a byte in its data
+        off = os.lseek(f.fileno(), 1 << 20, os.SEEK_DATA)
+        f.seek(off)
+        b = f.read(1)
+        f.seek(off)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def allocated(path):
+    return os.stat(path).st_blocks * 512
+
+
+def test_layers_are_shared_and_outlive_their_snapshot(api, daemon):
+    """A sandbox made from a snapshot shares its layer (a hard link, mounted read-only as a
+    lower layer): nothing is copied.  A snapshot of such a sandbox keeps the chain; deleting
+    the first snapshot takes nothing from its children or from the later snapshot; a layer
+    changed after it was checked is checked (and refused) again."""
+    with Sandbox(api) as src:
+        src.exec("mkdir -p /root/w && head -c 8000000 /dev/urandom > /root/w/a && "
+                 "chown 1000:1000 /root/w/a")
+        a_sum = src.exec("sha256sum /root/w/a")["stdout"].split()[0]
+        s1 = snapshot(api, src.id)
+    b = api.ok("POST", "/v1/sandboxes", {"snapshot": s1["id"]}).json()["id"]
+    c = None
+    try:
+        bdir = os.path.join(daemon.state_dir, "sandboxes", b)
+        # Shared, not copied: its own disk holds about the golden image's metadata only.
+        assert os.stat(os.path.join(bdir, "layers", "0.img")).st_ino == os.stat(
+            os.path.join(snap_dir(daemon, s1["id"]), "disk.img")).st_ino
+        assert allocated(os.path.join(bdir, "disk.img")) < 4_000_000
+        api.exec(b, "echo b > /root/w/b && rm /etc/hostname")
+        s2 = snapshot(api, b)
+        api.ok("DELETE", f"/v1/snapshots/{s1['id']}", expect=(204,))
+        assert not os.path.exists(snap_dir(daemon, s1["id"]))
+        # b still reads its lower layer (the file lives on through b's link) ...
+        assert api.exec(b, "sha256sum /root/w/a")["stdout"].split()[0] == a_sum
+        # ... and s2 has both layers.
+        c = api.ok("POST", "/v1/sandboxes", {"snapshot": s2["id"]}).json()["id"]
+        r = api.exec(c, "sha256sum /root/w/a | cut -d' ' -f1; cat /root/w/b; "
+                        "stat -c %u:%g /root/w/a; test -e /etc/hostname || echo gone")
+        assert r["stdout"].split() == [a_sum, "b", "1000:1000", "gone"], r
+        api.exec(c, "echo c > /root/w/a")  # its own upper: b and s2 see nothing of it
+        assert api.exec(b, "sha256sum /root/w/a")["stdout"].split()[0] == a_sum
+        # Checked once (a record beside the layer); a change since is checked again.
+        lower = os.path.join(snap_dir(daemon, s2["id"]), "lower-0.img")
+        assert os.path.exists(lower + ".verified")
+        damage(lower)
+        r = api.request("POST", "/v1/sandboxes", {"snapshot": s2["id"]})
+        assert r.status == 409 and "damaged" in r.json()["error"]["message"], r.body
+        api.ok("DELETE", f"/v1/snapshots/{s2['id']}", expect=(204,))
+    finally:
+        api.delete(b)
+        if c:
+            api.delete(c)
+
+
 def test_snapshot_answers_for_bad_input(api, daemon):
     r = api.request("POST", "/v1/sandboxes/sbx_nonexistentnonexistent00/snapshot")
     assert r.status == 404

@@ -49,10 +49,10 @@ typedef struct brig_rt_spec {
     brig_isolation isolation;
     const brig_rt_volume *volumes; /* mounted at create, in order; n_volumes of them */
     size_t n_volumes;
-    /* Started from a snapshot (docs/snapshots.md), when set: its writable layer is a copy
-     * of snapshot id's, whose data must hash to snapshot_digest (else the create fails,
-     * BRIG_E_CONFLICT "damaged"); its files' owners, ids of the range at snapshot_uid_base,
-     * are moved into this sandbox's range. */
+    /* Started from a snapshot (docs/snapshots.md), when set: the snapshot's layers, whose
+     * chain must hash to snapshot_digest (else the create fails, BRIG_E_CONFLICT
+     * "damaged"), are read-only lower layers of its root, their owners (ids of the range
+     * at snapshot_uid_base, for its top layer) id-mapped into this sandbox's range. */
     const char *snapshot;
     const char *snapshot_digest;
     unsigned snapshot_uid_base;
