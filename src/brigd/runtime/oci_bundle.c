@@ -255,6 +255,7 @@ int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int ns, brig_
 int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err)
 {
     int failed = brig_oci_volumes_unmount(o, id, err) < 0;
+    brig_oci_disk_thaw(o, id); /* an unmount of a frozen file system would wait */
     static const char *const layers[] = {"rootfs", "lower", "disk"};
     for (size_t i = 0; i < BRIG_ARRAY_LEN(layers); i++) {
         _cleanup_free_ char *m = brig_oci_path(o, id, layers[i]);

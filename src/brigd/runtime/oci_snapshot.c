@@ -16,6 +16,7 @@
  * snapshot's directory (lower-<k>.img), never copied.  Removing a snapshot removes its
  * names only: a layer's file goes with its last link, a snapshot's or a sandbox's.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -152,4 +153,38 @@ int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err)
     _cleanup_free_ char *dir = snap_path(rt->priv, id, NULL);
     brig_oci_rm_rf(dir);
     return 0;
+}
+
+int brig_oci_snapshot_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err)
+{
+    *ids = NULL;
+    *n = 0;
+    _cleanup_free_ char *top = snap_path(rt->priv, NULL, NULL);
+    DIR *dir = opendir(top);
+    if (dir == NULL)
+        return errno == ENOENT ? 0 : brig_error_sys(err, "open %s", top);
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (strncmp(e->d_name, "snp_", 4) != 0 || strlen(e->d_name) >= BRIG_ID_MAX)
+            continue;
+        *ids = brig_xrealloc(*ids, (*n + 1) * sizeof(**ids));
+        (*ids)[(*n)++] = brig_xstrdup(e->d_name);
+    }
+    closedir(dir);
+    return 0;
+}
+
+void brig_oci_disk_thaw(const oci *o, const char *id)
+{
+    _cleanup_free_ char *mnt = brig_oci_path(o, id, "disk");
+    _cleanup_free_ char *dir = brig_oci_path(o, id, NULL);
+    struct stat in, at;
+    int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    /* its own file system only, never the state directory's */
+    if (fstat(fd, &in) == 0 && stat(dir, &at) == 0 && in.st_dev != at.st_dev &&
+        ioctl(fd, FITHAW, 0) == 0)
+        brig_warn("%s: its file system was left frozen (a snapshot cut short): thawed", id);
+    close(fd);
 }

@@ -159,6 +159,8 @@ typedef struct brig_runtime_ops {
     int (*snapshot_take)(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
                          int64_t *bytes, brig_error **err);
     int (*snapshot_remove)(brig_runtime *rt, const char *id, brig_error **err);
+    /* Ids of every snapshot it keeps a layer of (a crash may leave one no row names). */
+    int (*snapshot_list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     /* Ids of every sandbox this driver holds anything for (running or not). */
     int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     void (*free)(brig_runtime *rt);

@@ -12,6 +12,7 @@
 #include "ends.h"
 #include "log.h"
 #include "registry.h"
+#include "snapshots.h"
 #include "teardown.h"
 #include "timeline.h"
 #include "usage.h"
@@ -232,6 +233,7 @@ void brig_reconcile(brigd *d)
     free(ids);
     brig_attach_cleanup(d, c.kept, c.n_kept);
     brig_volumes_reconcile(d); /* volumes no sandbox mounts now let go of */
+    brig_snapshots_reconcile(d);
     for (size_t k = 0; k < c.n_kept; k++)
         free(c.kept[k]);
     free(c.kept);

@@ -122,6 +122,46 @@ int brig_snapshot_list(brigd *d, const brig_caller *c, json_t **out, brig_error 
     return 0;
 }
 
+typedef struct live_ids {
+    char **ids;
+    size_t n;
+} live_ids;
+
+static void collect_id(const brig_snapshot_row *r, void *arg)
+{
+    live_ids *l = arg;
+    l->ids = brig_xrealloc(l->ids, (l->n + 1) * sizeof(*l->ids));
+    l->ids[l->n++] = brig_xstrdup(r->id);
+}
+
+void brig_snapshots_reconcile(brigd *d)
+{
+    live_ids live = {0};
+    char **ids = NULL;
+    size_t n = 0;
+    brig_error *err = NULL;
+    if (brig_store_snapshot_each(d->store, NULL, NULL, collect_id, &live, &err) < 0 ||
+        d->rt->ops->snapshot_list(d->rt, &ids, &n, &err) < 0) {
+        brig_err("reconcile: snapshots: %s", err->msg); /* keep everything */
+        brig_error_clear(&err);
+        n = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool known = false;
+        for (size_t k = 0; k < live.n && !known; k++)
+            known = strcmp(live.ids[k], ids[i]) == 0;
+        if (!known) { /* taken when brigd died, or its row deleted but not its layer */
+            brig_warn("reconcile: removing the layer of snapshot %s (no record of it)", ids[i]);
+            d->rt->ops->snapshot_remove(d->rt, ids[i], NULL);
+        }
+        free(ids[i]);
+    }
+    free(ids);
+    for (size_t k = 0; k < live.n; k++)
+        free(live.ids[k]);
+    free(live.ids);
+}
+
 int brig_snapshot_delete(brigd *d, const brig_caller *c, const char *id, brig_error **err)
 {
     brig_snapshot_row row;

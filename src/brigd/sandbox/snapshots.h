@@ -30,4 +30,8 @@ int brig_snapshot_list(brigd *d, const brig_caller *c, json_t **out, brig_error 
 /* Deletes one for good (sandboxes made from it keep their copies). */
 int brig_snapshot_delete(brigd *d, const brig_caller *c, const char *id, brig_error **err);
 
+/* At a start: a snapshot's layer no record names (a crash while it was taken or deleted)
+ * is removed (sandboxes made from it keep their links to its files). */
+void brig_snapshots_reconcile(brigd *d);
+
 #endif
