@@ -118,6 +118,8 @@ const setting brig_settings[] = {
         1000000000, "what a GiB of volume costs an hour (billed per second)"),
     NUM(T_INT, "pause_price_micro_usd_per_gib_s", pause_price_micro_usd_per_gib_s, "0", 0, 1000000,
         "what a paused sandbox costs per GiB of its disk and second (0: nothing)"),
+    NUM(T_INT, "snapshot_price_micro_usd_per_gib_s", snapshot_price_micro_usd_per_gib_s, "0", 0,
+        1000000, "what a GiB of snapshot data costs a second (0: nothing)"),
     NUM(T_SECONDS, "paused_max_age", paused_max_age_ms, "86400", 1, 365 * DAY,
         "how long a sandbox stays paused before it is deleted (paused_too_long)"),
     NUM(T_SECONDS, "create_queue_timeout", create_queue_timeout_ms, "30", 0, 3600,

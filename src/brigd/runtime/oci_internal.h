@@ -129,8 +129,8 @@ int brig_oci_paused(brig_runtime *rt, const char *id);
 /* ---- oci_snapshot.c, oci_layer.c: snapshots' layers (runtime.h)
  * ----------------------------------- */
 
-int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
-                           int64_t *bytes, brig_error **err);
+int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                           char digest[65], int64_t *bytes, brig_error **err);
 int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err);
 /* Thaws the sandbox's file system, frozen for a snapshot by a brigd that died meanwhile
  * (FIFREEZE outlives its caller); one not frozen: nothing. */
@@ -139,6 +139,10 @@ int brig_oci_snapshot_list(brig_runtime *rt, char ***ids, size_t *n, brig_error 
 /* oci_layer.c: reads in's data, each 64 KiB block that is not all zeros (out >= 0: copies
  * them to out, sized like in), into its digest (hex); *bytes: the data hashed. */
 int brig_oci_layer_copy(int in, int out, char hex[65], int64_t *bytes, brig_error **err);
+
+/* Records that the layer file open at fd (at path) matches its digest as it is now
+ * (path.verified; oci_layer.c checks it again once the file changed). */
+void brig_oci_layer_mark(int fd, const char *path);
 
 /* A snapshot's layers, top first: its own (disk.img), then those of the snapshot its
  * sandbox was made from, and so on (each an ext4 image whose upper/ is the layer). */

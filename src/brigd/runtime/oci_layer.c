@@ -160,16 +160,44 @@ int brig_oci_chain_read(const char *manifest, unsigned uid_base, brig_oci_chain 
 
 /* ---- a create's mounts ---------------------------------------------------------- */
 
+/* What path.verified records of the layer file open at fd: its inode, size and
+ * modification time, and the host's boot (a fork's layer is not synced: after a crash of
+ * the host its data may not be what was hashed); false when it cannot be read. */
+static bool stat_line(int fd, char line[160])
+{
+    struct stat st;
+    char boot[40] = "";
+    FILE *b = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (b) {
+        if (!fgets(boot, sizeof(boot), b))
+            boot[0] = '\0';
+        fclose(b);
+    }
+    boot[strcspn(boot, "\n")] = '\0';
+    if (fstat(fd, &st) < 0)
+        return false;
+    snprintf(line, 160, "%llu %lld %lld.%09ld %s\n", (unsigned long long)st.st_ino,
+             (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, boot);
+    return true;
+}
+
+void brig_oci_layer_mark(int fd, const char *path)
+{
+    char line[160];
+    _cleanup_free_ char *mark = brig_asprintf("%s.verified", path);
+    _cleanup_free_ char *tmp = brig_asprintf("%s.tmp", mark);
+    FILE *f = stat_line(fd, line) ? fopen(tmp, "we") : NULL;
+    if (f == NULL || fputs(line, f) < 0 || fclose(f) != 0 || rename(tmp, mark) < 0)
+        brig_warn("%s: record its check: %s", path, strerror(errno)); /* checked next time */
+}
+
 /* Checks the layer file open at fd against its digest, unless path.verified says it was
  * since its last change. */
 static int verify_once(int fd, const char *path, const brig_oci_layer *l, brig_error **err)
 {
-    struct stat st;
-    if (fstat(fd, &st) < 0)
+    char want[160], have[160] = "";
+    if (!stat_line(fd, want))
         return brig_error_sys(err, "stat %s", path);
-    char want[96], have[96] = "";
-    snprintf(want, sizeof(want), "%llu %lld %lld.%09ld\n", (unsigned long long)st.st_ino,
-             (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
     _cleanup_free_ char *mark = brig_asprintf("%s.verified", path);
     FILE *f = fopen(mark, "re");
     if (f) {
@@ -187,10 +215,7 @@ static int verify_once(int fd, const char *path, const brig_oci_layer *l, brig_e
         return brig_error_set(err, BRIG_E_CONFLICT, 0,
                               "its layer %s's digest is %.16s…, its manifest says %.16s…", l->file,
                               digest, l->digest);
-    _cleanup_free_ char *tmp = brig_asprintf("%s.tmp", mark);
-    f = fopen(tmp, "we");
-    if (f == NULL || fputs(want, f) < 0 || fclose(f) != 0 || rename(tmp, mark) < 0)
-        brig_warn("%s: record its check: %s", path, strerror(errno)); /* checked next time */
+    brig_oci_layer_mark(fd, path);
     return 0;
 }
 

@@ -94,8 +94,8 @@ static int link_lowers(const oci *o, brig_rt_sandbox *sb, const char *id, brig_o
 }
 
 /* Copies sandbox sb's image, its file system frozen meanwhile, into snapshot id. */
-static int copy_frozen(const oci *o, brig_rt_sandbox *sb, const char *dst, char digest[65],
-                       int64_t *bytes, brig_error **err)
+static int copy_frozen(const oci *o, brig_rt_sandbox *sb, const char *dst, bool durable,
+                       char digest[65], int64_t *bytes, brig_error **err)
 {
     _cleanup_free_ char *mnt = brig_oci_path(o, sb->id, "disk");
     _cleanup_free_ char *src = brig_oci_path(o, sb->id, "disk.img");
@@ -113,8 +113,10 @@ static int copy_frozen(const oci *o, brig_rt_sandbox *sb, const char *dst, char 
     if (ioctl(mfd, FITHAW, 0) < 0)
         brig_warn("%s: thaw its file system: %s", sb->id, strerror(errno));
     close(mfd);
-    if (r == 0 && fsync(out) < 0)
+    if (r == 0 && durable && fsync(out) < 0)
         r = brig_error_sys(err, "sync %s", dst);
+    if (r == 0) /* hashed from the very blocks written: checked */
+        brig_oci_layer_mark(out, dst);
     if (in >= 0)
         close(in);
     if (out >= 0)
@@ -122,8 +124,8 @@ static int copy_frozen(const oci *o, brig_rt_sandbox *sb, const char *dst, char 
     return r;
 }
 
-int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
-                           int64_t *bytes, brig_error **err)
+int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                           char digest[65], int64_t *bytes, brig_error **err)
 {
     oci *o = rt->priv;
     if (sb->iso != BRIG_ISO_CONTAINER)
@@ -138,7 +140,7 @@ int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id
     if (mkdir(dir, 0700) < 0)
         return brig_error_sys(err, "create %s", dir);
     brig_oci_chain c;
-    if (copy_frozen(o, sb, img, c.l[0].digest, bytes, err) < 0 ||
+    if (copy_frozen(o, sb, img, durable, c.l[0].digest, bytes, err) < 0 ||
         link_lowers(o, sb, id, &c, err) < 0 || write_manifest(o, id, sb->id, &c, *bytes, err) < 0) {
         brig_oci_rm_rf(dir);
         return -1;

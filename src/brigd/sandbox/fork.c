@@ -50,7 +50,7 @@ int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t co
     json_t *snap = NULL;
     if (source_of(d, c, id, &s, err) < 0)
         return -1;
-    if (brig_snapshot_take(d, c, id, "fork", &snap, err) < 0) {
+    if (brig_snapshot_take(d, c, id, "fork", false, &snap, err) < 0) {
         json_decref(s.env);
         return -1;
     }

@@ -28,6 +28,7 @@
 #include "pause.h"
 #include "registry.h"
 #include "runtime/cgroup.h"
+#include "snapshots.h"
 #include "usage.h"
 
 #define TICK_MS            500
@@ -318,6 +319,7 @@ void brig_janitor_tick(brigd *d, int64_t now)
     prune_audit(d, now);
     brig_usage_tick(d, now);
     brig_volumes_bill(d, now);
+    brig_snapshots_bill(d, now);
     /* Every running sandbox borrowed, decided outside the lock; stopped afterwards. */
     verdicts vs = {.now = now};
     brig_registry_each_running(d, NULL, 0, judge, &vs);

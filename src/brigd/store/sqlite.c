@@ -151,6 +151,12 @@ static const char *const migrations[] = {
      * 'pause'), a project's default for its new sandboxes (NULL: 'delete') */
     ("ALTER TABLE sandboxes ADD COLUMN on_idle TEXT NOT NULL DEFAULT 'delete';"
      "ALTER TABLE projects ADD COLUMN on_idle TEXT;"),
+    /* snapshots billed by the GiB-second of their data (docs/snapshots.md), like volumes */
+    ("ALTER TABLE snapshots ADD COLUMN billed_at INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE snapshots ADD COLUMN charge_rem INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE snapshots ADD COLUMN cost_micro_usd INTEGER NOT NULL DEFAULT 0;"
+     "UPDATE snapshots SET billed_at = created_at;"
+     "ALTER TABLE ledger ADD COLUMN snapshot_id TEXT;"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -280,6 +286,7 @@ const brig_store_ops brig_store_sqlite_ops = {
     .volume_each = brig_sqlite_volume_each,
     .volume_delete = brig_sqlite_volume_delete,
     .volume_charge = brig_sqlite_volume_charge,
+    .snapshot_charge = brig_sqlite_snapshot_charge,
     .volume_mount_insert = brig_sqlite_volume_mount_insert,
     .volume_mount_delete = brig_sqlite_volume_mount_delete,
     .volume_mount_each = brig_sqlite_volume_mount_each,

@@ -314,9 +314,10 @@ int brig_sqlite_ledger_book(brig_store_conn *c, const brig_ledger_charge_entry *
 {
     if (brig_sqlite_exec(c, err, NULL, "append to the ledger",
                          "INSERT INTO ledger(account_id, at, kind, amount_micro_usd, seconds,"
-                         " sandbox_id, volume_id, note) VALUES (?,?,'charge',?,?,?,?,?)",
-                         "siiisss", e->account_id, e->at, e->amount, e->seconds, e->sandbox_id,
-                         e->volume_id, e->note) < 0)
+                         " sandbox_id, volume_id, snapshot_id, note)"
+                         " VALUES (?,?,'charge',?,?,?,?,?,?)",
+                         "siiissss", e->account_id, e->at, e->amount, e->seconds, e->sandbox_id,
+                         e->volume_id, e->snapshot_id, e->note) < 0)
         return -1;
     return set_balance(c, e->account_id, e->balance, err);
 }
@@ -433,7 +434,8 @@ int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t 
     brig_sqlite_lock(c);
     sqlite3_stmt *s = brig_sqlite_prepare(
         c,
-        "SELECT seq, at, kind, amount_micro_usd, sandbox_id, seconds, note, volume_id FROM ledger"
+        "SELECT seq, at, kind, amount_micro_usd, sandbox_id, seconds, note, volume_id,"
+        " snapshot_id FROM ledger"
         " WHERE account_id = ? AND (? = 0 OR seq < ?) ORDER BY seq DESC LIMIT ?",
         "siii", account_id, before, before, (int64_t)max);
     int r = 0;
@@ -448,6 +450,7 @@ int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t 
         l->seconds = brig_sqlite_int(s, 5, -1);
         brig_sqlite_text(s, 6, l->note, sizeof(l->note));
         brig_sqlite_text(s, 7, l->volume_id, sizeof(l->volume_id));
+        brig_sqlite_text(s, 8, l->snapshot_id, sizeof(l->snapshot_id));
     }
     brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);

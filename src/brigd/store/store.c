@@ -299,6 +299,12 @@ int brig_store_volume_delete(brig_store *st, const char *id, int64_t at, brig_er
     return st->ops->volume_delete(st->conn, id, at, err);
 }
 
+int brig_store_snapshot_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,
+                               void *ctx, int64_t *balance, brig_error **err)
+{
+    return st->ops->snapshot_charge(st->conn, id, at, plan, ctx, balance, err);
+}
+
 int brig_store_volume_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,
                              void *ctx, int64_t *balance, brig_error **err)
 {

@@ -110,6 +110,8 @@ int brig_store_volume_each(brig_store *st, const char *account_id, const char *p
                            void (*fn)(const brig_volume_row *, void *), void *ctx,
                            brig_error **err);
 int brig_store_volume_delete(brig_store *st, const char *id, int64_t at, brig_error **err);
+int brig_store_snapshot_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,
+                               void *ctx, int64_t *balance, brig_error **err);
 int brig_store_volume_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,
                              void *ctx, int64_t *balance, brig_error **err);
 int brig_store_volume_mount_insert(brig_store *st, const brig_volume_mount_row *m,

@@ -38,7 +38,8 @@ typedef struct brig_ledger_row {
     char sandbox_id[BRIG_ID_MAX];
     int64_t seconds; /* a charge's; -1: none */
     char note[256];
-    char volume_id[BRIG_ID_MAX]; /* a volume's charge; "" for none */
+    char volume_id[BRIG_ID_MAX];   /* a volume's charge; "" for none */
+    char snapshot_id[BRIG_ID_MAX]; /* a snapshot's charge; "" for none */
 } brig_ledger_row;
 
 /* A new account with its default project (named "default") and its first key, an
@@ -426,6 +427,9 @@ typedef struct brig_store_ops {
      * afterwards; BRIG_E_NOT_FOUND for no volume. */
     int (*volume_charge)(brig_store_conn *c, const char *id, int64_t at, brig_volume_plan_fn plan,
                          void *ctx, int64_t *balance, brig_error **err);
+    /* The same for snapshot id, by its data (bytes, in MiB rounded up). */
+    int (*snapshot_charge)(brig_store_conn *c, const char *id, int64_t at, brig_volume_plan_fn plan,
+                           void *ctx, int64_t *balance, brig_error **err);
     /* Records that a sandbox mounts a volume. */
     int (*volume_mount_insert)(brig_store_conn *c, const brig_volume_mount_row *m,
                                brig_error **err);
