@@ -76,26 +76,6 @@ def test_snapshot_of_a_paused_sandbox_leaves_it_paused(api, daemon):
         api.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
 
 
-def test_a_damaged_snapshot_is_refused(api, daemon):
-    with Sandbox(api) as src:
-        src.exec("head -c 2000000 /dev/urandom > /root/data")
-        snap = snapshot(api, src.id)
-    img = os.path.join(snap_dir(daemon, snap["id"]), "disk.img")
-    with open(img, "r+b") as f:  # flip a byte in its data
-        off = os.lseek(f.fileno(), 1 << 20, os.SEEK_DATA)
-        f.seek(off)
-        b = f.read(1)
-        f.seek(off)
-        f.write(bytes([b[0] ^ 0xFF]))
-    r = api.request("POST", "/v1/sandboxes", {"snapshot": snap["id"]})
-    assert r.status == 409, r.body
-    msg = r.json()["error"]["message"]
-    assert "damaged" in msg and snap["id"] in msg, msg
-    # Nothing of the refused create stays (the api fixture's leak check), and its
-    # snapshot can still be deleted.
-    api.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
-
-
 def damage(img):
     with open(img, "r+b") as f:  # flip a byte in its data
         off = os.lseek(f.fileno(), 1 << 20, os.SEEK_DATA)
@@ -103,6 +83,20 @@ def damage(img):
         b = f.read(1)
         f.seek(off)
         f.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_a_damaged_snapshot_is_refused(api, daemon):
+    with Sandbox(api) as src:
+        src.exec("head -c 2000000 /dev/urandom > /root/data")
+        snap = snapshot(api, src.id)
+    damage(os.path.join(snap_dir(daemon, snap["id"]), "disk.img"))
+    r = api.request("POST", "/v1/sandboxes", {"snapshot": snap["id"]})
+    assert r.status == 409, r.body
+    msg = r.json()["error"]["message"]
+    assert "damaged" in msg and snap["id"] in msg, msg
+    # Nothing of the refused create stays (the api fixture's leak check), and its
+    # snapshot can still be deleted.
+    api.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
 
 
 def allocated(path):
@@ -323,6 +317,41 @@ def test_a_crash_during_or_after_a_snapshot_leaks_nothing(tmp_path):
         assert os.listdir(sdir) == [] and snapshot_rows(d) == set()
         assert f"removing the layer of snapshot {kept}" in d.log()
         a.delete(sid)
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
+
+
+def test_snapshots_are_billed_by_their_data(tmp_path):
+    """snapshot_price_micro_usd_per_gib_s: 1024 micro-dollars per GiB-second is one a
+    second per MiB of the snapshot's data (bytes, MiB rounded up), charged every
+    billing_interval and at its delete, in the ledger with its snapshot_id."""
+    import time
+    from brigtest import Brigd, leftovers, wait_for
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nbilling_interval = 1\nsnapshot_price_micro_usd_per_gib_s = 1024\n")
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        with Sandbox(a) as src:
+            src.exec("head -c 3000000 /dev/urandom > /root/x")
+            t0 = time.monotonic()
+            snap = snapshot(a, src.id)
+        mib = (snap["bytes"] + 1048575) // 1048576
+
+        def charges():
+            return [e for e in a.ok("GET", "/v1/account/ledger").json()["entries"]
+                    if e.get("snapshot_id") == snap["id"]]
+
+        wait_for(lambda: len(charges()) >= 2, timeout=20, what="two charges of the snapshot")
+        a.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
+        lived = time.monotonic() - t0
+        c = charges()
+        assert all(e["kind"] == "charge" and e["sandbox_id"] is None and e["volume_id"] is None
+                   and e["note"] == "snapshot" and e["amount_micro_usd"] == mib * e["seconds"]
+                   for e in c), c
+        total = sum(e["amount_micro_usd"] for e in c)
+        assert mib * int(lived - 2) <= total <= mib * (int(lived) + 2), (lived, total, mib)
     finally:
         d.stop()
     assert leftovers(d.state_dir) == []

@@ -175,18 +175,3 @@ int brig_oci_snapshot_list(brig_runtime *rt, char ***ids, size_t *n, brig_error 
     closedir(dir);
     return 0;
 }
-
-void brig_oci_disk_thaw(const oci *o, const char *id)
-{
-    _cleanup_free_ char *mnt = brig_oci_path(o, id, "disk");
-    _cleanup_free_ char *dir = brig_oci_path(o, id, NULL);
-    struct stat in, at;
-    int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    /* its own file system only, never the state directory's */
-    if (fstat(fd, &in) == 0 && stat(dir, &at) == 0 && in.st_dev != at.st_dev &&
-        ioctl(fd, FITHAW, 0) == 0)
-        brig_warn("%s: its file system was left frozen (a snapshot cut short): thawed", id);
-    close(fd);
-}
