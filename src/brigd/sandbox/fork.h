@@ -17,7 +17,7 @@
 /* Forks sandbox id (running or paused; container isolation) count times: one snapshot of
  * it, then count creates from that snapshot with its template, tariff, project and
  * environment, each admitted like any create of the caller's; the snapshot is deleted
- * afterwards (the children have their own copies).  The source goes on.  *out:
+ * afterwards (the children keep links to its layer).  The source goes on.  *out:
  * {"source_id", "sandboxes": [...], "refused", "error"}: the creates stop at the first
  * one refused (a limit, the host full), whose error is "error" and which, with the
  * rest, "refused" counts; when none was made, that error is the answer. */

@@ -2,9 +2,9 @@
  * snapshots.h - an account's snapshots (docs/snapshots.md): a sandbox's file system, taken
  * while its processes stand still (crash-consistent), that new sandboxes start from like a
  * template ("snapshot" on create).  The layer itself is the runtime driver's
- * (snapshot_take, snapshot_remove; checked against its digest at every restore); the
- * record, the store's.  A caller sees the snapshots of what its key sees: an admin key
- * its account's, a sandbox key its project's.
+ * (snapshot_take, snapshot_remove; checked against its digest once, shared by the
+ * sandboxes made from it); the record, the store's.  A caller sees the snapshots of what
+ * its key sees: an admin key its account's, a sandbox key its project's.
  */
 #ifndef BRIG_SNAPSHOTS_H
 #define BRIG_SNAPSHOTS_H
