@@ -175,6 +175,21 @@ def test_gvisor_snapshot_is_refused_clearly(api):
         assert sb.exec("echo ok")["stdout"] == "ok\n"
 
 
+def test_a_gvisor_sandbox_starts_from_a_container_snapshot(api):
+    """The snapshot's layer is a lower layer of the root gVisor's gofer serves."""
+    needs_gvisor(api)
+    with Sandbox(api) as src:
+        src.exec("echo hello > /root/h && chown 1000:1000 /root/h && rm /etc/hostname")
+        snap = snapshot(api, src.id)
+    try:
+        with Sandbox(api, snapshot=snap["id"], isolation="gvisor") as k:
+            r = k.exec("cat /root/h; stat -c %u /root/h; test -e /etc/hostname || echo gone; "
+                       "echo w > /root/new && cat /root/new")
+            assert r["stdout"].split() == ["hello", "1000", "gone", "w"], r
+    finally:
+        api.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
+
+
 def test_digest_is_of_the_data(api, daemon):
     """The manifest's digest is what a reader of the image computes: sha256 over each
     non-zero 64 KiB block, after its offset (docs/snapshots.md)."""
