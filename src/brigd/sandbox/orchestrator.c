@@ -404,10 +404,15 @@ static int reserve(create *x, brig_error **err)
     x->expires_at =
         sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
     brig_pooled warm;
-    /* A warm sandbox has its mounts and layer already; a user template's name is its
-     * account's, and the pool's are by name: those are cold creates for now. */
-    bool claimed = x->vols.n == 0 && !x->snap.id[0] && x->builtin &&
-                   brig_pool_claim(d, x->t.name, x->t.build, tf->name, x->iso, &warm) == 0;
+    /* A warm sandbox has its mounts and layer already.  A user template's pool is its
+     * account's; its start command ran there with the template's env, so a create with an
+     * env of its own (which the start command would see) is a cold one, and so is a
+     * gVisor build's (its writes must reach the host's layer; pooled ones keep theirs). */
+    bool own_env = x->run.start && o->env && json_object_size(o->env);
+    bool claimed = x->vols.n == 0 && !x->snap.id[0] && !own_env &&
+                   !(o->host_layer && x->iso == BRIG_ISO_GVISOR) &&
+                   brig_pool_claim(d, x->builtin ? "" : x->c->account_id, x->t.name, x->t.build,
+                                   tf->name, x->iso, &warm) == 0;
     x->claimed = claimed;
     if (claimed) {
         memcpy(sp.id, warm.id, sizeof(sp.id));
@@ -509,6 +514,7 @@ static int start(create *x, brig_error **err)
         .isolation = sp->isolation,
         .net_first = net_first,
         .net_arg = x,
+        .host_layer = x->o->host_layer,
     };
     brig_rt_volume vols[BRIG_SANDBOX_VOLUMES_MAX];
     for (size_t i = 0; i < x->vols.n; i++)
@@ -633,8 +639,9 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
         unwind(&x, err);
         goto out;
     }
-    activate(&x, out);                           /* running: watched, its row, the answer */
-    r = x.run.start ? started(&x, out, err) : 0; /* a user template's start command */
+    activate(&x, out); /* running: watched, its row, the answer */
+    /* a user template's start command (a warm one's ran in the pool) */
+    r = x.run.start && !x.claimed ? started(&x, out, err) : 0;
 out:
     brig_utpl_run_dispose(&x.run);
     brig_template_dispose(&x.t);

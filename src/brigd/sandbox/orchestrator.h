@@ -28,6 +28,7 @@ typedef struct brig_sandbox_opts {
     const brig_volset *volumes; /* checked (brig_volset_parse), or NULL: none */
     const char *snapshot;       /* start from this snapshot (snapshots.h), or NULL */
     const char *on_idle;        /* "pause", "delete"; NULL: its project's default */
+    bool host_layer;            /* its writes in the host's writable layer (runtime.h): a build's */
 } brig_sandbox_opts;
 
 /* Admits (limits, host capacity) and creates a sandbox, waiting until it is ready;
