@@ -134,8 +134,8 @@ int brig_oci_paused(brig_runtime *rt, const char *id);
 int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
                            char digest[65], int64_t *bytes, brig_error **err);
 int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err);
-/* oci_layer.c: thaws the sandbox's file system, frozen for a snapshot by a brigd that died meanwhile
- * (FIFREEZE outlives its caller); one not frozen: nothing. */
+/* oci_layer.c: thaws the sandbox's file system, frozen for a snapshot by a brigd that died
+ * meanwhile (FIFREEZE outlives its caller); one not frozen: nothing. */
 void brig_oci_disk_thaw(const oci *o, const char *id);
 int brig_oci_snapshot_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
 /* oci_layer.c: reads in's data, each 64 KiB block that is not all zeros (out >= 0: copies
