@@ -38,11 +38,13 @@ export {
 export type { BrigErrorOptions } from "./errors.js";
 export type {
   CreateOptions,
+  Credential,
   ExecOptions,
   ExecReason,
   ExecResult,
   FileEntry,
   FileMode,
+  InjectionRule,
   Isolation,
   LedgerEntry,
   LedgerPage,
