@@ -49,6 +49,7 @@ typedef struct brigd {
     struct MHD_Daemon *metrics_http; /* the metrics_listen server; NULL: none */
     struct brig_volmounts *volumes;  /* who mounts which volume (sandbox/volmounts.c) */
     int64_t volumes_billed_at;       /* when the janitor last charged volumes (ms) */
+    int64_t snapshots_billed_at;     /* ... and snapshots (ms) */
     char *ca_pem; /* the egress proxy's CA certificate (sandbox/injection.c); NULL: none */
 } brigd;
 

@@ -56,6 +56,7 @@ enum cli_opt_key {
     OPT_CLOSE,
     OPT_WAIT_TIMEOUT, /* --timeout of wait: how long to wait, not the command's limit */
     OPT_ISOLATION,
+    OPT_ON_IDLE,
     OPT_PROJECT, /* the account and project commands' options (cmd_account.c .. cmd_netlog.c) */
     OPT_SCOPE,
     OPT_FILE,

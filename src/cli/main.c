@@ -32,6 +32,8 @@ static const cli_opt options[] = {
     {OPT_TEMPLATE, "template", "NAME", "template to start from (brigd's default: base)"},
     {OPT_ISOLATION, "isolation", "MODE",
      "container or gvisor (default: the project's, else the operator's)"},
+    {OPT_ON_IDLE, "on-idle", "WHAT",
+     "what its idle timeout does: delete or pause (default: the project's, else delete)"},
     {OPT_PROJECT, "project", "ID", "the project (default: the account's default project)"},
     {OPT_SCOPE, "scope", "SCOPE", "sandbox (the default) or admin"},
     {OPT_FILE, "file", "PATH", "read the value from this file instead of stdin"},
@@ -80,7 +82,8 @@ static const cli_opt *option_row(int key)
 /* command rows */
 
 static const int opts_none[] = {0};
-static const int opts_create[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_VOLUME, OPT_JSON, 0};
+static const int opts_create[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_ON_IDLE,
+                                  OPT_VOLUME,   OPT_JSON,      0};
 static const int opts_json[] = {OPT_JSON, 0};
 static const int opts_tbuild[] = {OPT_FILE, OPT_JSON, 0};
 static const int opts_exec[] = {OPT_CWD,   OPT_ENV,        OPT_TIMEOUT, OPT_SHELL, OPT_USER,
@@ -174,7 +177,8 @@ static int cmd_help(const cli_args *a);
 
 static const cli_cmd commands[] = {
     {"create", brig_cmd_create,
-     "[--template NAME] [--isolation MODE] [--volume NAME:/PATH[:ro]]... [--json]",
+     "[--template NAME] [--isolation MODE] [--on-idle delete|pause] [--volume NAME:/PATH[:ro]]... "
+     "[--json]",
      "create a sandbox and print its id", NULL, opts_create, 0, 0, CLI_REST_NONE},
     {"ls", brig_cmd_ls, "[--ended [--since TIME]] [--json]",
      "list the live sandboxes, or (--ended) the ended ones", LS_DETAILS, opts_ls, 0, 0,

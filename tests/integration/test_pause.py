@@ -205,10 +205,9 @@ price_micro_usd_per_second = 1000
 """
 
 
-@pytest.fixture
-def pd(tmp_path):
+def own_brigd(tmp_path, conf):
     cfg = tmp_path / "brigd.conf"
-    cfg.write_text(CONF)
+    cfg.write_text(conf)
     d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)])
     yield d
     if d.proc is not None:
@@ -220,6 +219,17 @@ def pd(tmp_path):
         d.destroy_all()
     left = leftovers(d.state_dir)
     assert not left, f"test leaked: {left}"
+
+
+@pytest.fixture
+def pd(tmp_path):
+    yield from own_brigd(tmp_path, CONF)
+
+
+@pytest.fixture
+def pd_idle(tmp_path):
+    """Paused sandboxes live 4 s at most."""
+    yield from own_brigd(tmp_path, CONF.replace("[brigd]\n", "[brigd]\npaused_max_age = 4\n"))
 
 
 def ledger(d, sid):
@@ -296,6 +306,54 @@ def test_lifetime_runs_on_while_paused(pd):
     wait_for(lambda: a.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] == "deleted",
              timeout=15, what="the paused sandbox to reach its lifetime")
     assert a.ok("GET", f"/v1/sandboxes/{sid}").json()["reason"] == "max_lifetime"
+
+
+def test_on_idle_pause_then_paused_max_age(pd_idle):
+    """on_idle "pause" (the project's default, or the create's): the idle timeout pauses
+    the sandbox instead of deleting it; it is kept across a restart; a sandbox paused for
+    paused_max_age is deleted (paused_too_long)."""
+    d = pd_idle.start()
+    a = d.api()
+    prj = a.ok("GET", "/v1/projects").json()["projects"][0]
+    assert prj["on_idle"] == "delete"
+    for bad in ({"on_idle": "sleep"}, {"on_idle": 1}, {"on_idle": None}):
+        r = a.request("PATCH", f"/v1/projects/{prj['id']}", bad)
+        assert r.status == 400 and "on_idle" in r.json()["error"]["message"], r.body
+        r = a.request("POST", "/v1/sandboxes", {"template": "minimal", **bad})
+        assert r.status == 400 and "on_idle" in r.json()["error"]["message"], r.body
+    assert a.ok("PATCH", f"/v1/projects/{prj['id']}", {"on_idle": "pause"}).json()[
+        "on_idle"] == "pause"
+    paused = a.create("minimal", idle_timeout=1)  # the project's default
+    deleted = a.create("minimal", idle_timeout=1, on_idle="delete")  # its own wins
+    assert paused["on_idle"] == "pause" and deleted["on_idle"] == "delete"
+    sid = paused["id"]
+
+    def state(s):
+        return a.ok("GET", f"/v1/sandboxes/{s}").json()
+
+    wait_for(lambda: state(sid)["state"] == "paused", timeout=15, what="the idle pause")
+    # listed paused first, then frozen, then its timeline says so
+    wait_for(lambda: freezer_state(sid) == "FROZEN", what="the freezer")
+    wait_for(lambda: "sandbox.paused" in timeline_kinds(a, sid), what="the timeline")
+    ev = [e for e in a.ok("GET", f"/v1/sandboxes/{sid}/timeline").json()["events"]
+          if e["kind"] == "sandbox.paused"]
+    assert ev and ev[-1]["data"]["by"] == "idle_timeout", ev
+    wait_for(lambda: state(deleted["id"])["state"] == "deleted", timeout=15, what="the idle end")
+    assert state(deleted["id"])["reason"] == "idle_timeout"
+    # Resumed, it works; its on_idle is kept across a restart of brigd.
+    resume(a, sid)
+    assert a.exec(sid, "echo back")["stdout"] == "back\n"
+    d.stop()
+    d.start()
+    a = d.api()
+    assert state(sid)["on_idle"] == "pause"
+    # Idle again: paused again, then deleted once paused for paused_max_age (4 s).
+    wait_for(lambda: state(sid)["state"] == "paused", timeout=15, what="the idle pause")
+    t = time.monotonic()
+    wait_for(lambda: state(sid)["state"] == "deleted", timeout=15, what="the paused age")
+    assert time.monotonic() - t > 2  # not before its age
+    end = state(sid)
+    assert end["reason"] == "paused_too_long" and end["end_reason"] == "idle", end
 
 
 # ---- gVisor -------------------------------------------------------------------------

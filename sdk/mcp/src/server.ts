@@ -131,6 +131,13 @@ export function createServer(options: ServerOptions = {}): McpServer {
             "'container' (the host's kernel, namespaces, seccomp) or 'gvisor' (a kernel of its own in user space); " +
               "default: the project's, else the server's. Never silently changed: an unavailable mode is an error.",
           ),
+        on_idle: z
+          .enum(["delete", "pause"])
+          .optional()
+          .describe(
+            "What its idle timeout does: 'delete' it, or 'pause' it (resume it with sandbox_resume; paused too " +
+              "long, the server deletes it). Default: the project's, else 'delete'.",
+          ),
       },
       outputSchema: {
         sandbox_id: z.string(),
@@ -147,6 +154,7 @@ export function createServer(options: ServerOptions = {}): McpServer {
           tariff: args.tariff,
           env: args.env,
           isolation: args.isolation,
+          onIdle: args.on_idle,
         });
         created.add(sb.id);
         const tariff = sb.info.tariff ? `, tariff ${sb.info.tariff}` : "";

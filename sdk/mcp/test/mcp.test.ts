@@ -80,7 +80,7 @@ describe("brig-mcp over stdio", () => {
     assert.deepEqual(run.inputSchema.required, ["command"]);
     assert.deepEqual(Object.keys(run.inputSchema.properties ?? {}).sort(), ["command", "template", "timeout"]);
     const create = tools.find((t) => t.name === "sandbox_create")!;
-    assert.deepEqual(Object.keys(create.inputSchema.properties ?? {}).sort(), ["env", "isolation", "tariff", "template"]);
+    assert.deepEqual(Object.keys(create.inputSchema.properties ?? {}).sort(), ["env", "isolation", "on_idle", "tariff", "template"]);
   });
 
   test("sandbox_pause, sandbox_resume, sandbox_fork", async () => {
@@ -110,6 +110,14 @@ describe("brig-mcp over stdio", () => {
     assert.ok(!(await call("sandbox_delete", { sandbox_id: out.sandbox_id })).isError);
     const bad = await call("sandbox_create", { template: "minimal", isolation: "kvm" });
     assert.ok(bad.isError, text(bad));
+    const paused = await call("sandbox_create", { template: "minimal", on_idle: "pause" });
+    assert.ok(!paused.isError, text(paused));
+    const pid = structured<{ sandbox_id: string }>(paused).sandbox_id;
+    const got = await fetch(`${brigd().url}/v1/sandboxes/${pid}`, {
+      headers: { Authorization: `Bearer ${brigd().key}` },
+    });
+    assert.equal(((await got.json()) as { on_idle: string }).on_idle, "pause");
+    assert.ok(!(await call("sandbox_delete", { sandbox_id: pid })).isError);
   });
 
   test("create, upload, exec, download, list, delete", async () => {

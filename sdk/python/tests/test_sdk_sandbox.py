@@ -270,6 +270,16 @@ def test_money_routes_and_ended_sandboxes(daemon, client):
         client.ended_sandboxes(since="never")
 
 
+def test_on_idle(client):
+    with Sandbox.create("minimal", on_idle="pause", client=client) as s:
+        assert s.info.on_idle == "pause"
+    with Sandbox.create("minimal", client=client) as s:
+        assert s.info.on_idle == "delete"
+    with pytest.raises(brig.InvalidRequest) as ei:
+        Sandbox.create("minimal", on_idle="sleep", client=client)
+    assert "'on_idle' must be" in ei.value.message
+
+
 def test_isolation(client):
     with Sandbox.create("minimal", isolation="container", client=client) as s:
         assert s.info.isolation == "container"

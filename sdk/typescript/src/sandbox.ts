@@ -70,6 +70,7 @@ export class Sandbox {
     if (options.isolation !== undefined) body.isolation = options.isolation;
     if (options.volumes !== undefined) body.volumes = volumeMounts(options.volumes);
     if (options.snapshot !== undefined) body.snapshot = options.snapshot;
+    if (options.onIdle !== undefined) body.on_idle = options.onIdle;
     const info = await client.json("POST", "/v1/sandboxes", { json: body, signal: options.signal });
     return new Sandbox(client, sandboxInfo(info));
   }

@@ -25,6 +25,8 @@ export interface SandboxInfo {
   secrets?: string[];
   /** How long without API use before it is deleted (brigd's `idle_timeout`, in ms). */
   idleTimeoutMs?: number;
+  /** What its idle timeout does: `delete` it or `pause` it. */
+  onIdle?: "delete" | "pause";
   /** Its maximum lifetime, when brigd reports one (`max_lifetime`, in ms). */
   maxLifetimeMs?: number;
   priceMicroUsdPerSecond?: number;
@@ -136,6 +138,12 @@ export interface CreateOptions {
   snapshot?: string;
   /** Delete the sandbox after this long without API use and no command running (brigd's default: 5 min). */
   idleTimeoutMs?: number;
+  /**
+   * What the idle timeout does: `"delete"` the sandbox, or `"pause"` it (resume with
+   * `sb.resume()`; deleted once paused for brigd's `paused_max_age`).  Default: its project's,
+   * else delete (docs/snapshots.md).
+   */
+  onIdle?: "delete" | "pause";
   /** Delete the sandbox this long after creation, whatever it does (brigd's default: 1 h). */
   maxLifetimeMs?: number;
   signal?: AbortSignal;

@@ -250,6 +250,15 @@ describe("sandboxes", () => {
     }
   });
 
+  test("onIdle: sent and shown", async () => {
+    await using sb = await Sandbox.create({ template: "minimal", client: client(), onIdle: "pause" });
+    assert.equal(sb.info.onIdle, "pause");
+    await assert.rejects(
+      Sandbox.create({ template: "minimal", client: client(), onIdle: "sleep" as "pause" }),
+      InvalidRequestError,
+    );
+  });
+
   test("isolation: sent, shown, refused by a project's policy", async () => {
     await using sb = await Sandbox.create({ template: "minimal", client: client(), isolation: "container" });
     assert.equal(sb.info.isolation, "container");

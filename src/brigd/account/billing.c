@@ -193,6 +193,20 @@ int brig_billing_charge_volume(brigd *d, const char *volume_id, int64_t now_ms, 
     return 0;
 }
 
+int brig_billing_charge_snapshot(brigd *d, const char *snapshot_id, int64_t now_ms, bool final,
+                                 int64_t *balance, brig_error **err)
+{
+    /* per GiB-second: the volumes' arithmetic is per GiB-hour */
+    volume_ctx c = {now_ms, brig_money_times(d->cfg.snapshot_price_micro_usd_per_gib_s, 3600),
+                    final, 0};
+    if (brig_store_snapshot_charge(d->store, snapshot_id, now_ms, plan_volume, &c, balance, err) <
+        0)
+        return -1;
+    if (c.amount > 0)
+        brig_metric_add(BRIG_M_BILLING_CHARGED, NULL, (double)c.amount);
+    return 0;
+}
+
 int brig_billing_spent(brigd *d, const char *account_id, int64_t from_ms, int64_t to_ms,
                        int64_t *out, brig_error **err)
 {
@@ -279,6 +293,9 @@ int brig_billing_ledger(brigd *d, const char *account_id, int64_t before, int li
         json_object_set_new(e, "note", rows[i].note[0] ? json_string(rows[i].note) : json_null());
         json_object_set_new(e, "volume_id",
                             rows[i].volume_id[0] ? json_string(rows[i].volume_id) : json_null());
+        json_object_set_new(e, "snapshot_id",
+                            rows[i].snapshot_id[0] ? json_string(rows[i].snapshot_id)
+                                                   : json_null());
         json_array_append_new(arr, e);
     }
     json_t *next = n == limit && n > 0 ? json_integer(rows[n - 1].seq) : json_null();

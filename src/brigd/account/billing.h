@@ -70,6 +70,10 @@ int64_t brig_billing_paused_price(brigd *d, int64_t disk_mib);
 int brig_billing_charge_volume(brigd *d, const char *volume_id, int64_t now_ms, bool final,
                                int64_t *balance, brig_error **err);
 
+/* The same for a snapshot, by its data, at snapshot_price_micro_usd_per_gib_s. */
+int brig_billing_charge_snapshot(brigd *d, const char *snapshot_id, int64_t now_ms, bool final,
+                                 int64_t *balance, brig_error **err);
+
 /* May account_id start one more sandbox at time now?  BRIG_E_PAYMENT when its
  * balance is used up, BRIG_E_LIMIT for a daily or monthly spend limit (saying
  * when it resets).  *max_live (may be NULL) gets its concurrency limit, which

@@ -393,9 +393,10 @@ static json_t *project_json(const brig_project_row *p)
     json_t *e = p->egress ? json_loads(p->egress, 0, NULL) : NULL;
     iso_policy pol;
     policy_load(p->isolation, &pol);
-    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:o}", "id", p->id, "account_id", p->account_id,
-                     "name", p->name, "egress", e ? e : json_object(), "created_at", created,
-                     "isolation", policy_json(&pol));
+    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:o, s:s}", "id", p->id, "account_id",
+                     p->account_id, "name", p->name, "egress", e ? e : json_object(), "created_at",
+                     created, "isolation", policy_json(&pol), "on_idle",
+                     strcmp(p->on_idle, "pause") == 0 ? "pause" : "delete");
 }
 
 int brig_project_create(brigd *d, const char *account_id, const char *name, json_t **out,
@@ -483,6 +484,47 @@ int brig_project_update(brigd *d, const brig_caller *c, const char *id, const ch
     if (isolation)
         brig_info("project %s: isolation policy set", id);
     return brig_project_get(d, c, id, out, err);
+}
+
+/* ---- what an idle timeout does ------------------------------------------------ */
+
+static int on_idle_parse(const char *word, bool *pause, brig_error **err)
+{
+    if (word && (strcmp(word, "pause") == 0 || strcmp(word, "delete") == 0)) {
+        *pause = word[0] == 'p';
+        return 0;
+    }
+    return brig_error_set(err, BRIG_E_INVALID, 0, "'on_idle' must be \"pause\" or \"delete\"");
+}
+
+int brig_project_on_idle(brigd *d, const char *project_id, const char *requested, bool *pause,
+                         brig_error **err)
+{
+    if (requested)
+        return on_idle_parse(requested, pause, err);
+    brig_project_row p;
+    int found = brig_store_project_get(d->store, project_id, &p, err);
+    if (found < 0)
+        return -1;
+    *pause = found == 1 && strcmp(p.on_idle, "pause") == 0;
+    if (found == 1)
+        free(p.egress);
+    return 0;
+}
+
+int brig_project_set_on_idle(brigd *d, const brig_caller *c, const char *id, json_t *on_idle,
+                             brig_error **err)
+{
+    json_t *cur = NULL;
+    bool pause;
+    if (brig_project_get(d, c, id, &cur, err) < 0)
+        return -1;
+    json_decref(cur);
+    if (on_idle_parse(json_string_value(on_idle), &pause, err) < 0 ||
+        brig_store_project_set_on_idle(d->store, id, pause ? "pause" : "delete", err) < 0)
+        return -1;
+    brig_info("project %s: its sandboxes' idle timeout %s them", id, pause ? "pauses" : "deletes");
+    return 0;
 }
 
 json_t *brig_project_egress(brigd *d, const char *project_id)

@@ -87,6 +87,15 @@ int brig_project_update(brigd *d, const brig_caller *c, const char *id, const ch
  * question (available()). */
 int brig_project_isolation(brigd *d, const char *project_id, const char *requested,
                            brig_isolation *out, brig_error **err);
+/* What an idle timeout does to a new sandbox of the project: `requested` ("pause",
+ * "delete"; NULL: none asked), else the project's default, else delete.  *pause: true
+ * for pause.  BRIG_E_INVALID for another word. */
+int brig_project_on_idle(brigd *d, const char *project_id, const char *requested, bool *pause,
+                         brig_error **err);
+/* Sets a project's default for its new sandboxes (a PATCH's "on_idle": "pause", "delete");
+ * BRIG_E_INVALID for another value. */
+int brig_project_set_on_idle(brigd *d, const brig_caller *c, const char *id, json_t *on_idle,
+                             brig_error **err);
 /* The egress policy of a project as JSON (new reference), or NULL. */
 json_t *brig_project_egress(brigd *d, const char *project_id);
 

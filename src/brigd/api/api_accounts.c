@@ -239,7 +239,7 @@ void api_project_get(brig_req *r)
 
 void api_project_patch(brig_req *r)
 {
-    static const char *const fields[] = {"name", "egress", "isolation", NULL};
+    static const char *const fields[] = {"name", "egress", "isolation", "on_idle", NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
@@ -249,8 +249,12 @@ void api_project_patch(brig_req *r)
     json_t *out = NULL, *canon = NULL;
     brig_egress pol = {0};
     bool have_pol = false;
+    json_t *on_idle = json_object_get(body, "on_idle");
     if (name && !json_is_string(name)) {
         brig_error_set(&err, BRIG_E_INVALID, 0, "'name' must be a string");
+    } else if (on_idle &&
+               brig_project_set_on_idle(r->d, &r->caller, r->params[0], on_idle, &err) < 0) {
+        /* err says why */
     } else if (egress && brig_egress_from_json(egress, &pol, &err) == 0) {
         have_pol = true;
         canon = brig_egress_to_json(&pol);

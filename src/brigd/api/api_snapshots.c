@@ -27,7 +27,8 @@ void api_snapshot_take(brig_req *r)
         brig_error_set(&err, BRIG_E_INVALID, 0, "'name' must be a string of 1 to %d bytes",
                        NAME_MAX_LEN);
     else
-        brig_snapshot_take(r->d, &r->caller, r->params[0], json_string_value(name), &out, &err);
+        brig_snapshot_take(r->d, &r->caller, r->params[0], json_string_value(name), true, &out,
+                           &err);
     json_decref(body);
     brig_http_answer(r, err, 201, out);
 }

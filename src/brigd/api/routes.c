@@ -69,7 +69,8 @@ static void h_sandbox_create(brig_req *r)
 {
     static const char *const fields[] = {"template",    "tariff",       "env",          "secrets",
                                          "secret_refs", "idle_timeout", "max_lifetime", "project",
-                                         "isolation",   "volumes",      "snapshot",     NULL};
+                                         "isolation",   "volumes",      "snapshot",     "on_idle",
+                                         NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
@@ -77,7 +78,7 @@ static void h_sandbox_create(brig_req *r)
     json_t *iso = json_object_get(body, "isolation");
     json_t *env = json_object_get(body, "env"), *secrets = json_object_get(body, "secrets");
     json_t *refs = json_object_get(body, "secret_refs"), *prj = json_object_get(body, "project");
-    json_t *snap = json_object_get(body, "snapshot");
+    json_t *snap = json_object_get(body, "snapshot"), *on_idle = json_object_get(body, "on_idle");
     brig_sandbox_opts opts = {.template = json_string_value(tmpl),
                               .tariff = json_string_value(tariff),
                               .project_id = json_string_value(prj),
@@ -85,7 +86,8 @@ static void h_sandbox_create(brig_req *r)
                               .env = env,
                               .secrets = secrets,
                               .secret_refs = refs,
-                              .snapshot = json_string_value(snap)};
+                              .snapshot = json_string_value(snap),
+                              .on_idle = json_string_value(on_idle)};
     json_t *vols = json_object_get(body, "volumes");
     brig_volset vs;
     if (vols)
@@ -99,6 +101,9 @@ static void h_sandbox_create(brig_req *r)
         (iso && !json_is_string(iso) &&
          brig_error_set(&err, BRIG_E_INVALID, 0,
                         "'isolation' must be \"container\" or \"gvisor\"") < 0) ||
+        (on_idle && !json_is_string(on_idle) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'on_idle' must be \"pause\" or \"delete\"") <
+             0) ||
         (snap && !json_is_string(snap) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'snapshot' must be a snapshot id") < 0) ||
         (prj && !json_is_string(prj) &&

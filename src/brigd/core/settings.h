@@ -72,7 +72,9 @@ typedef struct brig_config {
     int64_t volume_mib_per_account;              /* an account's volumes together */
     int64_t volume_price_micro_usd_per_gib_hour; /* what volumes cost (0: nothing) */
     int64_t pause_price_micro_usd_per_gib_s;     /* a paused sandbox's (0: nothing) */
-    int64_t create_queue_timeout_ms;             /* how long a create waits for host capacity */
+    int64_t snapshot_price_micro_usd_per_gib_s;  /* a snapshot's data (0: nothing) */
+    int64_t paused_max_age_ms;       /* a paused sandbox is deleted after this (paused_too_long) */
+    int64_t create_queue_timeout_ms; /* how long a create waits for host capacity */
     int64_t idle_timeout_default_ms;
     int64_t idle_timeout_max_ms;
     int64_t lifetime_default_ms;

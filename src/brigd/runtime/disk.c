@@ -222,3 +222,20 @@ int brig_disk_mount(const char *img, const char *mnt, unsigned owner, brig_error
         return brig_error_sys(err, "prepare %s", mnt); /* the caller unmounts mnt */
     return 0;
 }
+
+int brig_disk_mount_ro(const char *img, const char *mnt, brig_error **err)
+{
+    int in = open(img, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return brig_error_sys(err, "open %s", img);
+    char dev[32];
+    int loop = brig_disk_loop(in, false, dev, err); /* a read-only file: a read-only device */
+    close(in);
+    if (loop < 0)
+        return -1;
+    int r = mount(dev, mnt, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOATIME, NULL);
+    if (r < 0)
+        brig_error_sys(err, "mount %s read-only", dev);
+    close(loop);
+    return r < 0 ? -1 : 0;
+}

@@ -30,6 +30,10 @@ int brig_disk_attach(const char *golden, const char *img, const char *mnt, unsig
  * exists and a fresh mnt/work. */
 int brig_disk_mount(const char *img, const char *mnt, unsigned owner, brig_error **err);
 
+/* Attaches the image img read-only (a snapshot's layer, never written again) to a free
+ * loop device and mounts it read-only at mnt. */
+int brig_disk_mount_ro(const char *img, const char *mnt, brig_error **err);
+
 /* Binds the image open at img to a free loop device (direct I/O when asked and the
  * file system allows it) and returns an open fd of it, its path in dev.  Auto-clear:
  * the device detaches itself when its last user goes, so the caller keeps this fd

@@ -17,6 +17,11 @@ int brig_idmap_userns(unsigned base, unsigned size, int *fd, brig_error **err)
     return brig_proc_userns(base, size, fd, err);
 }
 
+int brig_idmap_userns_from(unsigned from, unsigned base, unsigned size, int *fd, brig_error **err)
+{
+    return brig_proc_userns_map(from, base, size, fd, err);
+}
+
 int brig_idmap_mount(const char *src, const char *dst, int userns_fd, brig_error **err)
 {
     int tree = (int)syscall(SYS_open_tree, AT_FDCWD, src,

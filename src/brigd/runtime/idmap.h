@@ -19,6 +19,10 @@
  * through it. */
 int brig_idmap_userns(unsigned base, unsigned size, int *fd, brig_error **err);
 
+/* A user namespace mapping from..from+size-1 to base.. (owned by host uid base): an
+ * id-mapped mount through it moves files of one range into another. */
+int brig_idmap_userns_from(unsigned from, unsigned base, unsigned size, int *fd, brig_error **err);
+
 /* Attaches a read-only, nosuid, nodev, id-mapped recursive bind mount of src
  * at dst (an existing directory). */
 int brig_idmap_mount(const char *src, const char *dst, int userns_fd, brig_error **err);

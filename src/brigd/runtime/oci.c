@@ -469,6 +469,7 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
         brig_error_sys(err, "open %s", dir);
         goto fail;
     }
+    brig_oci_disk_thaw(o, id); /* brigd died during a snapshot */
     brig_buf outb = {0};
     int st = 0;
     const char *state[] = {"state", id, NULL};
@@ -626,6 +627,7 @@ static const brig_runtime_ops oci_ops = {
     .paused = brig_oci_paused,
     .snapshot_take = brig_oci_snapshot_take,
     .snapshot_remove = brig_oci_snapshot_remove,
+    .snapshot_list = brig_oci_snapshot_list,
     .free = oci_free,
 };
 

@@ -189,26 +189,26 @@ int brig_oci_bundle_root(const oci *o, const brig_rt_spec *spec, int dirfd, int 
         return brig_error_sys(err, "create sandbox directories in %s", dir);
     /* 1. The writable layer: its own bounded file system.  The overlay's root
      *    directory takes its owner and mode from upper/: root of the sandbox, 0755. */
-    _cleanup_free_ char *golden = NULL;
-    if (spec->snapshot ? brig_oci_snapshot_restore(o, spec, disk_img, disk, err) < 0
-                       : brig_disk_golden(o->disk_dir, spec->disk_mib, &golden, err) < 0 ||
-                             brig_disk_attach(golden, disk_img, disk, spec->uid_base, err) < 0)
+    _cleanup_free_ char *golden = NULL, *snap = NULL;
+    if (brig_disk_golden(o->disk_dir, spec->disk_mib, &golden, err) < 0 ||
+        brig_disk_attach(golden, disk_img, disk, spec->uid_base, err) < 0)
         return -1;
     /* 2. The template, read-only, its owners mapped into the sandbox's id range (in
      *    every mode: under gVisor runsc's own processes run as the sandbox's host ids
      *    and open these files, oci_spec.c). */
     if (brig_idmap_userns(spec->uid_base, spec->uid_size, userns, err) < 0 ||
         brig_idmap_mount(spec->rootfs, lower, *userns, err) < 0 ||
-        brig_oci_volumes_bind(o, spec, dirfd, *userns, err) < 0) /* its volumes: volume.c */
+        brig_oci_volumes_bind(o, spec, dirfd, *userns, err) < 0 || /* its volumes: volume.c */
+        (spec->snapshot && brig_oci_snapshot_layers(o, spec, &snap, err) < 0)) /* oci_layer.c */
         return -1;
     /* gVisor's gofer, the sandbox's root, makes the agent's socket in run/. */
     if (gvisor && fchownat(dirfd, "run", spec->uid_base, spec->uid_base, 0) < 0)
         return brig_error_sys(err, "chown %s/run", dir);
-    /* 3. The root: agent layer + template + writable layer.  volatile: no syncs
-     *    for a layer that is thrown away with the sandbox. */
+    /* 3. The root: agent layer + (a snapshot's layers +) template + writable layer.
+     *    volatile: no syncs for a layer that is thrown away with the sandbox. */
     _cleanup_free_ char *opts =
-        brig_asprintf("lowerdir=%s:%s,upperdir=%s/upper,workdir=%s/work,volatile", o->agent_layer,
-                      lower, disk, disk);
+        brig_asprintf("lowerdir=%s:%s%s%s,upperdir=%s/upper,workdir=%s/work,volatile",
+                      o->agent_layer, snap ? snap : "", snap ? ":" : "", lower, disk, disk);
     if (mount("overlay", rootfs, "overlay", MS_NODEV, opts) < 0)
         return brig_error_sys(err, "mount the sandbox root filesystem");
     return 0;
@@ -255,6 +255,7 @@ int brig_oci_bundle_config(const oci *o, const brig_rt_spec *spec, int ns, brig_
 int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err)
 {
     int failed = brig_oci_volumes_unmount(o, id, err) < 0;
+    brig_oci_disk_thaw(o, id); /* an unmount of a frozen file system would wait */
     static const char *const layers[] = {"rootfs", "lower", "disk"};
     for (size_t i = 0; i < BRIG_ARRAY_LEN(layers); i++) {
         _cleanup_free_ char *m = brig_oci_path(o, id, layers[i]);
@@ -267,6 +268,8 @@ int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err)
             }
         }
     }
+    if (brig_oci_layers_unmount(o, id, err) < 0) /* a snapshot's, below rootfs */
+        failed = 1;
     return failed ? -1 : 0;
 }
 

@@ -131,16 +131,49 @@ int brig_oci_paused(brig_runtime *rt, const char *id);
 /* ---- oci_snapshot.c, oci_layer.c: snapshots' layers (runtime.h)
  * ----------------------------------- */
 
-int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
-                           int64_t *bytes, brig_error **err);
+int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                           char digest[65], int64_t *bytes, brig_error **err);
 int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err);
+/* oci_layer.c: thaws the sandbox's file system, frozen for a snapshot by a brigd that died
+ * meanwhile (FIFREEZE outlives its caller); one not frozen: nothing. */
+void brig_oci_disk_thaw(const oci *o, const char *id);
+int brig_oci_snapshot_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
 /* oci_layer.c: reads in's data, each 64 KiB block that is not all zeros (out >= 0: copies
  * them to out, sized like in), into its digest (hex); *bytes: the data hashed. */
 int brig_oci_layer_copy(int in, int out, char hex[65], int64_t *bytes, brig_error **err);
-/* oci_layer.c: a create's step instead of the golden image's copy: the snapshot's layer copied to
- * img (checked against its digest), mounted at mnt, its owners moved into spec's range. */
-int brig_oci_snapshot_restore(const oci *o, const brig_rt_spec *spec, const char *img,
-                              const char *mnt, brig_error **err);
+
+/* Records that the layer file open at fd (at path) matches its digest as it is now
+ * (path.verified; oci_layer.c checks it again once the file changed). */
+void brig_oci_layer_mark(int fd, const char *path);
+
+/* A snapshot's layers, top first: its own (disk.img), then those of the snapshot its
+ * sandbox was made from, and so on (each an ext4 image whose upper/ is the layer). */
+#define BRIG_OCI_MAX_LAYERS 32
+typedef struct brig_oci_layer {
+    char file[32];     /* its image's name in the snapshot's (or sandbox's layers/) directory */
+    unsigned uid_base; /* the range whose ids own its files */
+    char digest[65];   /* of its image (brig_oci_layer_copy) */
+} brig_oci_layer;
+typedef struct brig_oci_chain {
+    brig_oci_layer l[BRIG_OCI_MAX_LAYERS];
+    size_t n;
+} brig_oci_chain;
+/* The chain's digest, what a snapshot's row keeps: its one layer's, or the sha256 of every
+ * layer's "<digest> <uid_base>\n", top first. */
+void brig_oci_chain_digest(const brig_oci_chain *c, char hex[65]);
+/* The manifest's "layers" (a manifest without: its disk.img, owned by uid_base's range);
+ * BRIG_E_CONFLICT for one that cannot be read. */
+int brig_oci_chain_read(const char *manifest, unsigned uid_base, brig_oci_chain *c,
+                        brig_error **err);
+json_t *brig_oci_chain_json(const brig_oci_chain *c);
+/* A create's step for a sandbox made from a snapshot: the snapshot's layers linked, checked
+ * (once) and mounted, read-only and id-mapped into spec's range, under layers/;
+ * *lowers: their paths for the overlay's lowerdir (caller frees).  BRIG_E_CONFLICT
+ * "damaged" for a layer or manifest that does not match its digest. */
+int brig_oci_snapshot_layers(const oci *o, const brig_rt_spec *spec, char **lowers,
+                             brig_error **err);
+/* Unmounts a sandbox's snapshot layers (none: no error). */
+int brig_oci_layers_unmount(const oci *o, const char *id, brig_error **err);
 
 /* ---- oci_stats.c ------------------------------------------------------------- */
 

@@ -1,21 +1,22 @@
 /*
  * oci_snapshot.c - snapshots' layers (docs/snapshots.md): taking and removing them; their
- * copy, digest and restore are oci_layer.c's.
+ * digest, chain and a create's mounts of them are oci_layer.c's.
  *
  * A snapshot is a copy of a sandbox's writable layer, its ext4 image (disk.c), under
- * <state>/snapshots/<id>/: disk.img and manifest.json (what it was taken of, its digest).
- * Taking one: the sandbox is paused by the caller; its file system is frozen (FIFREEZE:
- * everything written so far reaches the image, nothing more is written) while the image's
- * data is copied, sparse: this host's file system has no reflinks, so the cost is the data
- * the sandbox wrote (plus about a megabyte of ext4 metadata).  The digest is the sha256 of
- * every 64 KiB block of the image that is not all zeros, each after its offset: the same
- * for a file whatever its holes are, and computed while copying.
+ * <state>/snapshots/<id>/: disk.img and manifest.json (what it was taken of, its layers and
+ * their digests).  Taking one: the sandbox is paused by the caller; its file system is
+ * frozen (FIFREEZE: everything written so far reaches the image, nothing more is written)
+ * while the image's data is copied, sparse: this host's file system has no reflinks, so
+ * the cost is the data the sandbox wrote (plus about a megabyte of ext4 metadata).  The
+ * digest is the sha256 of every 64 KiB block of the image that is not all zeros, each
+ * after its offset: the same for a file whatever its holes are, and computed while copying.
  *
- * Restoring: the layer is copied into the new sandbox's image while its digest is computed
- * again; one that differs from the recorded digest (a damaged or altered snapshot) fails
- * the create and nothing of it is used.  Then the files' owners, host ids of the source's
- * range, are moved into the new sandbox's range, and the overlay's old work/ is replaced.
+ * A sandbox made from a snapshot writes on top of the snapshot's layers (oci_layer.c), so
+ * a snapshot of it is its own layer plus those: they are hard-linked into the new
+ * snapshot's directory (lower-<k>.img), never copied.  Removing a snapshot removes its
+ * names only: a layer's file goes with its last link, a snapshot's or a sandbox's.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -40,22 +41,61 @@ static char *snap_path(const oci *o, const char *id, const char *name)
     return brig_asprintf("%s/../snapshots/%s/%s", o->sb_dir, id, name);
 }
 
-static int write_manifest(const oci *o, const char *id, const char *source, const char *digest,
+static int write_manifest(const oci *o, const char *id, const char *source, const brig_oci_chain *c,
                           int64_t bytes, brig_error **err)
 {
     _cleanup_free_ char *path = snap_path(o, id, "manifest.json");
-    json_t *m = json_pack("{s:s, s:s, s:s, s:I, s:s}", "id", id, "source", source, "digest", digest,
-                          "bytes", (json_int_t)bytes, "digest_of",
-                          "sha256 of each non-zero 64 KiB block of disk.img after its offset "
-                          "(64-bit little-endian)");
+    char digest[65];
+    brig_oci_chain_digest(c, digest);
+    json_t *m = json_pack("{s:s, s:s, s:s, s:I, s:s, s:o}", "id", id, "source", source, "digest",
+                          digest, "bytes", (json_int_t)bytes, "digest_of",
+                          "each layer: sha256 of each non-zero 64 KiB block of its image after "
+                          "its offset (64-bit little-endian); of several: sha256 of the layers' "
+                          "\"<digest> <uid_base>\\n\", top first",
+                          "layers", brig_oci_chain_json(c));
     int r = json_dump_file(m, path, JSON_INDENT(2)) < 0 ? brig_error_sys(err, "write %s", path) : 0;
     json_decref(m);
     return r;
 }
 
+/* The chain of snapshot id taken of sb: its layer (top, digest set), then the layers sb was
+ * made from (its layers/, oci_layer.c), hard-linked into the snapshot's directory. */
+static int link_lowers(const oci *o, brig_rt_sandbox *sb, const char *id, brig_oci_chain *c,
+                       brig_error **err)
+{
+    struct stat st;
+    if (fstatat(sb->dirfd, "disk/upper", &st, 0) < 0)
+        return brig_error_sys(err, "stat the writable layer of %s", sb->id);
+    snprintf(c->l[0].file, sizeof(c->l[0].file), "disk.img");
+    c->l[0].uid_base = st.st_uid; /* its root: its range's first id */
+    c->n = 1;
+    _cleanup_free_ char *dir = brig_oci_path(o, sb->id, "layers");
+    _cleanup_free_ char *manifest = brig_asprintf("%s/manifest.json", dir);
+    if (access(manifest, F_OK) < 0)
+        return 0; /* not made from a snapshot */
+    brig_oci_chain below;
+    if (brig_oci_chain_read(manifest, 0, &below, err) < 0)
+        return -1;
+    if (below.n + 1 > BRIG_OCI_MAX_LAYERS)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "%s is made from a chain of %zu snapshots already, the most a "
+                              "snapshot may have",
+                              sb->id, below.n);
+    for (size_t k = 0; k < below.n; k++) {
+        brig_oci_layer *l = &c->l[c->n++];
+        *l = below.l[k];
+        snprintf(l->file, sizeof(l->file), "lower-%zu.img", k);
+        _cleanup_free_ char *from = brig_asprintf("%s/%s", dir, below.l[k].file);
+        _cleanup_free_ char *to = snap_path(o, id, l->file);
+        if (link(from, to) < 0)
+            return brig_error_sys(err, "link %s", from);
+    }
+    return 0;
+}
+
 /* Copies sandbox sb's image, its file system frozen meanwhile, into snapshot id. */
-static int copy_frozen(const oci *o, brig_rt_sandbox *sb, const char *dst, char digest[65],
-                       int64_t *bytes, brig_error **err)
+static int copy_frozen(const oci *o, brig_rt_sandbox *sb, const char *dst, bool durable,
+                       char digest[65], int64_t *bytes, brig_error **err)
 {
     _cleanup_free_ char *mnt = brig_oci_path(o, sb->id, "disk");
     _cleanup_free_ char *src = brig_oci_path(o, sb->id, "disk.img");
@@ -73,8 +113,10 @@ static int copy_frozen(const oci *o, brig_rt_sandbox *sb, const char *dst, char 
     if (ioctl(mfd, FITHAW, 0) < 0)
         brig_warn("%s: thaw its file system: %s", sb->id, strerror(errno));
     close(mfd);
-    if (r == 0 && fsync(out) < 0)
+    if (r == 0 && durable && fsync(out) < 0)
         r = brig_error_sys(err, "sync %s", dst);
+    if (r == 0) /* hashed from the very blocks written: checked */
+        brig_oci_layer_mark(out, dst);
     if (in >= 0)
         close(in);
     if (out >= 0)
@@ -82,8 +124,8 @@ static int copy_frozen(const oci *o, brig_rt_sandbox *sb, const char *dst, char 
     return r;
 }
 
-int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
-                           int64_t *bytes, brig_error **err)
+int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                           char digest[65], int64_t *bytes, brig_error **err)
 {
     oci *o = rt->priv;
     if (sb->iso != BRIG_ISO_CONTAINER)
@@ -97,11 +139,13 @@ int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id
         return -1;
     if (mkdir(dir, 0700) < 0)
         return brig_error_sys(err, "create %s", dir);
-    if (copy_frozen(o, sb, img, digest, bytes, err) < 0 ||
-        write_manifest(o, id, sb->id, digest, *bytes, err) < 0) {
+    brig_oci_chain c;
+    if (copy_frozen(o, sb, img, durable, c.l[0].digest, bytes, err) < 0 ||
+        link_lowers(o, sb, id, &c, err) < 0 || write_manifest(o, id, sb->id, &c, *bytes, err) < 0) {
         brig_oci_rm_rf(dir);
         return -1;
     }
+    brig_oci_chain_digest(&c, digest);
     return 0;
 }
 
@@ -110,5 +154,24 @@ int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err)
     (void)err;
     _cleanup_free_ char *dir = snap_path(rt->priv, id, NULL);
     brig_oci_rm_rf(dir);
+    return 0;
+}
+
+int brig_oci_snapshot_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err)
+{
+    *ids = NULL;
+    *n = 0;
+    _cleanup_free_ char *top = snap_path(rt->priv, NULL, NULL);
+    DIR *dir = opendir(top);
+    if (dir == NULL)
+        return errno == ENOENT ? 0 : brig_error_sys(err, "open %s", top);
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (strncmp(e->d_name, "snp_", 4) != 0 || strlen(e->d_name) >= BRIG_ID_MAX)
+            continue;
+        *ids = brig_xrealloc(*ids, (*n + 1) * sizeof(**ids));
+        (*ids)[(*n)++] = brig_xstrdup(e->d_name);
+    }
+    closedir(dir);
     return 0;
 }

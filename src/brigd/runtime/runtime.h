@@ -49,10 +49,10 @@ typedef struct brig_rt_spec {
     brig_isolation isolation;
     const brig_rt_volume *volumes; /* mounted at create, in order; n_volumes of them */
     size_t n_volumes;
-    /* Started from a snapshot (docs/snapshots.md), when set: its writable layer is a copy
-     * of snapshot id's, whose data must hash to snapshot_digest (else the create fails,
-     * BRIG_E_CONFLICT "damaged"); its files' owners, ids of the range at snapshot_uid_base,
-     * are moved into this sandbox's range. */
+    /* Started from a snapshot (docs/snapshots.md), when set: the snapshot's layers, whose
+     * chain must hash to snapshot_digest (else the create fails, BRIG_E_CONFLICT
+     * "damaged"), are read-only lower layers of its root, their owners (ids of the range
+     * at snapshot_uid_base, for its top layer) id-mapped into this sandbox's range. */
     const char *snapshot;
     const char *snapshot_digest;
     unsigned snapshot_uid_base;
@@ -159,10 +159,14 @@ typedef struct brig_runtime_ops {
     /* Snapshots (docs/snapshots.md): snapshot_take copies paused sandbox sb's writable layer
      * (its file system frozen and flushed meanwhile: crash-consistent) as snapshot id, with
      * its digest (sha256 of its data blocks and their offsets, hex) and the bytes of data it
-     * holds; snapshot_remove deletes one (idempotent); snapshot_list: the ids it keeps. */
-    int (*snapshot_take)(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, char digest[65],
-                         int64_t *bytes, brig_error **err);
+     * holds; durable: synced to disk before it returns (a fork's, deleted at once and used
+     * by sandboxes that a host crash ends anyway, is not); snapshot_remove deletes one
+     * (idempotent). */
+    int (*snapshot_take)(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                         char digest[65], int64_t *bytes, brig_error **err);
     int (*snapshot_remove)(brig_runtime *rt, const char *id, brig_error **err);
+    /* Ids of every snapshot it keeps a layer of (a crash may leave one no row names). */
+    int (*snapshot_list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     /* Ids of every sandbox this driver holds anything for (running or not). */
     int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     void (*free)(brig_runtime *rt);

@@ -307,6 +307,11 @@ int brig_proc_run(const char *const *argv, brig_buf *out, size_t cap, int *statu
 
 int brig_proc_userns(unsigned base, unsigned size, int *out, brig_error **err)
 {
+    return brig_proc_userns_map(0, base, size, out, err);
+}
+
+int brig_proc_userns_map(unsigned from, unsigned base, unsigned size, int *out, brig_error **err)
+{
     int up[2], down[2];
     if (pipe2(up, O_CLOEXEC) < 0)
         return brig_error_sys(err, "pipe");
@@ -351,7 +356,7 @@ int brig_proc_userns(unsigned base, unsigned size, int *out, brig_error **err)
         goto reap;
     }
     char path[64], map[64];
-    int n = snprintf(map, sizeof(map), "0 %u %u\n", base, size);
+    int n = snprintf(map, sizeof(map), "%u %u %u\n", from, base, size);
     const char *files[] = {"uid_map", "gid_map"};
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[i]);

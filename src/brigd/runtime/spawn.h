@@ -51,6 +51,9 @@ int brig_proc_run(const char *const *argv, brig_buf *out, size_t cap, int *statu
  * `0 base size`; returns an fd of it (O_CLOEXEC) in *out.  Costs a short-lived
  * child process. */
 int brig_proc_userns(unsigned base, unsigned size, int *out, brig_error **err);
+/* The same with ids from.. (instead of 0..) mapped to base..: through it an id-mapped mount
+ * shows files owned by from+k as owned by base+k (a snapshot's layer, oci_layer.c). */
+int brig_proc_userns_map(unsigned from, unsigned base, unsigned size, int *out, brig_error **err);
 
 /* "exited with status 1" / "killed by signal 9". */
 void brig_proc_describe(int status, char *buf, size_t len);

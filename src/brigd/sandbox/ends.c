@@ -19,19 +19,13 @@
 static const struct {
     const char *detail, *code;
 } codes[] = {
-    {"deleted_by_api", "deleted"},
-    {"idle_timeout", "idle"},
-    {"max_lifetime", "lifetime"},
-    {"cpu_abuse", "cpu_abuse"},
-    {"tcp_memory", "tcp_memory"},
-    {"balance_exhausted", "balance"},
-    {"spend_limit", "spend_limit"},
-    {"agent_lost", "agent_lost"},
-    {"oom_killed", "oom_killed"},
-    {"lost_on_restart", "brigd_restart"},
-    {"destroyed_by_operator", "host_shutdown"},
-    {"host_reboot", "host_shutdown"},
-    {"host_shutdown", "host_shutdown"},
+    {"deleted_by_api", "deleted"},        {"idle_timeout", "idle"},
+    {"max_lifetime", "lifetime"},         {"paused_too_long", "idle"},
+    {"cpu_abuse", "cpu_abuse"},           {"tcp_memory", "tcp_memory"},
+    {"balance_exhausted", "balance"},     {"spend_limit", "spend_limit"},
+    {"agent_lost", "agent_lost"},         {"oom_killed", "oom_killed"},
+    {"lost_on_restart", "brigd_restart"}, {"destroyed_by_operator", "host_shutdown"},
+    {"host_reboot", "host_shutdown"},     {"host_shutdown", "host_shutdown"},
 };
 
 const char *brig_end_code(const char *detail, bool failed)

@@ -4,6 +4,7 @@
  */
 #include "fork.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "log.h"
@@ -40,6 +41,70 @@ static int source_of(brigd *d, const brig_caller *c, const char *id, source *s, 
     return 0;
 }
 
+/* The children's creates, run side by side by up to MAKERS threads: a create spends
+ * most of its time waiting (runc, the agent's handshake), not on a CPU. */
+#define MAKERS 4
+
+typedef struct makers {
+    brigd *d;
+    const brig_caller *c;
+    const brig_sandbox_opts *o;
+    pthread_mutex_t lock;
+    int64_t left;      /* creates not started yet */
+    json_t *made;      /* the children made */
+    brig_error *first; /* the first refusal: no more are started after it */
+} makers;
+
+static void *maker(void *arg)
+{
+    makers *m = arg;
+    brig_sandbox_opts o = *m->o;
+    pthread_mutex_lock(&m->lock);
+    o.env = o.env ? json_deep_copy(o.env) : NULL; /* a create takes references: its own */
+    pthread_mutex_unlock(&m->lock);
+    for (;;) {
+        pthread_mutex_lock(&m->lock);
+        bool go = m->left > 0 && m->first == NULL;
+        m->left -= go;
+        pthread_mutex_unlock(&m->lock);
+        if (!go)
+            break;
+        json_t *child = NULL;
+        brig_error *e = NULL;
+        int rc = brig_sandbox_create(m->d, m->c, &o, &child, &e);
+        pthread_mutex_lock(&m->lock);
+        if (rc == 0)
+            json_array_append_new(m->made, child);
+        else if (m->first == NULL)
+            m->first = e;
+        else
+            brig_error_clear(&e);
+        pthread_mutex_unlock(&m->lock);
+    }
+    json_decref(o.env);
+    return NULL;
+}
+
+/* Makes count children; *first: the first refusal (NULL: none). */
+static json_t *make_children(brigd *d, const brig_caller *c, const brig_sandbox_opts *o,
+                             int64_t count, brig_error **first)
+{
+    makers m = {.d = d, .c = c, .o = o, .left = count, .made = json_array()};
+    pthread_mutex_init(&m.lock, NULL);
+    pthread_t t[MAKERS];
+    int n = 0;
+    for (; n < MAKERS && n < count; n++)
+        if (pthread_create(&t[n], NULL, maker, &m) != 0)
+            break;
+    if (n == 0) /* no thread: this one makes them */
+        maker(&m);
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    pthread_mutex_destroy(&m.lock);
+    *first = m.first;
+    return m.made;
+}
+
 static json_t *error_json(const brig_error *e)
 {
     return json_pack("{s:s, s:s}", "code", brig_error_code(e->kind), "message", e->msg);
@@ -52,7 +117,7 @@ int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t co
     json_t *snap = NULL;
     if (source_of(d, c, id, &s, err) < 0)
         return -1;
-    if (brig_snapshot_take(d, c, id, "fork", &snap, err) < 0) {
+    if (brig_snapshot_take(d, c, id, "fork", false, &snap, err) < 0) {
         json_decref(s.env);
         return -1;
     }
@@ -63,13 +128,8 @@ int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t co
                            .env = s.env,
                            .snapshot = snap_id,
                            .egress_none = s.egress_none};
-    json_t *made = json_array();
     brig_error *first = NULL;
-    for (int64_t i = 0; i < count && first == NULL; i++) {
-        json_t *child = NULL;
-        if (brig_sandbox_create(d, c, &o, &child, &first) == 0)
-            json_array_append_new(made, child);
-    }
+    json_t *made = make_children(d, c, &o, count, &first);
     brig_error *derr = NULL;
     if (brig_snapshot_delete(d, c, snap_id, &derr) < 0) {
         brig_err("fork of %s: delete its snapshot %s: %s", id, snap_id, derr->msg);

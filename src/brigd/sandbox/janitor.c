@@ -25,8 +25,10 @@
 #include "ends.h"
 #include "log.h"
 #include "orchestrator.h"
+#include "pause.h"
 #include "registry.h"
 #include "runtime/cgroup.h"
+#include "snapshots.h"
 #include "usage.h"
 
 #define TICK_MS            500
@@ -38,7 +40,7 @@
 
 typedef struct verdict {
     char id[BRIG_ID_MAX];
-    const char *reason;
+    const char *reason; /* why it is stopped; NULL: paused (its idle timeout, on_idle) */
 } verdict;
 
 /* One probe in flight. */
@@ -221,6 +223,9 @@ typedef struct verdicts {
     size_t n;
 } verdicts;
 
+/* A verdict that pauses rather than stops (on_idle "pause"). */
+static const char PAUSE[] = "pause";
+
 /* One sandbox's turn in a tick (borrowed). */
 static void judge(brigd *d, brig_sandbox *sb, void *arg)
 {
@@ -237,7 +242,7 @@ static void judge(brigd *d, brig_sandbox *sb, void *arg)
     else if (tcp_overrun(d, sb))
         reason = "tcp_memory";
     else if (idle_now(d, sb, now))
-        reason = "idle_timeout";
+        reason = brig_sandbox_spec_of(sb)->pause_on_idle ? PAUSE : "idle_timeout";
     if (reason == NULL && now - m->billed_at >= d->cfg.billing_interval_ms) {
         int64_t balance = 1;
         brig_error *err = NULL;
@@ -266,8 +271,11 @@ static void judge_paused(brigd *d, brig_sandbox *sb, void *arg)
     const char *id = brig_sandbox_id(sb);
     brig_sandbox_marks *m = brig_sandbox_marks_of(sb);
     const char *reason = NULL;
+    int64_t since = brig_sandbox_paused_at(d, sb);
     if (brig_sandbox_expired(d, sb, vs->now)) {
         reason = "max_lifetime";
+    } else if (since > 0 && vs->now - since >= d->cfg.paused_max_age_ms) {
+        reason = "paused_too_long";
     } else if (vs->now - m->billed_at >= d->cfg.billing_interval_ms) {
         int64_t balance = 1;
         brig_error *err = NULL;
@@ -311,12 +319,20 @@ void brig_janitor_tick(brigd *d, int64_t now)
     prune_audit(d, now);
     brig_usage_tick(d, now);
     brig_volumes_bill(d, now);
+    brig_snapshots_bill(d, now);
     /* Every running sandbox borrowed, decided outside the lock; stopped afterwards. */
     verdicts vs = {.now = now};
     brig_registry_each_running(d, NULL, 0, judge, &vs);
     brig_registry_each_running(d, NULL, BRIG_EACH_PAUSED, judge_paused, &vs);
-    for (size_t i = 0; i < vs.n; i++)
-        brig_sandbox_stop(d, vs.v[i].id, vs.v[i].reason);
+    for (size_t i = 0; i < vs.n; i++) {
+        brig_error *err = NULL;
+        if (vs.v[i].reason != PAUSE)
+            brig_sandbox_stop(d, vs.v[i].id, vs.v[i].reason);
+        else if (brig_sandbox_pause_idle(d, vs.v[i].id, &err) < 0) { /* a delete meanwhile */
+            brig_warn("sandbox %s: pause at its idle timeout: %s", vs.v[i].id, err->msg);
+            brig_error_clear(&err);
+        }
+    }
     free(vs.v);
 }
 

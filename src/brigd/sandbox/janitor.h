@@ -6,7 +6,9 @@
  *                      command running in it (foreground or background): a long
  *                      build is never "idle".  The agent is asked by a probe
  *                      thread, never by the janitor itself; no answer within 5 s
- *                      counts as "no command runs"
+ *                      counts as "no command runs".  A sandbox whose on_idle is
+ *                      "pause" is paused instead (pause.h)
+ *   paused_too_long    paused for paused_max_age
  *   max_lifetime       past its expiry (POST …/timeout extends it)
  *   cpu_abuse          at >= 95 % of its CPU quota for longer than the abuse
  *                      window (the account sees it in cpu_abuse_stops)

@@ -208,6 +208,7 @@ typedef struct create {
     const brig_tariff *tariff;
     const char *project;
     brig_isolation iso;
+    bool pause_on_idle;     /* what its idle timeout does: the create's, else its project's */
     brig_template t;        /* its template, looked up (disposed when the create ends) */
     brig_reservation res;   /* the account's concurrency, until it is listed */
     brig_sandbox *sb;       /* once host capacity is held: the creator's reference */
@@ -318,7 +319,8 @@ static int resolve(create *x, brig_error **err)
     }
     /* The mode asked for, within the project's policy (or its default, or the
      * operator's), and never another than this host can run. */
-    if (brig_project_isolation(d, x->project, x->o->isolation, &x->iso, err) < 0)
+    if (brig_project_isolation(d, x->project, x->o->isolation, &x->iso, err) < 0 ||
+        brig_project_on_idle(d, x->project, x->o->on_idle, &x->pause_on_idle, err) < 0)
         return -1;
     if (d->rt->ops->available(d->rt, x->iso, err) < 0) {
         if (x->o->isolation == NULL) /* say why a mode nobody asked for */
@@ -408,6 +410,7 @@ static int reserve(create *x, brig_error **err)
     memcpy(sp.template_key, x->t.key, sizeof(sp.template_key));
     snprintf(sp.tariff, sizeof(sp.tariff), "%s", tf->name);
     sp.idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : d->cfg.idle_timeout_default_ms;
+    sp.pause_on_idle = x->pause_on_idle;
     x->expires_at =
         sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
     brig_pooled warm;
@@ -475,6 +478,7 @@ static int record(create *x, brig_error **err)
     row.uid_base = sp->uid_base;
     row.price = sp->price;
     row.idle_timeout_ms = sp->idle_timeout_ms;
+    row.pause_on_idle = sp->pause_on_idle;
     row.expires_at = x->expires_at;
     snprintf(row.isolation, sizeof(row.isolation), "%s", brig_isolation_name(sp->isolation));
     row.egress_none = sp->egress_none;

@@ -52,8 +52,9 @@ static json_t *answer(brigd *d, brig_sandbox *sb, const char *memory)
     return j;
 }
 
-static int pause_locked(brigd *d, const brig_caller *c, const char *id, json_t **out,
-                        brig_error **err)
+/* why: what paused it, for its timeline ("idle_timeout"), or NULL: a request. */
+static int pause_locked(brigd *d, const brig_caller *c, const char *id, const char *why,
+                        json_t **out, brig_error **err)
 {
     brig_sb_state state;
     brig_sandbox *sb = find(d, c, id, &state, err);
@@ -81,10 +82,13 @@ static int pause_locked(brigd *d, const brig_caller *c, const char *id, json_t *
         goto done;
     }
     brig_store_sandbox_set_state(d->store, id, brig_sb_state_name(BRIG_SB_PAUSED), NULL, now, NULL);
-    brig_timeline_record(d, sb, c, "sandbox.paused", json_pack("{s:s}", "memory", memory));
-    brig_info("sandbox %s: paused", id);
+    json_t *ev = json_pack("{s:s}", "memory", memory);
+    if (why)
+        json_object_set_new(ev, "by", json_string(why));
+    brig_timeline_record(d, sb, c, "sandbox.paused", ev);
+    brig_info("sandbox %s: paused%s%s", id, why ? " by its " : "", why ? why : "");
 done:
-    if (rc == 0)
+    if (rc == 0 && out)
         *out = answer(d, sb, memory);
     brig_sandbox_unref(d, sb);
     return rc;
@@ -136,7 +140,15 @@ int brig_sandbox_pause(brigd *d, const brig_caller *c, const char *id, json_t **
                        brig_error **err)
 {
     pthread_mutex_lock(&pause_lock);
-    int rc = pause_locked(d, c, id, out, err);
+    int rc = pause_locked(d, c, id, NULL, out, err);
+    pthread_mutex_unlock(&pause_lock);
+    return rc;
+}
+
+int brig_sandbox_pause_idle(brigd *d, const char *id, brig_error **err)
+{
+    pthread_mutex_lock(&pause_lock);
+    int rc = pause_locked(d, NULL, id, "idle_timeout", NULL, err);
     pthread_mutex_unlock(&pause_lock);
     return rc;
 }

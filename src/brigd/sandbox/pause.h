@@ -28,6 +28,11 @@ int brig_sandbox_pause(brigd *d, const brig_caller *c, const char *id, json_t **
 int brig_sandbox_resume(brigd *d, const brig_caller *c, const char *id, json_t **out,
                         brig_error **err);
 
+/* The janitor's pause of a sandbox whose idle timeout passed and whose on_idle is "pause"
+ * (its timeline says "by": "idle_timeout").  A paused sandbox is deleted once it was paused
+ * for paused_max_age (janitor.c, "paused_too_long"). */
+int brig_sandbox_pause_idle(brigd *d, const char *id, brig_error **err);
+
 /* Runs fn(arg, its runtime handle) while every process of sandbox sb (referenced by the
  * caller) stands still: a running one is frozen by the driver for the call and thawed
  * after (it stays listed running: requests meanwhile wait, they are not refused), a

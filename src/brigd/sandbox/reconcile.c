@@ -12,6 +12,7 @@
 #include "ends.h"
 #include "log.h"
 #include "registry.h"
+#include "snapshots.h"
 #include "teardown.h"
 #include "timeline.h"
 #include "usage.h"
@@ -38,7 +39,8 @@ static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h, b
     brig_sandbox_spec sp = {.created_at = row->created_at,
                             .price = row->price,
                             .uid_base = row->uid_base,
-                            .idle_timeout_ms = row->idle_timeout_ms};
+                            .idle_timeout_ms = row->idle_timeout_ms,
+                            .pause_on_idle = row->pause_on_idle};
     memcpy(sp.id, row->id, sizeof(sp.id));
     memcpy(sp.account_id, row->account_id, sizeof(sp.account_id));
     memcpy(sp.project_id, row->project_id, sizeof(sp.project_id));
@@ -232,6 +234,7 @@ void brig_reconcile(brigd *d)
     free(ids);
     brig_attach_cleanup(d, c.kept, c.n_kept);
     brig_volumes_reconcile(d); /* volumes no sandbox mounts now let go of */
+    brig_snapshots_reconcile(d);
     for (size_t k = 0; k < c.n_kept; k++)
         free(c.kept[k]);
     free(c.kept);

@@ -66,6 +66,7 @@ typedef struct brig_sandbox_spec {
     double vcpus;            /* its CPU quota (abuse detection) */
     int64_t uid_base;        /* its user namespace range (0: none held) */
     int64_t idle_timeout_ms; /* 0: none */
+    bool pause_on_idle;      /* its idle timeout pauses it (pause.h), else deletes it */
     brig_isolation isolation;
     char workdir[256]; /* commands' default cwd (a user template's); "": the agent's */
     bool egress_none;  /* no egress, whatever its project's policy (attach.h) */

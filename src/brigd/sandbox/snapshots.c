@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "account/billing.h"
 #include "core/format.h"
 #include "core/id.h"
 #include "log.h"
@@ -32,17 +33,18 @@ static json_t *snapshot_json(const brig_snapshot_row *r)
 typedef struct take {
     brigd *d;
     brig_snapshot_row *row;
+    bool durable;
 } take;
 
 static int take_layer(void *arg, brig_rt_sandbox *rt, brig_error **err)
 {
     take *t = arg;
-    return t->d->rt->ops->snapshot_take(t->d->rt, rt, t->row->id, t->row->digest, &t->row->bytes,
-                                        err);
+    return t->d->rt->ops->snapshot_take(t->d->rt, rt, t->row->id, t->durable, t->row->digest,
+                                        &t->row->bytes, err);
 }
 
 int brig_snapshot_take(brigd *d, const brig_caller *c, const char *sandbox_id, const char *name,
-                       json_t **out, brig_error **err)
+                       bool durable, json_t **out, brig_error **err)
 {
     brig_sandbox_view v;
     if (!brig_registry_view(d, c, sandbox_id, &v))
@@ -61,7 +63,7 @@ int brig_snapshot_take(brigd *d, const brig_caller *c, const char *sandbox_id, c
     snprintf(row.source_id, sizeof(row.source_id), "%s", sp->id);
     snprintf(row.template, sizeof(row.template), "%s", sp->template);
     memcpy(row.template_key, sp->template_key, sizeof(row.template_key));
-    take t = {d, &row};
+    take t = {d, &row, durable};
     int rc = brig_sandbox_frozen_do(d, sb, take_layer, &t, err);
     if (rc == 0 && brig_store_snapshot_insert(d->store, &row, err) < 0) {
         d->rt->ops->snapshot_remove(d->rt, row.id, NULL);
@@ -122,12 +124,81 @@ int brig_snapshot_list(brigd *d, const brig_caller *c, json_t **out, brig_error 
     return 0;
 }
 
+typedef struct live_ids {
+    char **ids;
+    size_t n;
+} live_ids;
+
+static void collect_id(const brig_snapshot_row *r, void *arg)
+{
+    live_ids *l = arg;
+    l->ids = brig_xrealloc(l->ids, (l->n + 1) * sizeof(*l->ids));
+    l->ids[l->n++] = brig_xstrdup(r->id);
+}
+
+static void bill_one(const brig_snapshot_row *r, void *arg)
+{
+    brigd *d = arg;
+    brig_error *err = NULL;
+    if (brig_billing_charge_snapshot(d, r->id, brig_now_real_ms(), false, NULL, &err) < 0) {
+        brig_err("snapshot %s: charge: %s", r->id, err->msg);
+        brig_error_clear(&err);
+    }
+}
+
+void brig_snapshots_bill(brigd *d, int64_t now)
+{
+    if (d->cfg.snapshot_price_micro_usd_per_gib_s == 0 ||
+        now - d->snapshots_billed_at < d->cfg.billing_interval_ms)
+        return;
+    d->snapshots_billed_at = now;
+    brig_error *err = NULL;
+    if (brig_store_snapshot_each(d->store, NULL, NULL, bill_one, d, &err) < 0) {
+        brig_err("snapshots: billing: %s", err->msg);
+        brig_error_clear(&err);
+    }
+}
+
+void brig_snapshots_reconcile(brigd *d)
+{
+    live_ids live = {0};
+    char **ids = NULL;
+    size_t n = 0;
+    brig_error *err = NULL;
+    if (brig_store_snapshot_each(d->store, NULL, NULL, collect_id, &live, &err) < 0 ||
+        d->rt->ops->snapshot_list(d->rt, &ids, &n, &err) < 0) {
+        brig_err("reconcile: snapshots: %s", err->msg); /* keep everything */
+        brig_error_clear(&err);
+        n = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool known = false;
+        for (size_t k = 0; k < live.n && !known; k++)
+            known = strcmp(live.ids[k], ids[i]) == 0;
+        if (!known) { /* taken when brigd died, or its row deleted but not its layer */
+            brig_warn("reconcile: removing the layer of snapshot %s (no record of it)", ids[i]);
+            d->rt->ops->snapshot_remove(d->rt, ids[i], NULL);
+        }
+        free(ids[i]);
+    }
+    free(ids);
+    for (size_t k = 0; k < live.n; k++)
+        free(live.ids[k]);
+    free(live.ids);
+}
+
 int brig_snapshot_delete(brigd *d, const brig_caller *c, const char *id, brig_error **err)
 {
     brig_snapshot_row row;
     if (brig_snapshot_lookup(d, c, id, &row, err) < 0)
         return -1;
-    int r = brig_store_snapshot_delete(d->store, row.id, brig_now_real_ms(), err);
+    int64_t now = brig_now_real_ms();
+    brig_error *cerr = NULL;
+    if (brig_billing_charge_snapshot(d, row.id, now, true, NULL, &cerr) < 0) { /* its last */
+        brig_err("snapshot %s: charge at delete: %s", row.id, cerr->msg);
+        brig_error_clear(&cerr);
+    }
+    int r = brig_store_snapshot_delete(d->store, row.id, now, err);
     if (r < 0)
         return -1;
     if (r == 0) /* deleted meanwhile */

@@ -43,6 +43,7 @@ static json_t *live_json(brig_sandbox_view *v)
     json_object_set_new(j, "isolation", json_string(brig_isolation_name(sp->isolation)));
     if (sp->egress_none) /* its own, narrower than its project's policy */
         json_object_set_new(j, "egress", json_string("none"));
+    json_object_set_new(j, "on_idle", json_string(sp->pause_on_idle ? "pause" : "delete"));
     if (v->state == BRIG_SB_PAUSED) { /* its idle timeout stands still meanwhile */
         json_object_set_new(j, "paused_at", time_or_null(v->paused_at));
         json_object_set_new(j, "idle_expires_at", json_null());

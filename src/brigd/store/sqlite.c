@@ -154,6 +154,16 @@ static const char *const migrations[] = {
     ("CREATE TABLE e2b_sandboxes ("
      "  sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id), record TEXT NOT NULL);"
      "ALTER TABLE sandboxes ADD COLUMN egress_none INTEGER NOT NULL DEFAULT 0;"),
+    /* what an idle timeout does (docs/snapshots.md#pause-on-idle): a sandbox's ('delete',
+     * 'pause'), a project's default for its new sandboxes (NULL: 'delete') */
+    ("ALTER TABLE sandboxes ADD COLUMN on_idle TEXT NOT NULL DEFAULT 'delete';"
+     "ALTER TABLE projects ADD COLUMN on_idle TEXT;"),
+    /* snapshots billed by the GiB-second of their data (docs/snapshots.md), like volumes */
+    ("ALTER TABLE snapshots ADD COLUMN billed_at INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE snapshots ADD COLUMN charge_rem INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE snapshots ADD COLUMN cost_micro_usd INTEGER NOT NULL DEFAULT 0;"
+     "UPDATE snapshots SET billed_at = created_at;"
+     "ALTER TABLE ledger ADD COLUMN snapshot_id TEXT;"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -248,6 +258,7 @@ const brig_store_ops brig_store_sqlite_ops = {
     .project_each = brig_sqlite_project_each,
     .account_each = brig_sqlite_account_each,
     .project_update = brig_sqlite_project_update,
+    .project_set_on_idle = brig_sqlite_project_set_on_idle,
     .key_insert = brig_sqlite_key_insert,
     .key_lookup = brig_sqlite_key_lookup,
     .key_revoke = brig_sqlite_key_revoke,
@@ -282,6 +293,7 @@ const brig_store_ops brig_store_sqlite_ops = {
     .volume_each = brig_sqlite_volume_each,
     .volume_delete = brig_sqlite_volume_delete,
     .volume_charge = brig_sqlite_volume_charge,
+    .snapshot_charge = brig_sqlite_snapshot_charge,
     .volume_mount_insert = brig_sqlite_volume_mount_insert,
     .volume_mount_delete = brig_sqlite_volume_mount_delete,
     .volume_mount_each = brig_sqlite_volume_mount_each,

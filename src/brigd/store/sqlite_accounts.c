@@ -126,7 +126,8 @@ fail:
 
 /* ---- projects -------------------------------------------------------------------- */
 
-#define PROJECT_COLS "SELECT id, account_id, name, egress, created_at, isolation FROM projects"
+#define PROJECT_COLS                                                                               \
+    "SELECT id, account_id, name, egress, created_at, isolation, on_idle FROM projects"
 
 static void read_project(sqlite3_stmt *s, void *row)
 {
@@ -138,6 +139,7 @@ static void read_project(sqlite3_stmt *s, void *row)
     p->egress = e ? brig_xstrdup((const char *)e) : NULL;
     p->created_at = brig_sqlite_int(s, 4, 0);
     brig_sqlite_text(s, 5, p->isolation, sizeof(p->isolation));
+    brig_sqlite_text(s, 6, p->on_idle, sizeof(p->on_idle));
 }
 
 int brig_sqlite_project_insert(brig_store_conn *c, const char *id, const char *account_id,
@@ -193,6 +195,13 @@ int brig_sqlite_project_update(brig_store_conn *c, const char *id, const char *n
                             " egress = coalesce(?, egress), isolation = coalesce(?, isolation)"
                             " WHERE id = ?",
                             "ssss", name, egress, isolation, id);
+}
+
+int brig_sqlite_project_set_on_idle(brig_store_conn *c, const char *id, const char *on_idle,
+                                    brig_error **err)
+{
+    return brig_sqlite_exec(c, err, NULL, "update project",
+                            "UPDATE projects SET on_idle = ? WHERE id = ?", "ss", on_idle, id);
 }
 
 /* ---- keys ------------------------------------------------------------------------ */
@@ -305,9 +314,10 @@ int brig_sqlite_ledger_book(brig_store_conn *c, const brig_ledger_charge_entry *
 {
     if (brig_sqlite_exec(c, err, NULL, "append to the ledger",
                          "INSERT INTO ledger(account_id, at, kind, amount_micro_usd, seconds,"
-                         " sandbox_id, volume_id, note) VALUES (?,?,'charge',?,?,?,?,?)",
-                         "siiisss", e->account_id, e->at, e->amount, e->seconds, e->sandbox_id,
-                         e->volume_id, e->note) < 0)
+                         " sandbox_id, volume_id, snapshot_id, note)"
+                         " VALUES (?,?,'charge',?,?,?,?,?,?)",
+                         "siiissss", e->account_id, e->at, e->amount, e->seconds, e->sandbox_id,
+                         e->volume_id, e->snapshot_id, e->note) < 0)
         return -1;
     return set_balance(c, e->account_id, e->balance, err);
 }
@@ -424,7 +434,8 @@ int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t 
     brig_sqlite_lock(c);
     sqlite3_stmt *s = brig_sqlite_prepare(
         c,
-        "SELECT seq, at, kind, amount_micro_usd, sandbox_id, seconds, note, volume_id FROM ledger"
+        "SELECT seq, at, kind, amount_micro_usd, sandbox_id, seconds, note, volume_id,"
+        " snapshot_id FROM ledger"
         " WHERE account_id = ? AND (? = 0 OR seq < ?) ORDER BY seq DESC LIMIT ?",
         "siii", account_id, before, before, (int64_t)max);
     int r = 0;
@@ -439,6 +450,7 @@ int brig_sqlite_ledger_page(brig_store_conn *c, const char *account_id, int64_t 
         l->seconds = brig_sqlite_int(s, 5, -1);
         brig_sqlite_text(s, 6, l->note, sizeof(l->note));
         brig_sqlite_text(s, 7, l->volume_id, sizeof(l->volume_id));
+        brig_sqlite_text(s, 8, l->snapshot_id, sizeof(l->snapshot_id));
     }
     brig_sqlite_release(c, s);
     brig_sqlite_unlock(c);

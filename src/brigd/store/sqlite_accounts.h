@@ -23,6 +23,8 @@ int brig_sqlite_project_get(brig_store_conn *c, const char *id, brig_project_row
 int brig_sqlite_project_each(brig_store_conn *c, const char *account_id,
                              void (*fn)(const brig_project_row *, void *), void *ctx,
                              brig_error **err);
+int brig_sqlite_project_set_on_idle(brig_store_conn *c, const char *id, const char *on_idle,
+                                    brig_error **err);
 int brig_sqlite_project_update(brig_store_conn *c, const char *id, const char *name,
                                const char *egress, const char *isolation, brig_error **err);
 
@@ -47,7 +49,7 @@ int brig_sqlite_ledger_charge(brig_store_conn *c, const char *sandbox_id, int64_
  * account's balance (1, 0 for no such account, -1), and a charge's ledger row with the
  * balance it leaves. */
 typedef struct brig_ledger_charge_entry {
-    const char *account_id, *sandbox_id, *volume_id, *note; /* NULL: none */
+    const char *account_id, *sandbox_id, *volume_id, *snapshot_id, *note; /* NULL: none */
     int64_t at, amount, seconds, balance;
 } brig_ledger_charge_entry;
 int brig_sqlite_balance(brig_store_conn *c, const char *account_id, int64_t *out, brig_error **err);

@@ -36,10 +36,10 @@ int brig_sqlite_snapshot_insert(brig_store_conn *c, const brig_snapshot_row *r, 
     return brig_sqlite_exec(c, err, NULL, "insert snapshot",
                             "INSERT INTO snapshots(id, account_id, project_id, name, source_id,"
                             " template, template_key, disk_mib, uid_base, bytes, digest,"
-                            " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                            "sssssssiiisi", r->id, r->account_id, r->project_id, r->name,
+                            " created_at, billed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            "sssssssiiisii", r->id, r->account_id, r->project_id, r->name,
                             r->source_id, r->template, r->template_key, r->disk_mib, r->uid_base,
-                            r->bytes, r->digest, r->created_at);
+                            r->bytes, r->digest, r->created_at, r->created_at);
 }
 
 int brig_sqlite_snapshot_get(brig_store_conn *c, const char *account_id, const char *id,

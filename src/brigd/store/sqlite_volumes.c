@@ -105,15 +105,29 @@ int brig_sqlite_volume_delete(brig_store_conn *c, const char *id, int64_t at, br
 }
 
 /* A volume's billing state, inside the charge's transaction: 1, 0 for none, -1. */
-static int charge_state(brig_store_conn *c, const char *id, brig_volume_charge_state *st,
-                        brig_error **err)
+/* What is charged by size and time: volumes (their size), snapshots (their data). */
+typedef struct charged {
+    const char *what;  /* "volume", "snapshot": the ledger's note */
+    const char *state; /* SELECT account_id, size in MiB, billed_at, charge_rem, cost ... */
+    const char *update;
+} charged;
+
+static const charged VOLUME = {
+    "volume",
+    "SELECT account_id, size_mib, billed_at, charge_rem, cost_micro_usd FROM volumes WHERE id = ?",
+    "UPDATE volumes SET billed_at = ?, charge_rem = ?, cost_micro_usd = ? WHERE id = ?"};
+static const charged SNAPSHOT = {
+    "snapshot",
+    "SELECT account_id, (bytes + 1048575) / 1048576, billed_at, charge_rem, cost_micro_usd"
+    " FROM snapshots WHERE id = ?",
+    "UPDATE snapshots SET billed_at = ?, charge_rem = ?, cost_micro_usd = ? WHERE id = ?"};
+
+static int charge_state(brig_store_conn *c, const charged *k, const char *id,
+                        brig_volume_charge_state *st, brig_error **err)
 {
     memset(st, 0, sizeof(*st));
-    sqlite3_stmt *s = brig_sqlite_prepare(c,
-                                          "SELECT account_id, size_mib, billed_at, charge_rem,"
-                                          " cost_micro_usd FROM volumes WHERE id = ?",
-                                          "s", id);
-    int r = brig_sqlite_step(c, s, "read volume", err);
+    sqlite3_stmt *s = brig_sqlite_prepare(c, k->state, "s", id);
+    int r = brig_sqlite_step(c, s, k->what, err);
     if (r == 1) {
         brig_sqlite_text(s, 0, st->account_id, sizeof(st->account_id));
         st->size_mib = brig_sqlite_int(s, 1, 0);
@@ -127,33 +141,31 @@ static int charge_state(brig_store_conn *c, const char *id, brig_volume_charge_s
     return r;
 }
 
-int brig_sqlite_volume_charge(brig_store_conn *c, const char *id, int64_t at,
-                              brig_volume_plan_fn plan, void *ctx, int64_t *balance,
-                              brig_error **err)
+static int charge(brig_store_conn *c, const charged *k, const char *id, int64_t at,
+                  brig_volume_plan_fn plan, void *ctx, int64_t *balance, brig_error **err)
 {
     if (brig_sqlite_begin(c, err) < 0)
         return -1;
     brig_volume_charge_state st;
-    int found = charge_state(c, id, &st, err);
+    int found = charge_state(c, k, id, &st, err);
     if (found == 0)
-        brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no volume '%.40s'", id);
+        brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no %s '%.40s'", k->what, id);
     if (found <= 0)
         goto fail;
     brig_volume_charge ch = {0};
     plan(&st, &ch, ctx);
     brig_ledger_charge_entry e = {.account_id = st.account_id,
-                                  .volume_id = id,
-                                  .note = "volume",
+                                  .volume_id = k == &VOLUME ? id : NULL,
+                                  .snapshot_id = k == &SNAPSHOT ? id : NULL,
+                                  .note = k->what,
                                   .at = at,
                                   .amount = ch.amount,
                                   .seconds = ch.seconds,
                                   .balance = ch.balance};
     if (ch.amount > 0 && brig_sqlite_ledger_book(c, &e, err) < 0)
         goto fail;
-    if (brig_sqlite_exec(c, err, NULL, "update volume",
-                         "UPDATE volumes SET billed_at = ?, charge_rem = ?, cost_micro_usd = ?"
-                         " WHERE id = ?",
-                         "iiis", ch.billed_at, ch.rem, ch.amount > 0 ? ch.cost : st.cost, id) < 0)
+    if (brig_sqlite_exec(c, err, NULL, k->what, k->update, "iiis", ch.billed_at, ch.rem,
+                         ch.amount > 0 ? ch.cost : st.cost, id) < 0)
         goto fail;
     if (brig_sqlite_commit(c, err) < 0)
         return -1;
@@ -163,6 +175,20 @@ int brig_sqlite_volume_charge(brig_store_conn *c, const char *id, int64_t at,
 fail:
     brig_sqlite_rollback(c);
     return -1;
+}
+
+int brig_sqlite_volume_charge(brig_store_conn *c, const char *id, int64_t at,
+                              brig_volume_plan_fn plan, void *ctx, int64_t *balance,
+                              brig_error **err)
+{
+    return charge(c, &VOLUME, id, at, plan, ctx, balance, err);
+}
+
+int brig_sqlite_snapshot_charge(brig_store_conn *c, const char *id, int64_t at,
+                                brig_volume_plan_fn plan, void *ctx, int64_t *balance,
+                                brig_error **err)
+{
+    return charge(c, &SNAPSHOT, id, at, plan, ctx, balance, err);
 }
 
 int brig_sqlite_volume_mount_insert(brig_store_conn *c, const brig_volume_mount_row *m,

@@ -15,6 +15,9 @@ int brig_sqlite_volume_each(brig_store_conn *c, const char *account_id, const ch
                             void (*fn)(const brig_volume_row *, void *), void *ctx,
                             brig_error **err);
 int brig_sqlite_volume_delete(brig_store_conn *c, const char *id, int64_t at, brig_error **err);
+int brig_sqlite_snapshot_charge(brig_store_conn *c, const char *id, int64_t at,
+                                brig_volume_plan_fn plan, void *ctx, int64_t *balance,
+                                brig_error **err);
 int brig_sqlite_volume_charge(brig_store_conn *c, const char *id, int64_t at,
                               brig_volume_plan_fn plan, void *ctx, int64_t *balance,
                               brig_error **err);

@@ -99,6 +99,12 @@ int brig_store_project_each(brig_store *st, const char *account_id,
     return st->ops->project_each(st->conn, account_id, fn, ctx, err);
 }
 
+int brig_store_project_set_on_idle(brig_store *st, const char *id, const char *on_idle,
+                                   brig_error **err)
+{
+    return st->ops->project_set_on_idle(st->conn, id, on_idle, err);
+}
+
 int brig_store_project_update(brig_store *st, const char *id, const char *name, const char *egress,
                               const char *isolation, brig_error **err)
 {
@@ -291,6 +297,12 @@ int brig_store_volume_each(brig_store *st, const char *account_id, const char *p
 int brig_store_volume_delete(brig_store *st, const char *id, int64_t at, brig_error **err)
 {
     return st->ops->volume_delete(st->conn, id, at, err);
+}
+
+int brig_store_snapshot_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,
+                               void *ctx, int64_t *balance, brig_error **err)
+{
+    return st->ops->snapshot_charge(st->conn, id, at, plan, ctx, balance, err);
 }
 
 int brig_store_volume_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,

@@ -42,6 +42,8 @@ int brig_store_project_get(brig_store *st, const char *id, brig_project_row *out
 int brig_store_project_each(brig_store *st, const char *account_id,
                             void (*fn)(const brig_project_row *, void *), void *ctx,
                             brig_error **err);
+int brig_store_project_set_on_idle(brig_store *st, const char *id, const char *on_idle,
+                                   brig_error **err);
 int brig_store_project_update(brig_store *st, const char *id, const char *name, const char *egress,
                               const char *isolation, brig_error **err);
 
@@ -108,6 +110,8 @@ int brig_store_volume_each(brig_store *st, const char *account_id, const char *p
                            void (*fn)(const brig_volume_row *, void *), void *ctx,
                            brig_error **err);
 int brig_store_volume_delete(brig_store *st, const char *id, int64_t at, brig_error **err);
+int brig_store_snapshot_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,
+                               void *ctx, int64_t *balance, brig_error **err);
 int brig_store_volume_charge(brig_store *st, const char *id, int64_t at, brig_volume_plan_fn plan,
                              void *ctx, int64_t *balance, brig_error **err);
 int brig_store_volume_mount_insert(brig_store *st, const brig_volume_mount_row *m,

@@ -38,7 +38,8 @@ typedef struct brig_ledger_row {
     char sandbox_id[BRIG_ID_MAX];
     int64_t seconds; /* a charge's; -1: none */
     char note[256];
-    char volume_id[BRIG_ID_MAX]; /* a volume's charge; "" for none */
+    char volume_id[BRIG_ID_MAX];   /* a volume's charge; "" for none */
+    char snapshot_id[BRIG_ID_MAX]; /* a snapshot's charge; "" for none */
 } brig_ledger_row;
 
 /* A new account with its default project (named "default") and its first key, an
@@ -70,6 +71,7 @@ typedef struct brig_project_row {
     char *egress; /* the egress policy as JSON (owned by the row: free() it) */
     int64_t created_at;
     char isolation[256]; /* its isolation policy as JSON; "": none (every mode, no default) */
+    char on_idle[8];     /* its sandboxes' default: "pause", "delete"; "": delete */
 } brig_project_row;
 
 /* An API key (account_id and project_id set) or, from key_lookup, the operator's
@@ -135,6 +137,7 @@ typedef struct brig_sandbox_row {
     int64_t expires_at;      /* 0: never */
     char isolation[16];      /* container | gvisor */
     bool egress_none;        /* no egress, whatever its project's policy */
+    bool pause_on_idle;      /* its idle timeout pauses it (else: deletes it) */
     /* Of an ended sandbox (brig_store_sandbox_get; reason also of one ending): */
     char reason[BRIG_REASON_MAX]; /* why it ended ("" while it lives): a detail, or a failed
                                    * create's error */
@@ -300,6 +303,9 @@ typedef struct brig_store_ops {
                         void (*fn)(const brig_project_row *, void *), void *ctx, brig_error **err);
     /* Sets the name, the egress policy and/or the isolation policy (JSON texts); NULL
      * leaves one as is. */
+    /* Sets what an idle timeout does to the project's new sandboxes ("pause", "delete"). */
+    int (*project_set_on_idle)(brig_store_conn *c, const char *id, const char *on_idle,
+                               brig_error **err);
     int (*project_update)(brig_store_conn *c, const char *id, const char *name, const char *egress,
                           const char *isolation, brig_error **err);
 
@@ -422,6 +428,9 @@ typedef struct brig_store_ops {
      * afterwards; BRIG_E_NOT_FOUND for no volume. */
     int (*volume_charge)(brig_store_conn *c, const char *id, int64_t at, brig_volume_plan_fn plan,
                          void *ctx, int64_t *balance, brig_error **err);
+    /* The same for snapshot id, by its data (bytes, in MiB rounded up). */
+    int (*snapshot_charge)(brig_store_conn *c, const char *id, int64_t at, brig_volume_plan_fn plan,
+                           void *ctx, int64_t *balance, brig_error **err);
     /* Records that a sandbox mounts a volume. */
     int (*volume_mount_insert)(brig_store_conn *c, const brig_volume_mount_row *m,
                                brig_error **err);

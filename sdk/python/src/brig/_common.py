@@ -103,6 +103,7 @@ def create_body(
     isolation: Optional[str] = None,
     volumes: Any = None,
     snapshot: Optional[str] = None,
+    on_idle: Optional[str] = None,
 ) -> dict[str, Any]:
     """``POST /v1/sandboxes``: only the fields the caller set."""
     body: dict[str, Any] = {}
@@ -130,6 +131,8 @@ def create_body(
         body["volumes"] = volume_mounts(volumes)
     if snapshot is not None:
         body["snapshot"] = snapshot
+    if on_idle is not None:
+        body["on_idle"] = on_idle
     return body
 
 

@@ -143,6 +143,7 @@ class SandboxInfo:
     tariff: Optional[str] = None
     env: Optional[list[str]] = None
     isolation: Optional[str] = None
+    on_idle: Optional[str] = None
     reason: Optional[str] = None
     end_reason: Optional[str] = None
     deleted_at: Optional[_dt.datetime] = None
@@ -171,6 +172,7 @@ class SandboxInfo:
             tariff=j.get("tariff"),
             env=list(env) if isinstance(env, list) else None,
             isolation=j.get("isolation"),
+            on_idle=j.get("on_idle"),
             reason=j.get("reason"),
             end_reason=j.get("end_reason"),
             deleted_at=parse_time(j.get("deleted_at")),
