@@ -58,7 +58,25 @@ def build_outcome(end: Optional[dict[str, Any]]) -> dict[str, Any]:
     raise error_from_response(int(end.get("status") or 500), json.dumps(body).encode())
 
 
-class Template:
+class TemplateInfo:
+    """What both flavours of Template hold: the client and the template's JSON."""
+
+    _name = "brig.Template"
+
+    def __init__(self, client: Any, info: dict[str, Any], *, owns_client: bool = False) -> None:
+        self.client = client
+        self.info = info
+        self._owns_client = owns_client
+
+    ref = property(lambda self: self.info.get("ref") or self.info["name"])
+    key = property(lambda self: self.info["key"])
+    cached = property(lambda self: bool(self.info.get("cached")))
+
+    def __repr__(self) -> str:
+        return f"{self._name}({self.ref!r}, key={self.key!r})"
+
+
+class Template(TemplateInfo):
     """A template of the account, built from a spec inside a sandbox of its
     parent; sandboxes start from it like from ``base``::
 
@@ -72,17 +90,6 @@ class Template:
     build).  A failing step raises :class:`BuildFailed` with the step, its exit
     code and its output's tail."""
 
-    def __init__(self, client: Client, info: dict[str, Any], *, owns_client: bool = False) -> None:
-        self.client = client
-        self.info = info
-        self._owns_client = owns_client
-
-    ref = property(lambda self: self.info.get("ref") or self.info["name"])
-    key = property(lambda self: self.info["key"])
-    cached = property(lambda self: bool(self.info.get("cached")))
-
-    def __repr__(self) -> str:
-        return f"brig.Template({self.ref!r}, key={self.key!r})"
 
     @classmethod
     def build(cls, name: str, *, tag: Optional[str] = None, from_: str = "base",

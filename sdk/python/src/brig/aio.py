@@ -39,7 +39,7 @@ from ._async_http import AsyncResponse, AsyncTransport
 from ._errors import BrigError, NotFound, ProtocolError, Timeout
 from ._models import Chunk, ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo, \
     VolumeInfo
-from ._templates import FileSpec, quoted, template_spec
+from ._templates import FileSpec, TemplateInfo, quoted, template_spec
 
 __all__ = ["Client", "Sandbox", "Process", "ExecStream", "OutputStream", "Volume", "Template"]
 
@@ -918,20 +918,10 @@ class Process:
         return col.result()
 
 
-class Template:
+class Template(TemplateInfo):
     """The asyncio twin of :class:`brig.Template`; every call is awaited."""
 
-    def __init__(self, client: Client, info: dict[str, Any], *, owns_client: bool = False) -> None:
-        self.client = client
-        self.info = info
-        self._owns_client = owns_client
-
-    ref = property(lambda self: self.info.get("ref") or self.info["name"])
-    key = property(lambda self: self.info["key"])
-    cached = property(lambda self: bool(self.info.get("cached")))
-
-    def __repr__(self) -> str:
-        return f"brig.aio.Template({self.ref!r}, key={self.key!r})"
+    _name = "brig.aio.Template"
 
     @classmethod
     async def build(cls, name: str, *, tag: Optional[str] = None, from_: str = "base",
