@@ -387,6 +387,24 @@ def sandbox_processes(ids):
     return pids
 
 
+def qemu_processes(state_dir):
+    """QEMU processes (microVMs) holding a file of this brigd's state dir (a VM's disk)."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if b"qemu-system" not in open(f"/proc/{p}/cmdline", "rb").read():
+                continue
+            fds = os.listdir(f"/proc/{p}/fd")
+            links = [os.readlink(f"/proc/{p}/fd/{fd}") for fd in fds]
+        except OSError:
+            continue
+        if any(l.startswith(state_dir.rstrip("/") + "/") for l in links):
+            found.append(int(p))
+    return found
+
+
 def leftovers(state_dir, settle=15.0):
     """Everything a deleted sandbox of this brigd could leave behind.  brigd
     answers a DELETE once the sandbox's processes are killed and cleans up the
@@ -430,6 +448,10 @@ def leftovers_now(state_dir):
     if os.path.isdir(sdir):
         left += [f"sandbox dir {d}" for d in os.listdir(sdir)]
     left += [f"process {p}" for p in sandbox_processes(ids)]
+    left += [f"qemu process {p}" for p in qemu_processes(state_dir)]
+    vdir = os.path.join(state_dir, "microvm", "vms")
+    if os.path.isdir(vdir):
+        left += [f"microvm dir {d}" for d in os.listdir(vdir)]
     for ctrl in os.listdir("/sys/fs/cgroup"):
         for i in ids:
             if os.path.isdir(f"/sys/fs/cgroup/{ctrl}/brig/{i}"):
