@@ -16,7 +16,7 @@ import pytest
 
 from brigtest import BUILD, Api, Brigd, gvisor_refusal, leftovers, needs_gvisor, wait_for
 
-ALL = ["container", "gvisor"]
+ALL = ["container", "gvisor", "microvm"]
 
 
 def project_with_key(api, name, scope="sandbox"):
