@@ -12,8 +12,9 @@
  * not run an ordinary guest) the mode is refused unless the operator set
  * microvm_accel = tcg: QEMU's emulation, 20-50x slower, for tests and trials.
  *
+ * The guest's network is the sandbox's own link, bridged to its NIC (microvm_net.c).
  * Not there yet, refused with a clear error: volumes, pause/resume, snapshots, template
- * builds (layer_open); the guest's network (docs/security.md).
+ * builds (layer_open).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -40,7 +41,7 @@
 #include "spawn.h"
 #include "util.h"
 
-#define READY_TIMEOUT_MS   90000 /* boot to agent: ~2.5 s under TCG here, far more when loaded */
+#define READY_TIMEOUT_MS   60000 /* boot to agent: ~2.5 s under TCG here, far more when loaded */
 #define CONNECT_TIMEOUT_MS 30000
 #define KILL_TIMEOUT_MS    10000
 #define VMM_OVERHEAD_MIB   256 /* QEMU itself beside the guest's memory (TCG's cache: 64) */
@@ -285,6 +286,11 @@ static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error *
                     fchown(fds[3], spec->uid_base, spec->uid_base) < 0))
         rc = -1;
     int cpus = spec->cpus >= 1 ? (int)(spec->cpus + 0.999) : 1;
+    /* The sandbox's link first (runtime.h's net_first), then the guest's tap on it. */
+    brig_vm_net net = {.tap_fd = -1};
+    if (rc == 0 && ((spec->net_first && spec->net_first(spec->net_arg, sb->netns, err) < 0) ||
+                    brig_vm_net_setup(sb->netns, &net, err) < 0))
+        rc = -1;
     brig_vm_boot b = {.id = spec->id,
                       .memory_mib = spec->memory_mib,
                       .cpus = cpus,
@@ -295,10 +301,12 @@ static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error *
                       .disk_fd = fds[2],
                       .console_fd = fds[3],
                       .log_fd = fds[4],
+                      .net = &net,
                       .cgroup_procs = (const char *const *)procs};
     pid_t pid = 0;
     if (rc == 0)
         rc = m->vmm->start(m, &b, &pid, err);
+    brig_vm_net_dispose(&net);
     for (size_t i = 0; i < BRIG_ARRAY_LEN(fds); i++)
         if (fds[i] >= 0)
             close(fds[i]);
@@ -317,6 +325,8 @@ static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error *
         return brig_error_sys(err, "the VMM of %s (pid %d) is gone", spec->id, (int)pid);
     return 0;
 }
+
+static void mv_last_words(brig_runtime *rt, const char *id, char *buf, size_t n);
 
 static int mv_refuse(const char *what, brig_error **err)
 {
@@ -341,6 +351,10 @@ static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox
     int64_t t0 = brig_now_mono_ms();
     if ((sb->netns = ns_run(-1, err)) < 0 || vm_boot(m, spec, sb, err) < 0 ||
         agent_ready(sb, err) < 0) {
+        char said[1024];
+        mv_last_words(rt, spec->id, said, sizeof(said));
+        if (said[0])
+            brig_warn("%s: its VM's console said: %s", spec->id, said);
         brig_error *derr = NULL;
         if (mv_destroy(rt, spec->id, (brig_rt_sandbox *)sb, &derr) < 0) {
             brig_err("%s: cleanup after failed create: %s", spec->id, derr->msg);

@@ -37,6 +37,14 @@ static const char init_script[] =
     "mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev\n"
     "for m in " VM_MODULES "; do insmod /lib/modules/$m.ko || echo \"brig-init: no $m\"; done\n"
     "i=0; while [ ! -b /dev/vda ] && [ $i -lt 1000 ]; do usleep 10000; i=$((i+1)); done\n"
+    "ip link set lo up\n"
+    "nic() { for d in /sys/class/net/*; do [ \"$(cat $d/address)\" = \"$1\" ] && "
+    "basename $d; done; }\n"
+    "ag=$(nic 52:54:00:00:00:01); ip link set $ag up; ip addr add 10.0.2.15/24 dev $ag\n"
+    "for w in $(cat /proc/cmdline); do case $w in brig.ip=*) bip=${w#*=};; "
+    "brig.gw=*) bgw=${w#*=};; brig.mac=*) bmac=${w#*=};; esac; done\n"
+    "if [ -n \"$bip\" ]; then sb=$(nic $bmac); ip link set $sb up; "
+    "ip addr add $bip/31 dev $sb; ip route add default via $bgw dev $sb; fi\n"
     "mount -t ext4 -o noatime /dev/vda /newroot || { echo 'brig-init: no root disk'; "
     "poweroff -f; }\n"
     "mkdir -p /newroot/.brig /newroot/proc /newroot/sys /newroot/dev /newroot/tmp\n"
@@ -48,7 +56,6 @@ static const char init_script[] =
     "mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts /newroot/dev/pts\n"
     "ln -sf pts/ptmx /newroot/dev/ptmx 2>/dev/null\n"
     "mount -t tmpfs -o mode=1777 shm /newroot/dev/shm\n"
-    "ip link set lo up; ip link set eth0 up; ip addr add 10.0.2.15/24 dev eth0\n"
     "exec switch_root /newroot /.brig/brig-agent --listen-tcp " BRIG_VM_AGENT_PORT_S "\n";
 
 static int write_file(const char *path, const char *data, brig_error **err)

@@ -26,6 +26,20 @@
 
 typedef struct microvm microvm;
 
+/* The guest's network (microvm_net.c): a tap bridged to the sandbox's eth0, whose address,
+ * gateway and MAC the guest takes.  tap_fd -1: no network (brigd's networking is off). */
+typedef struct brig_vm_net {
+    int tap_fd;
+    uint32_t addr, gw; /* network byte order */
+    unsigned char mac[6];
+} brig_vm_net;
+
+/* Sets it up in namespace netns, after the network layer attached eth0 there. */
+int brig_vm_net_setup(int netns, brig_vm_net *out, brig_error **err);
+void brig_vm_net_dispose(brig_vm_net *n);
+/* " brig.ip=A brig.gw=G brig.mac=M" for the guest's /init, or "" (caller frees). */
+char *brig_vm_net_cmdline(const brig_vm_net *n);
+
 /* What a VMM is given to start one VM; every file is an open descriptor (the VMM runs as
  * the sandbox's uid and reopens them through /proc/self/fd: no host path of ours needs to
  * be reachable by it). */
@@ -36,6 +50,7 @@ typedef struct brig_vm_boot {
     unsigned uid; /* the VMM's uid and gid */
     int netns_fd; /* the sandbox's network namespace: the VMM runs inside it */
     int kernel_fd, initrd_fd, disk_fd, console_fd, log_fd;
+    const brig_vm_net *net;          /* the guest's NIC: its tap_fd, MAC and /init's arguments */
     const char *const *cgroup_procs; /* cgroup.procs files the VMM joins, NULL-terminated */
 } brig_vm_boot;
 

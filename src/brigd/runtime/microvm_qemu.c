@@ -28,7 +28,8 @@
 #include "spawn.h"
 #include "util.h"
 
-#define QEMU_BIN "qemu-system-x86_64"
+#define QEMU_BIN  "qemu-system-x86_64"
+#define AGENT_MAC "52:54:00:00:00:01" /* the agent's link; /init tells the NICs apart by MAC */
 
 static char *which(const char *name)
 {
@@ -98,10 +99,11 @@ static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_
     /* tsc_early_khz: microvm has no PIT/HPET to calibrate the TSC against, and under TCG
      * the guest otherwise hangs in a fraction of boots (vm-probe.md) */
     a[n++] = brig_xstrdup("-append");
-    a[n++] =
-        m->tsc_khz > 0 && tcg
-            ? brig_asprintf("console=ttyS0 reboot=t panic=-1 quiet tsc_early_khz=%ld", m->tsc_khz)
-            : brig_xstrdup("console=ttyS0 reboot=t panic=-1 quiet");
+    _cleanup_free_ char *net = brig_vm_net_cmdline(b->net);
+    a[n++] = m->tsc_khz > 0 && tcg
+                 ? brig_asprintf("console=ttyS0 reboot=t panic=-1 quiet tsc_early_khz=%ld%s",
+                                 m->tsc_khz, net)
+                 : brig_asprintf("console=ttyS0 reboot=t panic=-1 quiet%s", net);
     a[n++] = brig_xstrdup("-chardev");
     a[n++] = brig_asprintf("file,id=con,path=/proc/self/fd/%d", b->console_fd);
     a[n++] = brig_xstrdup("-serial");
@@ -116,7 +118,15 @@ static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_
     a[n++] = brig_xstrdup("user,id=agent,restrict=on,hostfwd=tcp:127.0.0.1:" BRIG_VM_AGENT_PORT_S
                           "-:" BRIG_VM_AGENT_PORT_S);
     a[n++] = brig_xstrdup("-device");
-    a[n++] = brig_xstrdup("virtio-net-device,netdev=agent");
+    a[n++] = brig_xstrdup("virtio-net-device,netdev=agent,mac=" AGENT_MAC);
+    if (b->net->tap_fd >= 0) { /* the sandbox's network: the tap bridged to its eth0 */
+        const unsigned char *m6 = b->net->mac;
+        a[n++] = brig_xstrdup("-netdev");
+        a[n++] = brig_asprintf("tap,id=net,fd=%d,vhost=off", b->net->tap_fd);
+        a[n++] = brig_xstrdup("-device");
+        a[n++] = brig_asprintf("virtio-net-device,netdev=net,mac=%02x:%02x:%02x:%02x:%02x:%02x",
+                               m6[0], m6[1], m6[2], m6[3], m6[4], m6[5]);
+    }
     return n;
 }
 
@@ -146,9 +156,13 @@ static int qemu_start(microvm *m, const brig_vm_boot *b, pid_t *pid, brig_error 
     a[n++] = brig_xstrdup(m->vmm_path);
     brig_vm_boot fds = *b; /* as the child sees them: fds 3.. in extra_fds order */
     fds.kernel_fd = 4, fds.initrd_fd = 5, fds.disk_fd = 6, fds.console_fd = 7;
+    brig_vm_net net = *b->net;
+    net.tap_fd = b->net->tap_fd >= 0 ? 8 : -1;
+    fds.net = &net;
     n = qemu_args(m, &fds, a, n);
     a[n] = NULL;
-    int extra[] = {b->netns_fd, b->kernel_fd, b->initrd_fd, b->disk_fd, b->console_fd};
+    int extra[] = {b->netns_fd, b->kernel_fd,  b->initrd_fd,
+                   b->disk_fd,  b->console_fd, b->net->tap_fd};
     int pfd[2];
     int rc = -1;
     if (pipe2(pfd, O_CLOEXEC) < 0) {

@@ -45,8 +45,6 @@ static json_t *live_json(brigd *d, brig_sandbox_view *v)
     const char *accel = d->rt->ops->accel ? d->rt->ops->accel(d->rt, sp->isolation) : NULL;
     if (accel)
         json_object_set_new(j, "accel", json_string(accel));
-    if (sp->isolation == BRIG_ISO_MICROVM) /* its guest's only link is its agent's, yet */
-        json_object_set_new(j, "network", json_string("unavailable"));
     if (v->state == BRIG_SB_PAUSED) { /* its idle timeout stands still meanwhile */
         json_object_set_new(j, "paused_at", time_or_null(v->paused_at));
         json_object_set_new(j, "idle_expires_at", json_null());
