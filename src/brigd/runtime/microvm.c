@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "frame.h"
+#include "agentconn.h"
 #include "log.h"
 #include "microvm_internal.h"
 #include "spawn.h"
@@ -114,11 +114,10 @@ static int agent_dial(vm_sb *sb, int timeout_ms, bool *refused, brig_error **err
     int fd = ns_run(sb->netns, err);
     if (fd < 0)
         return -1;
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     int on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons(BRIG_VM_AGENT_PORT),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -130,15 +129,8 @@ static int agent_dial(vm_sb *sb, int timeout_ms, bool *refused, brig_error **err
     }
     /* QEMU accepts for the guest before the guest's agent does: a connection it could not
      * forward is closed at once, which the handshake sees. */
-    if (brig_proto_client_hello(fd, NULL, err) < 0) {
-        *refused = true;
-        if (err && *err)
-            (*err)->kind = BRIG_E_UNAVAILABLE;
-        brig_error_prefix(err, "agent of %s", sb->id);
-        close(fd);
-        return -1;
-    }
-    return fd;
+    *refused = true;
+    return brig_agent_handshake(fd, sb->id, timeout_ms, err);
 }
 
 static int mv_connect(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
@@ -177,20 +169,6 @@ static int agent_ready(vm_sb *sb, brig_error **err)
 
 /* ---- kill, destroy ---------------------------------------------------------------------- */
 
-static int wait_gone(int pidfd, int timeout_ms)
-{
-    struct pollfd p = {pidfd, POLLIN, 0};
-    int64_t deadline = brig_now_mono_ms() + timeout_ms;
-    for (;;) {
-        int left = (int)(deadline - brig_now_mono_ms());
-        int r = poll(&p, 1, left < 0 ? 0 : left);
-        if (r > 0)
-            return 0;
-        if (r == 0 || errno != EINTR)
-            return -1;
-    }
-}
-
 /* The VMM is the whole VM: its end is the sandbox's. */
 static int mv_kill(brig_runtime *rt, brig_rt_sandbox *h, int timeout_ms)
 {
@@ -200,7 +178,7 @@ static int mv_kill(brig_runtime *rt, brig_rt_sandbox *h, int timeout_ms)
         return 0;
     if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
         brig_warn("%s: kill the VMM: %s", sb->id, strerror(errno));
-    return wait_gone(sb->pidfd, timeout_ms);
+    return brig_pidfd_wait(sb->pidfd, timeout_ms);
 }
 
 static int mv_exit_fd(brig_runtime *rt, brig_rt_sandbox *h)
