@@ -320,6 +320,8 @@ static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox
         return mv_refuse("volumes", err);
     if (spec->snapshot)
         return mv_refuse("starting from a snapshot", err);
+    if (brig_vm_ready(m, err) < 0)
+        return -1;
     _cleanup_free_ char *dir = vm_path(m, spec->id, NULL);
     if (mkdir(dir, 0700) < 0)
         return brig_error_sys(err, "mkdir %s", dir);
@@ -534,7 +536,7 @@ static int mv_available(brig_runtime *rt, brig_isolation iso, brig_error **err)
             "missing or not hardware-backed, e.g. PVM); an operator may set microvm_accel = tcg "
             "to run microVMs under QEMU's emulation instead: 20-50x slower, for tests and "
             "trials only");
-    return 0;
+    return brig_vm_ready(m, err);
 }
 
 static const char *mv_accel(brig_runtime *rt, brig_isolation iso)
@@ -552,6 +554,7 @@ static void mv_free(brig_runtime *rt)
     free(m->vmm_path);
     free(m->accel);
     free(m->missing);
+    pthread_mutex_destroy(&m->lock);
     free(m);
     free(rt);
 }

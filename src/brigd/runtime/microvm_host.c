@@ -1,10 +1,11 @@
 /*
  * microvm_host.c - what this host offers the microVM driver, found once at start-up: the
- * VMM, the guest kernel (scripts/setup-vm), hardware KVM or not, the TSC's frequency; and
- * the initramfs built from them (microvm_image.c).  What is missing becomes the reason
- * isolation "microvm" is refused (available), never a failed start of brigd.
+ * VMM, the guest kernel (scripts/setup-vm), hardware KVM or not, the TSC's frequency; and,
+ * at the first microVM, the initramfs built from them (microvm_image.c).  What is missing becomes
+ * the reason isolation "microvm" is refused (available), never a failed start of brigd.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,12 +65,6 @@ static void host_probe(microvm *m)
     } else if (access(m->agent_path, R_OK) != 0 || access("/bin/busybox", X_OK) != 0) {
         m->missing = brig_asprintf("isolation 'microvm' needs brig-agent (%s) and busybox-static",
                                    m->agent_path);
-    } else {
-        brig_error *e = NULL;
-        if (brig_vm_initrd_build(m, &e) < 0) {
-            m->missing = brig_asprintf("isolation 'microvm': no initramfs: %s", e->msg);
-            brig_error_clear(&e);
-        }
     }
     if (m->missing)
         brig_info("runtime: %s", m->missing);
@@ -77,6 +72,20 @@ static void host_probe(microvm *m)
         brig_info("runtime: microvm via %s (%s), guest kernel in %s%s", m->vmm_path, m->accel,
                   m->kernel_dir,
                   strcmp(m->accel, "tcg") == 0 ? "; emulated (microvm_accel = tcg): slow" : "");
+}
+
+/* The initramfs, built at the first microVM this brigd starts (not at start-up: most brigds
+ * never run one); a failure is said each time and tried again. */
+int brig_vm_ready(microvm *m, brig_error **err)
+{
+    pthread_mutex_lock(&m->lock);
+    int r = m->initrd_built ? 0 : brig_vm_initrd_build(m, err);
+    if (r == 0)
+        m->initrd_built = true;
+    else
+        brig_error_prefix(err, "isolation 'microvm': no initramfs");
+    pthread_mutex_unlock(&m->lock);
+    return r;
 }
 
 int brig_runtime_microvm_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err)
@@ -91,6 +100,7 @@ int brig_runtime_microvm_new(const brig_runtime_config *cfg, brig_runtime **out,
     m->accel = brig_xstrdup(cfg->microvm_accel ? cfg->microvm_accel : "kvm");
     m->host_kvm = host_kvm();
     m->tsc_khz = tsc_khz();
+    pthread_mutex_init(&m->lock, NULL);
     brig_runtime *rt = brig_xcalloc(1, sizeof(*rt));
     rt->ops = &brig_microvm_ops;
     rt->priv = m;

@@ -11,6 +11,7 @@
 #ifndef BRIG_MICROVM_INTERNAL_H
 #define BRIG_MICROVM_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -67,15 +68,20 @@ extern const brig_vmm_ops brig_vmm_qemu;
 struct microvm {
     const brig_cgroup_ops *cgroup;
     const brig_vmm_ops *vmm;
-    char *dir;        /* <state>/microvm */
-    char *kernel_dir; /* the guest kernel: vmlinuz, modules/ (scripts/setup-vm) */
-    char *agent_path; /* brig-agent, copied into the initramfs */
-    char *vmm_path;   /* the VMM binary, once probed */
-    char *accel;      /* "kvm" | "tcg" (setting microvm_accel) */
-    bool host_kvm;    /* /dev/kvm is hardware-backed */
-    long tsc_khz;     /* the host's TSC (tcg: the guest kernel is told it), 0 if unknown */
-    char *missing;    /* why isolation microvm cannot run here, or NULL */
+    char *dir;            /* <state>/microvm */
+    char *kernel_dir;     /* the guest kernel: vmlinuz, modules/ (scripts/setup-vm) */
+    char *agent_path;     /* brig-agent, copied into the initramfs */
+    char *vmm_path;       /* the VMM binary, once probed */
+    char *accel;          /* "kvm" | "tcg" (setting microvm_accel) */
+    bool host_kvm;        /* /dev/kvm is hardware-backed */
+    long tsc_khz;         /* the host's TSC (tcg: the guest kernel is told it), 0 if unknown */
+    char *missing;        /* why isolation microvm cannot run here, or NULL */
+    pthread_mutex_t lock; /* initrd_built */
+    bool initrd_built;    /* <dir>/initrd.cpio is this brigd's (brig_vm_ready) */
 };
+
+/* 0 once the initramfs is built (the first call builds it); -1 with *err. */
+int brig_vm_ready(microvm *m, brig_error **err);
 
 extern const brig_runtime_ops brig_microvm_ops;
 
