@@ -92,6 +92,9 @@ def test_its_own_kernel_and_the_sandbox_says_emulated(api, vm):
     assert kernel.endswith("-cloud-amd64") and kernel != os.uname().release
     assert init.startswith("/.brig/brig-agent")
     assert uid == "0"
+    # Its disk: the template's files and the tariff's disk (small: 2 GiB) free to write.
+    avail_kib = int(api.exec(vm, "df -k / | tail -n 1")["stdout"].split()[3])
+    assert 1800 << 10 < avail_kib < 2300 << 10, avail_kib
     # Its processes are the guest's: nothing of it runs on the host but QEMU.
     pids = brigtest.sandbox_processes([vm])
     assert pids and all(b"qemu-system" in open(f"/proc/{p}/cmdline", "rb").read() for p in pids)

@@ -244,7 +244,7 @@ static int open_in(const char *path, int flags, brig_error **err)
 /* What the VM is started with: its disk, its cgroup, its files as descriptors. */
 static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error **err)
 {
-    _cleanup_free_ char *image = brig_vm_template_image(spec->rootfs, err);
+    _cleanup_free_ char *image = brig_vm_template_image(spec->rootfs, spec->disk_mib, err);
     _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
     if (image == NULL || brig_vm_overlay(image, disk, spec->uid_base, err) < 0)
         return -1;

@@ -124,13 +124,14 @@ int brig_vm_initrd_build(microvm *m, brig_error **err)
 
 /* Made under an exclusive lock (several brigds may share the template cache), into a
  * temporary file renamed into place: a reader sees a whole image or none.  Its free space
- * is the VM's room to write (docs/operations.md). */
-char *brig_vm_template_image(const char *rootfs, brig_error **err)
+ * is the VM's room to write: the tariff's disk (docs/operations.md). */
+char *brig_vm_template_image(const char *rootfs, int64_t disk_mib, brig_error **err)
 {
-    char *image = brig_asprintf("%s.ext4", rootfs);
+    char *image = brig_asprintf("%s.%lldM.ext4", rootfs, (long long)disk_mib);
     if (access(image, R_OK) == 0)
         return image;
     _cleanup_free_ char *lock = brig_asprintf("%s.ext4.lock", rootfs);
+    _cleanup_free_ char *room = brig_asprintf("%lld", (long long)disk_mib);
     int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lfd < 0 || flock(lfd, LOCK_EX) < 0) {
         brig_error_sys(err, "lock %s", lock);
@@ -139,17 +140,18 @@ char *brig_vm_template_image(const char *rootfs, brig_error **err)
         free(image);
         return NULL;
     }
-    const char *mk[] = {
-        "/bin/sh",
-        "-c",
-        "set -e; [ -e \"$2\" ] && exit 0; used=$(du -sxm \"$1\" | cut -f1); "
-        "size=$((used + used / 4 + 2048)); rm -f \"$2.tmp\"; "
-        "mkfs.ext4 -q -F -L brig-root -E root_owner=0:0 -d \"$1\" \"$2.tmp\" \"${size}M\" 2>&1; "
-        "chmod 0644 \"$2.tmp\"; mv \"$2.tmp\" \"$2\"",
-        "sh",
-        rootfs,
-        image,
-        NULL};
+    const char *mk[] = {"/bin/sh",
+                        "-c",
+                        "set -e; [ -e \"$2\" ] && exit 0; used=$(du -sxm \"$1\" | cut -f1); "
+                        "size=$((used + used / 8 + 64 + $3)); rm -f \"$2.tmp\"; "
+                        "mkfs.ext4 -q -F -m 0 -L brig-root -E root_owner=0:0 -d \"$1\" \"$2.tmp\" "
+                        "\"${size}M\" 2>&1; "
+                        "chmod 0644 \"$2.tmp\"; mv \"$2.tmp\" \"$2\"",
+                        "sh",
+                        rootfs,
+                        image,
+                        room,
+                        NULL};
     int64_t t0 = brig_now_mono_ms();
     int r = run_sh("the template's disk image", mk, err);
     close(lfd);

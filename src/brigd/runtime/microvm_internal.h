@@ -89,9 +89,10 @@ extern const brig_runtime_ops brig_microvm_ops;
 
 /* Builds <dir>/initrd.cpio from busybox, the kernel's modules and the agent (at start-up). */
 int brig_vm_initrd_build(microvm *m, brig_error **err);
-/* The template's root disk image (<rootfs>.ext4 beside it, made once, shared by VMs):
- * returns its path (caller frees). */
-char *brig_vm_template_image(const char *rootfs, brig_error **err);
+/* The template's root disk image for VMs of disk_mib (<rootfs>.<disk_mib>M.ext4 beside it:
+ * the template's files and disk_mib free, made once, shared by those VMs): returns its path
+ * (caller frees). */
+char *brig_vm_template_image(const char *rootfs, int64_t disk_mib, brig_error **err);
 /* A copy-on-write disk at path over image, owned by uid. */
 int brig_vm_overlay(const char *image, const char *path, unsigned uid, brig_error **err);
 
