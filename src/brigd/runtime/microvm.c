@@ -144,10 +144,12 @@ static int mv_connect(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
 static int agent_ready(vm_sb *sb, brig_error **err)
 {
     int64_t deadline = brig_now_mono_ms() + READY_TIMEOUT_MS;
-    for (int delay_ms = 20;; delay_ms = delay_ms < 200 ? delay_ms * 2 : delay_ms) {
+    for (int delay_ms = 20;; delay_ms = delay_ms < 100 ? delay_ms * 2 : delay_ms) {
         brig_error *e = NULL;
         bool refused = false;
-        int fd = agent_dial(sb, 5000, &refused, &e);
+        /* Short tries: a connection QEMU accepted while the guest's link was not up yet
+         * waits for the guest's TCP to retransmit (seconds); a new one gets through. */
+        int fd = agent_dial(sb, 250, &refused, &e);
         if (fd >= 0) {
             close(fd);
             return 0;

@@ -26,7 +26,7 @@
 /* The modules' load order (their dependencies first: scripts/setup-vm copies them). */
 #define VM_MODULES                                                                                 \
     "virtio_ring virtio virtio_mmio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci "       \
-    "virtio_blk virtio_console failover net_failover virtio_net"
+    "virtio_blk virtio_console failover net_failover virtio_net virtio-rng"
 
 /* The guest's /init.  eth0 is QEMU's user-mode link, the agent's only way in. */
 static const char init_script[] =
