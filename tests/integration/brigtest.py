@@ -405,6 +405,40 @@ def qemu_processes(state_dir):
     return found
 
 
+QEMU = "/usr/bin/qemu-system-x86_64"  # qemu-system-x86, scripts/setup (isolation microvm)
+VM_KERNEL = "/usr/lib/brig/vm/vmlinuz"  # the guest kernel, scripts/setup-vm
+MICROVM_ACCEL = os.environ.get("BRIG_MICROVM_ACCEL", "tcg")  # scripts/verify-kvm: kvm
+
+
+def microvm_missing():
+    """Why isolation microvm cannot be tested here (QEMU or the guest kernel missing), or
+    None."""
+    if not (os.access(QEMU, os.X_OK) and os.path.exists(VM_KERNEL)):
+        return f"isolation microvm needs {QEMU} and {VM_KERNEL}: run scripts/setup"
+    return None
+
+
+def microvm_brigd(tmp, conf_extra=""):
+    """A started brigd running microVMs (MICROVM_ACCEL: tcg on a host without KVM)."""
+    conf = os.path.join(tmp, "brigd.conf")
+    with open(conf, "w") as f:
+        f.write(f"[brigd]\nmicrovm_accel = {MICROVM_ACCEL}\n{conf_extra}")
+    return Brigd(os.path.join(tmp, "state"), ["--config", conf],
+                 default_pool="warm_pool" in conf_extra).start()
+
+
+def microvm_brigd_end(d):
+    """Deletes what d still runs, stops it, ends what a pool kept, checks nothing is left."""
+    if d.proc is not None:
+        api = d.api()
+        for sb in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
+            api.request("DELETE", f"/v1/sandboxes/{sb['id']}")
+        d.stop()
+    d.destroy_all()
+    left = leftovers(d.state_dir)
+    assert not left, f"left behind: {left}"
+
+
 def leftovers(state_dir, settle=15.0):
     """Everything a deleted sandbox of this brigd could leave behind.  brigd
     answers a DELETE once the sandbox's processes are killed and cleans up the

@@ -16,14 +16,11 @@ import pytest
 import brigtest
 from brigtest import leftovers, qemu_processes, wait_for
 
-KERNEL = "/usr/lib/brig/vm/vmlinuz"  # scripts/setup-vm
-QEMU = "/usr/bin/qemu-system-x86_64"  # qemu-system-x86, scripts/setup
 SECRET = "sk-microvm-7f3a9c1e5b2d"
-ACCEL = os.environ.get("BRIG_MICROVM_ACCEL", "tcg")
+ACCEL = brigtest.MICROVM_ACCEL
 
-pytestmark = pytest.mark.skipif(
-    not (os.access(QEMU, os.X_OK) and os.path.exists(KERNEL)),
-    reason=f"isolation microvm needs {QEMU} and {KERNEL}: run scripts/setup")
+pytestmark = pytest.mark.skipif(brigtest.microvm_missing() is not None,
+                                reason=str(brigtest.microvm_missing()))
 
 
 def host_has_kvm():
@@ -35,19 +32,10 @@ def host_has_kvm():
 @pytest.fixture(scope="module")
 def vmd(tmp_path_factory):
     """One brigd running microVMs under TCG, with a warm pool of one minimal VM."""
-    tmp = tmp_path_factory.mktemp("microvm")
-    conf = tmp / "brigd.conf"
-    conf.write_text(f"[brigd]\nmicrovm_accel = {ACCEL}\nwarm_pool = minimal:small:1:microvm\n")
-    d = brigtest.Brigd(str(tmp / "state"), ["--config", str(conf)], default_pool=True).start()
+    d = brigtest.microvm_brigd(str(tmp_path_factory.mktemp("microvm")),
+                               "warm_pool = minimal:small:1:microvm\n")
     yield d
-    if d.proc is not None:
-        api = d.api()
-        for sb in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
-            api.request("DELETE", f"/v1/sandboxes/{sb['id']}")
-        d.stop()
-    d.destroy_all()  # the warm pool's VM
-    left = leftovers(d.state_dir)
-    assert not left, f"left behind: {left}"
+    brigtest.microvm_brigd_end(d)
 
 
 @pytest.fixture(scope="module")

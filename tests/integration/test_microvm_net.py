@@ -10,13 +10,11 @@ import os
 import pytest
 
 import brigtest
-from test_microvm import KERNEL, QEMU
 from test_network import NsApi, inet, start_in_hostns, stopped_clean  # noqa: F401
 from test_network import napi, test_e2e_policies_through_the_api  # noqa: F401
 
-pytestmark = pytest.mark.skipif(
-    not (os.access(QEMU, os.X_OK) and os.path.exists(KERNEL)),
-    reason=f"isolation microvm needs {QEMU} and {KERNEL}: run scripts/setup")
+pytestmark = pytest.mark.skipif(brigtest.microvm_missing() is not None,
+                                reason=str(brigtest.microvm_missing()))
 
 _plain_request = NsApi.request
 
@@ -26,7 +24,7 @@ def netd(inet):  # noqa: F811
     """test_network's brigd, running microVMs under TCG."""
     conf = os.path.join(inet["tmp"], "brigd-vm.conf")
     with open(conf, "w") as f:
-        f.write("[brigd]\nmicrovm_accel = tcg\n")
+        f.write(f"[brigd]\nmicrovm_accel = {brigtest.MICROVM_ACCEL}\n")
     d = brigtest.Brigd(os.path.join(inet["tmp"], "brigd-vm"), ["--config", conf])
     start_in_hostns(d)
     yield d

@@ -15,14 +15,10 @@ import subprocess
 import pytest
 
 import brigtest
-from brigtest import leftovers, wait_for
+from brigtest import wait_for
 
-KERNEL = "/usr/lib/brig/vm/vmlinuz"
-QEMU = "/usr/bin/qemu-system-x86_64"
-
-pytestmark = pytest.mark.skipif(
-    not (os.access(QEMU, os.X_OK) and os.path.exists(KERNEL)),
-    reason=f"isolation microvm needs {QEMU} and {KERNEL}: run scripts/setup")
+pytestmark = pytest.mark.skipif(brigtest.microvm_missing() is not None,
+                                reason=str(brigtest.microvm_missing()))
 
 
 def image_state(path):
@@ -37,17 +33,9 @@ def image_state(path):
 
 @pytest.fixture(scope="module")
 def vmd(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("sec-microvm")
-    conf = tmp / "brigd.conf"
-    conf.write_text("[brigd]\nmicrovm_accel = tcg\n")
-    d = brigtest.Brigd(str(tmp / "state"), ["--config", str(conf)]).start()
+    d = brigtest.microvm_brigd(str(tmp_path_factory.mktemp("sec-microvm")))
     yield d
-    api = d.api()
-    for sb in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
-        api.request("DELETE", f"/v1/sandboxes/{sb['id']}")
-    d.stop()
-    left = leftovers(d.state_dir)
-    assert not left, f"left behind: {left}"
+    brigtest.microvm_brigd_end(d)
 
 
 @pytest.fixture(scope="module")
