@@ -31,7 +31,7 @@
 static const cli_opt options[] = {
     {OPT_TEMPLATE, "template", "NAME", "template to start from (brigd's default: base)"},
     {OPT_ISOLATION, "isolation", "MODE",
-     "container or gvisor (default: the project's, else the operator's)"},
+     "container, gvisor or microvm (default: the project's, else the operator's)"},
     {OPT_PROJECT, "project", "ID", "the project (default: the account's default project)"},
     {OPT_SCOPE, "scope", "SCOPE", "sandbox (the default) or admin"},
     {OPT_FILE, "file", "PATH", "read the value from this file instead of stdin"},
