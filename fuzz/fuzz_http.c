@@ -47,6 +47,47 @@ static void check_sni(const uint8_t *data, size_t size)
     }
 }
 
+static void check_response(const char *buf, size_t size)
+{
+    brig_http_head h;
+    const char *why = NULL;
+    long k = brig_http_parse_response(buf, size, &h, &why);
+    if (k > 0) {
+        check_spans(&h, k);
+        if (h.status < 100 || h.status > 999)
+            abort();
+    }
+    if (k < 0 && why == NULL)
+        abort();
+}
+
+static void check_chunked(const char *buf, size_t size)
+{
+    brig_http_head h = {.chunked = true, .body_len = -1};
+    brig_http_body whole, each;
+    bool done = false, d1 = false;
+    brig_http_body_init(&whole, &h, false);
+    long k = brig_http_body_feed(&whole, buf, size, &done);
+    if (k > (long)size || (k >= 0 && k < (long)size && !done))
+        abort();
+    brig_http_body_init(&each, &h, false);
+    for (size_t i = 0; i < size; i++) {
+        long one = brig_http_body_feed(&each, buf + i, 1, &d1);
+        if (one < 0) {
+            if (k >= 0)
+                abort();
+            return;
+        }
+        if (d1) {
+            if (!done || k != (long)i + one)
+                abort();
+            return;
+        }
+    }
+    if (done || k < 0)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 65536)
@@ -73,6 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (r > 0)
             check_spans(&part, r);
     }
+    check_response(buf, size);
+    check_chunked(buf, size);
     check_sni(data, size);
     free(buf);
     return 0;

@@ -5,6 +5,7 @@
  * processes cannot stop it: is_stop).  docs/agent.md describes the process model.
  *
  *   brig-agent --listen-fd N   serve an already listening socket (runc --preserve-fds)
+ *   ... --seccomp-fd N         first load the system-call filter in fd N (brigd's, compiled once)
  *   brig-agent --listen PATH   create, bind and listen on a unix socket (tests, debugging)
  *   brig-agent --listen-tcp P  listen on TCP port P of every address: inside a microVM,
  *                              whose only way in is QEMU's forward from the host (microvm.c)
@@ -62,7 +63,7 @@ typedef struct agent {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: brig-agent (--listen-fd N | --listen PATH | --listen-tcp PORT) "
-               "[--console-off] | --version\n");
+               "[--seccomp-fd N] [--console-off] | --version\n");
 }
 
 /* Descriptors 0-2 must be open: the handlers' pipes must not land on them (exec.c dup2s
@@ -393,6 +394,29 @@ static void kill_foreign_abis(void)
 #endif
 }
 
+/* brigd's system-call filter for the sandbox (runtime/seccomp.c): a classic BPF program
+ * in fd, read at offset 0 (every sandbox shares the one sealed file), loaded before we
+ * do anything a sandbox's program could influence, then inherited by every command.
+ * Fails closed: a sandbox whose filter does not load does not start. */
+static int load_filter(int fd)
+{
+    static struct sock_filter code[BPF_MAXINSNS];
+    ssize_t got = pread(fd, code, sizeof(code), 0);
+    close(fd);
+    if (got <= 0 || got % (ssize_t)sizeof(code[0]) != 0) {
+        brig_err("--seccomp-fd: no BPF program (%zd bytes)", got);
+        return -1;
+    }
+    struct sock_fprog prog = {.len = (unsigned short)(got / (ssize_t)sizeof(code[0])),
+                              .filter = code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0) {
+        brig_err("--seccomp-fd: loading the filter: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* Our stdout and stderr are a host file (the runtime's console: agent.log).  Under
  * gVisor the sandbox's root reopens it through /proc/1/fd/1 (gVisor's /proc does not
  * refuse that for a non-dumpable process as Linux does) and could write to it without
@@ -417,14 +441,29 @@ typedef struct options {
     const char *path; /* --listen */
     long listen_fd;   /* --listen-fd; -1: none */
     long tcp_port;    /* --listen-tcp; -1: none */
+    long filter_fd;   /* --seccomp-fd; -1: none */
     bool console_off; /* --console-off */
 } options;
+
+/* A descriptor number of the command line into *fd: 0, or -1 (said on stderr). */
+static int fd_arg(const char *flag, const char *v, long *fd)
+{
+    char *end;
+    errno = 0;
+    *fd = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || *fd < 0 || *fd > INT32_MAX) {
+        fprintf(stderr, "brig-agent: bad %s: %s\n", flag, v);
+        return -1;
+    }
+    return 0;
+}
 
 /* Parses argv into *o: -1 to go on, else the exit status (--version, --help, a mistake). */
 static int parse_options(int argc, char **argv, options *o)
 {
     static const struct option opts[] = {
         {"listen-fd", required_argument, NULL, 'f'},
+        {"seccomp-fd", required_argument, NULL, 's'},
         {"listen", required_argument, NULL, 'l'},
         {"listen-tcp", required_argument, NULL, 't'},
         {"console-off", no_argument, NULL, 'c'},
@@ -432,28 +471,25 @@ static int parse_options(int argc, char **argv, options *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){.listen_fd = -1, .tcp_port = -1};
+    *o = (options){.listen_fd = -1, .tcp_port = -1, .filter_fd = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        char *end;
         switch (c) {
         case 'f':
-            errno = 0;
-            o->listen_fd = strtol(optarg, &end, 10);
-            if (errno != 0 || end == optarg || *end != '\0' || o->listen_fd < 0 ||
-                o->listen_fd > INT32_MAX) {
-                fprintf(stderr, "brig-agent: bad --listen-fd: %s\n", optarg);
+            if (fd_arg("--listen-fd", optarg, &o->listen_fd) < 0)
                 return 2;
-            }
+            break;
+        case 's':
+            if (fd_arg("--seccomp-fd", optarg, &o->filter_fd) < 0)
+                return 2;
             break;
         case 'l':
             o->path = optarg;
             break;
         case 't':
-            errno = 0;
-            o->tcp_port = strtol(optarg, &end, 10);
-            if (errno != 0 || end == optarg || *end != '\0' || o->tcp_port <= 0 ||
-                o->tcp_port > 65535) {
+            if (fd_arg("--listen-tcp", optarg, &o->tcp_port) < 0)
+                return 2;
+            if (o->tcp_port == 0 || o->tcp_port > 65535) {
                 fprintf(stderr, "brig-agent: bad --listen-tcp: %s\n", optarg);
                 return 2;
             }
@@ -505,6 +541,8 @@ int main(int argc, char **argv)
      * disk).  Commands are exec'd, which makes them dumpable again. */
     if (prctl(PR_SET_DUMPABLE, 0) < 0)
         brig_warn("PR_SET_DUMPABLE: %s", strerror(errno));
+    if (o.filter_fd >= 0 && load_filter((int)o.filter_fd) < 0)
+        return 1;
     lower_limits();
     kill_foreign_abis();
     agent a = {.pid = getpid(), .lfd = -1, .sfd = -1};

@@ -109,8 +109,27 @@ static int follow_build(brig_client *c, const char *name, const char *id, json_t
     return rc < 0 ? -1 : 0;
 }
 
+/* A user's build that ended: its end event's result, or *err with why it failed. */
+static json_t *spec_outcome(json_t *end, brig_error **err)
+{
+    const char *state = json_string_value(json_object_get(end, "state"));
+    json_t *result = json_object_get(end, "result");
+    if (state != NULL && strcmp(state, "succeeded") == 0 && json_is_object(result))
+        return json_incref(result);
+    const char *why = json_string_value(json_object_get(end, "error"));
+    json_t *tail = json_object_get(json_object_get(result, "build"), "output_tail");
+    if (json_is_string(tail)) { /* the failed step's output was shown as it came */
+        fputs("brig: the failed step's output ended with:\n", stderr);
+        print_log(json_string_value(tail));
+        fputc('\n', stderr);
+    }
+    brig_error_set(err, BRIG_E_INTERNAL, 0, "%s", why ? why : "the build failed");
+    return NULL;
+}
+
 /* brig template build --file SPEC.json: an account's own template, built in a sandbox of
- * its parent (POST /v1/templates); the answer comes when the build ended. */
+ * its parent (POST /v1/templates?wait=0): brigd answers at once, and we follow the build's
+ * output (on stderr) until it ended, like the operator's builds. */
 static int build_spec(const cli_args *a, const char *file)
 {
     brig_error *err = NULL;
@@ -123,10 +142,31 @@ static int build_spec(const cli_args *a, const char *file)
         return cli_fail(&err);
     }
     brig_client *c = cli_client(true, &err);
-    json_t *t = NULL;
-    int st = c == NULL ? -1 : brig_client_call(c, "POST", "/v1/templates", spec, 0, &t, &err);
+    json_t *t = NULL, *end = NULL;
+    int st = c == NULL ? -1
+                       : brig_client_call(c, "POST", "/v1/templates?wait=0", spec, CLI_TIMEOUT_MS,
+                                          &t, &err);
     json_decref(spec);
+    const char *id = json_string_value(json_object_get(t, "build_id"));
+    const char *ref = json_string_value(json_object_get(t, "template"));
+    if (st == 202 && (id == NULL || ref == NULL))
+        st = brig_error_set(&err, BRIG_E_PROTOCOL, 0, "malformed answer from brigd: no build_id");
+    if (st == 202 && follow_build(c, ref, id, &end, &err) < 0 && cli_interrupted) {
+        brig_error_clear(&err);
+        fprintf(stderr, "brig: stopped following; the build goes on in brigd (");
+        cli_print_clean(stderr, id);
+        fprintf(stderr, ")\n");
+        json_decref(t);
+        return 128 + cli_interrupted;
+    }
+    if (st == 202 && err == NULL) {
+        json_decref(t);
+        t = spec_outcome(end, &err);
+        st = t ? 201 : -1;
+    }
+    json_decref(end);
     if (st < 0) {
+        json_decref(t);
         brig_error_prefix(&err, "build %s", file);
         return cli_fail(&err);
     }

@@ -16,16 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BRIG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#include "alloc.h"
 
-/* Allocation: these never return NULL; OOM aborts with a message. */
-void *brig_xmalloc(size_t n);
-void *brig_xcalloc(size_t nmemb, size_t size);
-void *brig_xrealloc(void *p, size_t n);
-char *brig_xstrdup(const char *s);
-char *brig_xstrndup(const char *s, size_t n);
-char *brig_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-char *brig_vasprintf(const char *fmt, va_list ap);
+#define BRIG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Scope cleanup (crun style): `_cleanup_free_ char *p = NULL;` */
 static inline void brig_freep(void *p)

@@ -4,9 +4,11 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import {
+  ALL_TRAFFIC,
   AuthenticationError,
   CommandExitError,
   FileNotFoundError,
+  FilesystemEventType,
   Sandbox,
   SandboxError,
   SandboxNotFoundError,
@@ -137,30 +139,63 @@ describe("control plane", () => {
     conform("`kill()`, `Sandbox.kill(id)` of a missing sandbox", "supported", "`false`; `connect`/`getInfo`: `SandboxNotFoundError`");
   });
 
+  test("allowInternetAccess: false and network.denyOut: [ALL_TRAFFIC] give no egress", async () => {
+    // That it reaches nothing is tests/integration/test_network.py's (test_e2e_e2b_*).
+    const shut = await Sandbox.create("base", { allowInternetAccess: false });
+    const denied = await Sandbox.create("base", { network: { denyOut: [ALL_TRAFFIC] } });
+    try {
+      for (const s of [shut, denied]) {
+        assert.equal((await s.getInfo()).allowInternetAccess, false);
+        assert.equal((await brigd.admin("GET", `/v1/sandboxes/${s.sandboxId}`)).egress, "none");
+      }
+      assert.equal((await sbx.getInfo()).allowInternetAccess, true);
+      // brig's own fork of it has no egress either
+      const forked = await brigd.admin("POST", `/v1/sandboxes/${shut.sandboxId}/fork`, { count: 1 });
+      assert.equal(forked.sandboxes.length, 1);
+      assert.equal(forked.sandboxes[0].egress, "none");
+      await brigd.admin("DELETE", `/v1/sandboxes/${forked.sandboxes[0].id}`);
+      conform("`Sandbox.create({allowInternetAccess: false})`", "supported", "no egress at all for this sandbox (`\"egress\": \"none\"` in brig's view), whatever its project's policy says, after a policy change or a restart too");
+      conform("`Sandbox.create({network: {denyOut: [ALL_TRAFFIC]}})`", "supported", "the same as `allowInternetAccess: false`");
+      await assert.rejects(
+        Sandbox.create("base", { network: { allowOut: ["1.1.1.1"], denyOut: [ALL_TRAFFIC] } }),
+        (e) => e instanceof SandboxError && /network\.allowOut/.test(e.message),
+      );
+      await assert.rejects(
+        Sandbox.create("base", { network: { denyOut: ["10.0.0.0/8"] } }),
+        (e) => e instanceof SandboxError && /network\.denyOut/.test(e.message),
+      );
+      await assert.rejects(
+        Sandbox.create("base", { network: { maskRequestHost: "x.test" } }),
+        (e) => e instanceof SandboxError && /network\.maskRequestHost/.test(e.message),
+      );
+      conform("`Sandbox.create({network: {allowOut, denyOut: [cidr], maskRequestHost, allowPublicTraffic, egressProxy, rules}})`", "unsupported", "`400` naming the option: a sandbox's own allowlist or denylist does not exist; its project's egress policy decides");
+      await assert.rejects(shut.updateNetwork({ allowInternetAccess: true }), (e) => /not supported/.test(e.message));
+      conform("`updateNetwork()`", "unsupported", "`501` naming the route");
+    } finally {
+      await shut.kill();
+      await denied.kill();
+    }
+  });
+
   test("options brig does not have fail loudly", async () => {
-    await assert.rejects(
-      Sandbox.create("base", { allowInternetAccess: false }),
-      (e) => e instanceof SandboxError && /allow_internet_access/.test(e.message),
-    );
     await assert.rejects(
       Sandbox.create("base", { lifecycle: { onTimeout: "pause" } }),
       (e) => e instanceof SandboxError && /autoPause|pause/.test(e.message),
     );
-    conform("`Sandbox.create({allowInternetAccess: false})`", "unsupported", "`400` naming `allow_internet_access`: the project's egress policy decides");
     conform("`Sandbox.create({lifecycle: {onTimeout: \"pause\"}})`", "unsupported", "`400` naming `autoPause`");
     await assert.rejects(Sandbox.create("no-such-template"), SandboxError);
     await assert.rejects(Sandbox.getMetrics(sbx.sandboxId), (e) => /not supported/.test(e.message));
     conform("`Sandbox.getMetrics(id)`", "unsupported", "`501` naming the route");
-    for (const [field, value] of [["network", { allowOut: ["1.1.1.1"] }], ["mcp", { x: {} }], ["volumeMounts", [{ name: "v", path: "/v" }]]]) {
+    for (const [field, value] of [["network.allowOut", { allowOut: ["1.1.1.1"] }], ["mcp", { x: {} }], ["volumeMounts", [{ name: "v", path: "/v" }]], ["iam", { tokens: { t: {} } }]]) {
       const r = await fetch(`${brigd.url}/v2/sandboxes`, {
         method: "POST",
         headers: { "X-API-KEY": brigd.key, "Content-Type": "application/json" },
-        body: JSON.stringify({ templateID: "base", [field]: value }),
+        body: JSON.stringify({ templateID: "base", [field.split(".")[0]]: value }),
       });
       assert.equal(r.status, 400);
-      assert.match((await r.json()).message, new RegExp(field));
+      assert.match((await r.json()).message, new RegExp(field.replace(".", "\\.")));
     }
-    conform("`Sandbox.create({network, mcp, volumeMounts})`", "unsupported", "`400` naming the option");
+    conform("`Sandbox.create({mcp, volumeMounts, iam})`", "unsupported", "`400` naming the option");
   });
 });
 
@@ -240,8 +275,12 @@ describe("commands", () => {
     await assert.rejects(
       sbx.commands.run(`(sleep 30; touch ${marker}) & sleep 30`, { timeoutMs: 1500 }),
     );
-    const ps = await sbx.commands.run("ps -eo args | grep -c '[s]leep 30' || true");
-    assert.equal(ps.stdout.trim(), "0");
+    // The SDK gives up at its deadline and the agent kills at the same one (Connect-Timeout-Ms),
+    // counted from the request's arrival: the kill may come a moment after the SDK's error.
+    // Those sleeps would live 30 s: 10 s bounds the wait without deciding it.
+    const left = async () => (await sbx.commands.run("ps -eo args | grep -c '[s]leep 30' || true")).stdout.trim();
+    for (const end = Date.now() + 10_000; (await left()) !== "0"; )
+      if (Date.now() > end) assert.fail(`the command's sleeps outlived its timeout: ${await left()}`);
     conform("`commands.run(cmd, {timeoutMs})`", "supported", "the whole process group is killed at the timeout");
   });
 
@@ -391,16 +430,88 @@ describe("files", () => {
     assert.equal(streamed[0]?.path ?? streamed.path, "/tmp/streamed.txt");
     assert.equal(await sbx.files.read("/tmp/streamed.txt"), "via a stream");
     conform("`files.write(path, stream)` (octet-stream)", "supported", "a raw body, streamed");
-    await assert.rejects(sbx.files.write("/tmp/z.txt", "zipped", { gzip: true }), (e) => /Content-Encoding/.test(e.message));
-    conform("`files.write(path, data, {gzip: true})`", "unsupported", "`400` naming `Content-Encoding`");
+    await sbx.files.write("/tmp/z.txt", "zipped ".repeat(10_000), { gzip: true });
+    assert.equal(await sbx.files.read("/tmp/z.txt", { gzip: true }), "zipped ".repeat(10_000));
+    const zbig = await sbx.files.write("/tmp/zbig.bin", big.buffer, { gzip: true });
+    assert.equal(zbig[0]?.path ?? zbig.path, "/tmp/zbig.bin");
+    assert.ok(Buffer.from(await sbx.files.read("/tmp/zbig.bin", { format: "bytes", gzip: true })).equals(Buffer.from(big)));
+    conform("`files.write(path, data, {gzip: true})`, `files.read(path, {gzip: true})`", "supported", "uploads inflated as they stream in; downloads answered uncompressed (HTTP lets a server ignore `Accept-Encoding`)");
+    // a bad gzip body, another encoding, gzip on multipart: 400 naming it
+    for (const [headers, body, named] of [
+      [{ "Content-Encoding": "gzip", "Content-Type": "application/octet-stream" }, "not gzip", /gzip body/],
+      [{ "Content-Encoding": "br", "Content-Type": "application/octet-stream" }, "x", /Content-Encoding 'br'/],
+    ]) {
+      const r = await fetch(`${brigd.url}/files?path=/tmp/bad.gz&username=user`, {
+        method: "POST",
+        headers: { ...headers, "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": sbx.envdAccessToken },
+        body,
+      });
+      assert.equal(r.status, 400, await r.clone().text());
+      assert.match((await r.json()).message, named);
+    }
   });
 
   test("a missing file is FileNotFoundError", async () => {
     await assert.rejects(sbx.files.read("/tmp/none/at/all"), FileNotFoundError);
     await assert.rejects(sbx.files.list("/tmp/none/at/all"), FileNotFoundError);
     conform("a missing file", "supported", "`FileNotFoundError`");
-    await assert.rejects(sbx.files.watchDir("/tmp", () => {}), (e) => /not supported/.test(e.message));
-    conform("`files.watchDir`", "unsupported", "`unimplemented`");
+  });
+
+  test("watchDir: creates, writes, chmods, removes, recursive", async () => {
+    await sbx.files.makeDir("/tmp/watched/sub");
+    const seen = [];
+    const has = (name, type) => seen.some((e) => e.name === name && e.type === type);
+    // Each change is seen within a poll (0.2 s) or two; 10 s is a bound, not a pace.
+    const until = async (name, type) => {
+      for (const end = Date.now() + 10_000; !has(name, type); await new Promise((r) => setTimeout(r, 20)))
+        if (Date.now() > end) assert.fail(`no ${type} of ${name}: ${JSON.stringify(seen)}`);
+    };
+    const handle = await sbx.files.watchDir("/tmp/watched", (e) => seen.push(e), { recursive: true });
+    try {
+      await sbx.files.write("/tmp/watched/a.txt", "a");
+      await until("a.txt", FilesystemEventType.CREATE);
+      await sbx.files.write("/tmp/watched/a.txt", "longer now");
+      await until("a.txt", FilesystemEventType.WRITE);
+      await sbx.commands.run("chmod 600 /tmp/watched/a.txt");
+      await until("a.txt", FilesystemEventType.CHMOD);
+      await sbx.files.write("/tmp/watched/sub/b.txt", "b");
+      await until("sub/b.txt", FilesystemEventType.CREATE);
+      await sbx.files.remove("/tmp/watched/a.txt");
+      await until("a.txt", FilesystemEventType.REMOVE);
+    } finally {
+      await handle.stop();
+    }
+    const flat = await sbx.files.watchDir("/tmp/watched", (e) => seen.push(e));
+    await flat.stop();
+    await assert.rejects(sbx.files.watchDir("/tmp/none/at/all", () => {}), (e) => e instanceof SandboxError);
+    // The polling form (E2B's Python SDK's watch_dir), as that SDK sends it: Connect unary JSON.
+    const rpc = async (method, body) => {
+      const r = await fetch(`${brigd.url}/filesystem.Filesystem/${method}`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1", "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": sbx.envdAccessToken },
+        body: JSON.stringify(body),
+      });
+      return { status: r.status, body: await r.json() };
+    };
+    const made = await rpc("CreateWatcher", { path: "/tmp/watched", recursive: true });
+    assert.equal(made.status, 200, JSON.stringify(made.body));
+    const watcherId = made.body.watcherId;
+    assert.deepEqual((await rpc("GetWatcherEvents", { watcherId })).body, { events: [] });
+    await sbx.files.write("/tmp/watched/sub/c.txt", "c");
+    await sbx.files.remove("/tmp/watched/sub/b.txt");
+    const got = await rpc("GetWatcherEvents", { watcherId });
+    assert.equal(got.status, 200);
+    assert.deepEqual(
+      got.body.events.sort((a, b) => a.name.localeCompare(b.name)),
+      [{ name: "sub/b.txt", type: "EVENT_TYPE_REMOVE" }, { name: "sub/c.txt", type: "EVENT_TYPE_CREATE" }],
+    );
+    assert.deepEqual((await rpc("RemoveWatcher", { watcherId })).body, {});
+    const gone = await rpc("GetWatcherEvents", { watcherId });
+    assert.equal(gone.status, 404);
+    assert.equal(gone.body.code, "not_found");
+    assert.equal((await rpc("CreateWatcher", { path: "/tmp/none/at/all" })).status, 404);
+    conform("the polling form: `CreateWatcher`, `GetWatcherEvents`, `RemoveWatcher` (E2B's Python SDK's `watch_dir`)", "differs", "what changed between two `GetWatcherEvents`, found by listing then; a watcher lives in brigd's memory (at most 64 per sandbox)");
+    conform("`files.watchDir(path, onEvent, {recursive})`, `handle.stop()`", "differs", "polled every 0.2 s: `create`, `write`, `chmod`, `remove`; a rename is a `remove` and a `create`, several changes of a file between two polls one event; at most 4096 entries");
   });
 });
 

@@ -340,9 +340,10 @@ def test_template_build_is_for_the_operator_only(tmp_path):
         r = cli(d, "template", "build", "nosuch")
         assert r.returncode == 1 and r.stdout == ""
         assert r.stderr == "brig: build nosuch: no template named 'nosuch' (HTTP 404 not_found)\n"
-        # A build's record is the operator's too; an unknown one is not found.
+        # A build's record is the operator's too (an account's key finds only its
+        # account's builds); an unknown one is not found.
         url = "/v1/templates/minimal/builds/bld_" + "a" * 26
-        assert d.api().request("GET", url).status == 403
+        assert d.api().request("GET", url).status == 404
         r = d.operator().request("GET", url)
         assert r.status == 404 and r.json()["error"]["code"] == "not_found", r.body
         assert os.stat(rootfs).st_ino == ino

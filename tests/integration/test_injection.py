@@ -31,15 +31,43 @@ RULE = {"host": "api.test", "headers": {"Authorization": "Bearer {{secret:API_KE
 RECORDER = r'''
 import http.server, json, socketserver, ssl, sys, threading
 LOG = sys.argv[1]
+DROPPED = set()
 class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # its head and body go in two writes
+    def body(self):
+        if self.headers.get("Transfer-Encoding") != "chunked":
+            return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        b = b""
+        while True:
+            n = int(self.rfile.readline().split(b";")[0], 16)
+            if n == 0:
+                while self.rfile.readline() not in (b"\r\n", b""): pass
+                return b
+            b += self.rfile.read(n); self.rfile.readline()
     def do_GET(self):
+        got = self.body()
         with open(LOG, "a") as f:
             f.write(json.dumps({"server": self.server.server_address[0], "path": self.path,
+                                "conn": self.client_address[1], "body": got.decode(),
                                 "headers": dict(self.headers.items())}) + "\n")
+        if self.path.startswith("/drop") and self.path not in DROPPED:
+            DROPPED.add(self.path)  # the first time: the connection closes, no answer
+            self.close_connection = True
+            return
         body = ("auth=%s\n" % self.headers.get("Authorization", "")).encode() \
             if self.path.startswith("/echo") else b"ok\n"
-        self.send_response(200); self.send_header("Content-Length", str(len(body)))
+        self.send_response(200)
+        if self.path.startswith("/chunked"):
+            self.send_header("Transfer-Encoding", "chunked"); self.end_headers()
+            for part in (b"o", b"k\n", b""):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            return
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers(); self.wfile.write(body)
+    do_POST = do_GET
+    def do_HEAD(self):
+        self.send_response(200); self.send_header("Content-Length", "3"); self.end_headers()
     def log_message(self, *a): pass
 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
@@ -205,6 +233,189 @@ def test_injection_from_curl_python_and_node(napi, recorder, scheme):
     napi.delete(sb)
 
 
+KEEPALIVE = r'''
+import http.client, json, os, sys
+scheme = sys.argv[1]
+c = (http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection)(
+    "api.test", timeout=5)
+auth = {"Authorization": "Bearer " + os.environ["API_KEY"]}
+out = []
+def one(method, path, **kw):
+    c.request(method, path, **kw)
+    r = c.getresponse()
+    out.append([r.status, r.read().decode(), c.sock.getsockname()[1] if c.sock else None])
+one("GET", f"/keep-{scheme}-0", headers=auth)
+one("POST", f"/keep-{scheme}-1", headers=auth, body="a body of some length")
+one("POST", f"/chunked-{scheme}-2", headers=auth, body=iter([b"in ", b"chunks"]),
+    encode_chunked=True)
+one("HEAD", f"/keep-{scheme}-3", headers=auth)
+one("GET", f"/drop-{scheme}-4", headers=auth)
+one("GET", f"/keep-{scheme}-5", headers={"Host": "second.test", **auth})
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.base
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_one_connection_carries_several_requests(napi, recorder, scheme):
+    """HTTP/1.1 keep-alive through the proxy: GET, POST with a length, POST in chunks
+    (answered in chunks), HEAD on one sandbox connection, each injected, over one
+    upstream connection; a request that meets the kept upstream connection's end is sent
+    again on a new one; then another Host on the same connection: refused over TLS
+    (421), a request of its own over plain HTTP (the placeholder toward second.test:
+    403)."""
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    napi.put_file(sb, "/tmp/keep.py", KEEPALIVE.encode())
+    r = napi.exec(sb, argv=["python3", "/tmp/keep.py", scheme], timeout=60)
+    assert r["exit_code"] == 0, r
+    out = json.loads(r["stdout"])
+    assert [o[:2] for o in out[:5]] == [[200, "ok\n"], [200, "ok\n"], [200, "ok\n"], [200, ""],
+                                        [200, "ok\n"]], out
+    assert len({o[2] for o in out[:5]}) == 1, out  # the sandbox's one connection
+    want = 421 if scheme == "https" else 403
+    assert out[5][0] == want and out[5][2] is None, out  # refused, and closed after
+    got = [x for x in recorded(recorder) if f"-{scheme}-" in x["path"]]
+    assert [x["path"] for x in got] == [f"/keep-{scheme}-0", f"/keep-{scheme}-1",
+                                        f"/chunked-{scheme}-2", f"/drop-{scheme}-4",
+                                        f"/drop-{scheme}-4"], got  # (HEAD: not recorded)
+    assert all(x["headers"]["Authorization"] == f"Bearer {VALUE}" for x in got), got
+    assert [x["body"] for x in got[:3]] == ["", "a body of some length", "in chunks"], got
+    # one upstream connection, and a new one for the request sent again
+    assert len({x["conn"] for x in got[:4]}) == 1 and got[4]["conn"] != got[3]["conn"], got
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    used = [e["path"] for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
+    assert used == [f"/keep-{scheme}-{i}" for i in (0, 1)] + [
+        f"/chunked-{scheme}-2", f"/keep-{scheme}-3", f"/drop-{scheme}-4"], log
+    napi.delete(sb)
+
+
+BOUND = r"""
+import http.client, json
+c = http.client.HTTPSConnection("api.test", timeout=5)
+ports, statuses = [], set()
+for i in range(1001):
+    c.request("GET", "/bound")
+    try:
+        r = c.getresponse()
+    except Exception as e:
+        raise SystemExit(f"request {i}: {e!r}")
+    r.read()
+    statuses.add(r.status)
+    ports.append(c.sock.getsockname()[1] if c.sock else None)
+print(json.dumps({"statuses": sorted(statuses), "ports": ports}))
+"""
+
+
+@pytest.mark.base
+def test_a_connection_carries_at_most_1000_requests(napi, recorder):
+    """The 1000th request of a kept-alive connection is asked upstream with Connection:
+    close, whose answer tells the client: it opens a new connection for the 1001st."""
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    napi.put_file(sb, "/tmp/bound.py", BOUND.encode())
+    r = napi.exec(sb, argv=["python3", "/tmp/bound.py"], timeout=120)
+    assert r["exit_code"] == 0, r["stderr"]
+    got = json.loads(r["stdout"])
+    assert got["statuses"] == [200], got["statuses"]
+    ports = got["ports"]
+    assert len(set(ports[:999])) == 1 and ports[999] is None and ports[1000] not in (None, ports[0])
+    napi.delete(sb)
+
+
+CAP = r"""
+import json, socket
+REQ = b"GET /cap-%d HTTP/1.1\r\nHost: api.test\r\n\r\n"
+def ask(s, i):
+    s.sendall(REQ % i)
+    try:
+        return s.recv(4096).split(b"\r\n")[0].decode()
+    except ConnectionResetError:
+        return "reset"
+socks = [socket.create_connection(("api.test", 80), timeout=10) for _ in range(64)]
+# the 65th: accepted by the kernel, then closed by the proxy before it reads a byte
+extra = socket.create_connection(("api.test", 80), timeout=10)
+over = ask(extra, 65) or "closed"
+# the 64 are live, each answered on its own connection
+answers = [ask(s, i) for i, s in enumerate(socks)]
+for s in socks + [extra]:
+    s.close()
+print(json.dumps({"over": over, "answers": sorted(set(answers))}))
+"""
+
+
+def brigd_counts(d):
+    """brigd's threads and open file descriptors."""
+    pid = d.proc.pid
+    return len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.base
+def test_the_65th_connection_is_refused_and_nothing_leaks(injd, napi, recorder):
+    """A sandbox has at most 64 connections through the proxy at once: the 65th is
+    closed at once (no answer, no hang), the 64 are served, and once they are closed
+    brigd's threads and descriptors are back where they were and new connections are
+    served again."""
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    napi.put_file(sb, "/tmp/cap.py", CAP.encode())
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 http://api.test/warm')  # the proxy's first use
+    assert out.strip() == "ok", out
+    before = brigd_counts(injd)
+    r = napi.exec(sb, argv=["python3", "/tmp/cap.py"], timeout=60)
+    assert r["exit_code"] == 0, r
+    got = json.loads(r["stdout"])
+    assert got == {"over": "closed", "answers": ["HTTP/1.1 200 OK"]} or \
+        got == {"over": "reset", "answers": ["HTTP/1.1 200 OK"]}, got
+    assert len([x for x in recorded(recorder) if x["path"].startswith("/cap-")]) == 64
+    brigtest.wait_for(lambda: brigd_counts(injd) <= before, timeout=20,
+                      what=f"brigd's threads and fds back to {before}")
+    rc, out = sbexec(napi, sb, 'curl -sS -m 5 http://api.test/after')
+    assert out.strip() == "ok", out
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_connect_from_a_client_told_to_use_the_proxy(napi, recorder):
+    """A client with a proxy variable (or -x) sends CONNECT to the proxy on its gateway:
+    toward port 443 of a host with a rule it is a tunnel, intercepted and injected like
+    the transparent path; toward a host without a rule, or another port, a 403 that says
+    why (logged)."""
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    proxy = f"http://{gateway(napi, sb)}:15080"
+    rc, out = sbexec(napi, sb, f'curl -sS -m 5 -x {proxy} -H "Authorization: Bearer $API_KEY" '
+                               f'https://api.test/connect-curl')
+    assert rc == 0 and out.strip() == "ok", out
+    py = ("python3 -c \"import os, urllib.request as u; print(u.urlopen(u.Request("
+          "'https://api.test/connect-python', headers={'Authorization': 'Bearer ' + "
+          "os.environ['API_KEY']}), timeout=5).read().decode())\"")
+    rc, out = sbexec(napi, sb, f"HTTPS_PROXY={proxy} {py}")
+    assert rc == 0 and out.strip() == "ok", out
+    for name in ("curl", "python"):
+        got = [r for r in recorded(recorder) if r["path"] == f"/connect-{name}"]
+        assert got and got[-1]["headers"]["Authorization"] == f"Bearer {VALUE}", (name, got)
+    for target in ("https://second.test/no-rule", "https://api.test:8443/other-port"):
+        rc, out = sbexec(napi, sb, f'curl -sS -m 5 -x {proxy} {target}')
+        assert rc != 0 and "CONNECT tunnel failed, response 403" in out, (target, out)
+    # under an allowlist the name CONNECT gives is what the list must hold (the sandbox
+    # asked its DNS nothing)
+    for domains, want in ((["api.test"], "ok"), (["other.test"], "response 403")):
+        napi.ok("PATCH", f"/v1/projects/{p}", {"egress": {"mode": "allowlist",
+                                                          "domains": domains}})
+        rc, out = sbexec(napi, sb, f'curl -sS -m 5 -x {proxy} https://api.test/connect-allow')
+        assert want in out, (domains, out)
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    refused = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "refused"]
+    assert [e["method"] for e in refused] == ["CONNECT"] * 3, log
+    assert all("CONNECT goes only to port 443" in e["reason"] for e in refused[:2]), refused
+    assert "egress policy" in refused[2]["reason"], refused
+    used = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
+    assert {e["path"] for e in used} == {"/connect-curl", "/connect-python", "/connect-allow"}, log
+    assert {e["scheme"] for e in used} == {"https"}, log
+    napi.delete(sb)
+
+
 @pytest.mark.base
 def test_placeholder_toward_another_host_is_refused_and_logged(napi, recorder):
     p = project_with_rule(napi)
@@ -308,9 +519,14 @@ def test_per_step_credentials_expire(napi, recorder):
     assert " 200 brig-placeholder-" in r["stdout"], r
     assert [x for x in recorded(recorder) if x["path"] == "/granted"][-1]["headers"][
         "X-Temp"] == "tmp_4Xk9Qw2Lr7Zp"
-    # a second of life: then the proxy refuses, and says why
-    brigtest.wait_for(lambda: "expired" in step("later")["stdout"], timeout=10,
-                      what="the credential to expire")
+    # a second of life: its expiry is recorded when it comes, with no request made
+    # (the proxy's timer), then the proxy refuses, and says why
+
+    def proxy_log(verdict):
+        log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+        return [e for e in log if e["kind"] == "proxy" and e["verdict"] == verdict]
+    brigtest.wait_for(lambda: proxy_log("expired"), timeout=10, what="the expiry recorded")
+    assert not any("expired" in e.get("reason", "") for e in proxy_log("refused"))
     r = step("later")
     assert " 403 " in r["stdout"] and "TEMP_KEY expired" in r["stdout"], r
     # a value given just for this step
@@ -326,6 +542,17 @@ def test_per_step_credentials_expire(napi, recorder):
     log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
     grants = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "granted"]
     assert [g["secrets"] for g in grants] == [["TEMP_KEY"], ["TEMP_KEY"]], log
+    # one expiry record for the first grant (the second lives on), also in the audit timeline
+    expired = proxy_log("expired")
+    assert [(e["secrets"], e["expires_at_ms"]) for e in expired] == [
+        (["TEMP_KEY"], grants[0]["expires_at_ms"])], log
+    brigtest.wait_for(lambda: [e for e in napi.ok(
+        "GET", f"/v1/sandboxes/{sb}/timeline?limit=1000").json()["events"]
+        if e["kind"] == "proxy.expired"], timeout=10, what="the expiry in the timeline")
+    tl = napi.ok("GET", f"/v1/sandboxes/{sb}/timeline?limit=1000").json()["events"]
+    assert [e["data"]["secrets"] for e in tl if e["kind"] == "proxy.expired"] == [["TEMP_KEY"]]
+    assert {e["kind"] for e in tl} >= {"proxy.granted", "proxy.injected", "proxy.refused"}
+    assert "tmp_4Xk9Qw2Lr7Zp" not in json.dumps(tl) and "given-just-now-77" not in json.dumps(tl)
     assert any(e["verdict"] == "refused" and "expired" in e["reason"] for e in log
                if e["kind"] == "proxy")
     assert "tmp_4Xk9Qw2Lr7Zp" not in json.dumps(log) and "given-just-now-77" not in json.dumps(log)
@@ -349,32 +576,49 @@ def test_a_sandbox_reaches_only_its_own_proxy(napi, recorder):
     napi.delete(b)
 
 
-BENCH = r'''
-import http.client, json, ssl, statistics, sys, time
-scheme, n = sys.argv[1], int(sys.argv[2])
-ctx = ssl.create_default_context(cafile=sys.argv[3] if len(sys.argv) > 3 else None)
+BENCH = r"""
+import http.client, json, ssl, sys, time
+scheme, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ctx = ssl.create_default_context(cafile=sys.argv[4] if len(sys.argv) > 4 else None)
+def conn():
+    return (http.client.HTTPSConnection("api.test", context=ctx, timeout=5) if scheme == "https"
+            else http.client.HTTPConnection("api.test", timeout=5))
+kept = conn()
 def one():
+    c = kept if mode == "keep" else conn()
     t = time.perf_counter()
-    c = (http.client.HTTPSConnection("api.test", context=ctx, timeout=5) if scheme == "https"
-         else http.client.HTTPConnection("api.test", timeout=5))
     c.request("GET", "/bench", headers={"Authorization": "Bearer x"}); r = c.getresponse()
     assert r.status == 200, r.status
-    r.read(); c.close()
+    r.read()
+    if mode != "keep":
+        c.close()
     return (time.perf_counter() - t) * 1000
 for _ in range(5): one()
-ts = sorted(one() for _ in range(n))
-print(json.dumps({"p50": round(statistics.median(ts), 2), "p90": round(ts[int(n * 0.9)], 2)}))
-'''
+print(json.dumps([one() for _ in range(n)]))
+"""
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(len(xs) * q))], 3)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line.split()[1] for line in f if line.startswith("VmRSS:")))
 
 
 @pytest.mark.base
 @pytest.mark.skipif(os.environ.get("BRIG_BENCH_INJECT") != "1",
-                    reason="a measurement (docs/benchmarks.md): BRIG_BENCH_INJECT=1")
-def test_bench_proxy_latency(napi, recorder, pki):
-    """A new connection per request, from Python in the sandbox: through the proxy with
-    injection, and the same request from a sandbox of a project without rules (direct,
-    trusting the test CA itself)."""
-    n = int(os.environ.get("BRIG_BENCH_N", "200"))
+                    reason="a measurement (bench/inject_proxy.py, docs/benchmarks.md)")
+def test_bench_proxy_latency(injd, napi, recorder, pki):
+    """Per request from Python in a sandbox, on a kept-alive connection and on a new one
+    each time: through the proxy with injection, and the same request from a sandbox of
+    a project without rules (direct, trusting the test CA itself), in interleaved
+    rounds.  Then brigd's memory for the proxy of idle sandboxes: its RSS before and
+    after rules are given to the project of K running sandboxes (each then has its
+    proxy: two listeners and the rules)."""
+    n, rounds = int(os.environ.get("BRIG_BENCH_N", "200")), 4
     direct = napi.ok("POST", "/v1/projects", {"name": "direct"}).json()["id"]
     sbs = {"proxied": napi.create(template="base", project=project_with_rule(napi),
                                   secret_refs=["API_KEY"])["id"],
@@ -382,18 +626,35 @@ def test_bench_proxy_latency(napi, recorder, pki):
     napi.put_file(sbs["direct"], "/tmp/ca.pem", (pki / "ca.pem").read_bytes())
     for sb in sbs.values():
         napi.put_file(sb, "/tmp/bench.py", BENCH.encode())
-    out = {}
-    for scheme in ("http", "https"):
-        for kind, sb in sbs.items():
-            argv = ["python3", "/tmp/bench.py", scheme, str(n)]
-            if kind == "direct" and scheme == "https":
-                argv.append("/tmp/ca.pem")
-            r = napi.exec(sb, argv=argv, timeout=300)
-            assert r["exit_code"] == 0, r
-            out[f"{scheme} {kind}"] = json.loads(r["stdout"])
-    print("\nBENCH", json.dumps(out))
+    samples = {}
+    for _ in range(rounds):
+        for scheme in ("http", "https"):
+            for mode in ("keep", "new"):
+                for kind, sb in sbs.items():
+                    argv = ["python3", "/tmp/bench.py", scheme, mode, str(n // rounds)]
+                    if kind == "direct" and scheme == "https":
+                        argv.append("/tmp/ca.pem")
+                    r = napi.exec(sb, argv=argv, timeout=300)
+                    assert r["exit_code"] == 0, r
+                    samples.setdefault(f"{scheme} {mode} {kind}", []).extend(
+                        json.loads(r["stdout"]))
+    out = {k: {"n": len(v), "p50": pct(v, 0.5), "p90": pct(v, 0.9)} for k, v in samples.items()}
     for sb in sbs.values():
         napi.delete(sb)
+    k = int(os.environ.get("BRIG_BENCH_IDLE", "20"))
+    p = napi.ok("POST", "/v1/projects", {"name": "idle"}).json()["id"]
+    napi.ok("PUT", f"/v1/projects/{p}/secrets/API_KEY", {"value": VALUE}, expect=(204,))
+    idle = [napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+            for _ in range(k)]
+    before = rss_kib(injd.proc.pid)
+    napi.ok("PUT", f"/v1/projects/{p}/injections", {"rules": [RULE]})
+    after = rss_kib(injd.proc.pid)
+    out["idle"] = {"sandboxes": k, "rss_before_kib": before, "rss_after_kib": after,
+                   "per_sandbox_kib": round((after - before) / k, 2),
+                   "listeners_per_sandbox": 2}
+    for sb in idle:
+        napi.delete(sb)
+    print("\nBENCH", json.dumps(out))
 
 
 @pytest.mark.base

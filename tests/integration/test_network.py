@@ -774,6 +774,64 @@ def test_e2e_policies_through_the_api(napi):
     napi.delete(sb)
 
 
+def e2b(a, method, path, body=None):
+    """E2B's control plane (docs/e2b.md), as its SDK sends it: X-API-KEY, no bearer."""
+    return a.request(method, path, body, key=None, headers={"X-API-KEY": a.key})
+
+
+@pytest.mark.base
+def test_e2e_e2b_no_internet_access(napi, netd):
+    """E2B's allow_internet_access: false (or network.denyOut: [ALL_TRAFFIC]) gives a sandbox
+    no egress of its own: nothing its project's policy says opens it, neither a change of the
+    policy nor a restart of brigd; other network options are refused by name."""
+    made = {}
+    for name, opts in (("shut", {"allow_internet_access": False}),
+                       ("denied", {"network": {"denyOut": ["0.0.0.0/0"]}}),
+                       ("open", {"allow_internet_access": True})):
+        r = e2b(napi, "POST", "/v2/sandboxes", {"templateID": "base", **opts})
+        assert r.status == 201, r.body
+        made[name] = r.json()["sandboxID"]
+    shut, denied, opened = made["shut"], made["denied"], made["open"]
+    for sb in made.values():
+        gateway(napi, sb)
+
+    def check():
+        for sb in (shut, denied):
+            assert fetch(napi, sb, "http://allowed.test/")[0] != 0
+            assert fetch(napi, sb, f"http://{ALLOWED}/")[0] != 0
+        assert fetch(napi, opened, "http://allowed.test/") == (0, f"hello from {ALLOWED}\n")
+
+    check()
+    assert napi.ok("GET", f"/v1/sandboxes/{shut}").json()["egress"] == "none"
+    assert "egress" not in napi.ok("GET", f"/v1/sandboxes/{opened}").json()
+    assert e2b(napi, "GET", f"/sandboxes/{shut}").json()["allowInternetAccess"] is False
+    assert e2b(napi, "GET", f"/sandboxes/{opened}").json()["allowInternetAccess"] is True
+    # the project's policy changes (applied to its running sandboxes): the shut ones stay shut
+    prj = napi.ok("GET", f"/v1/sandboxes/{shut}").json()["project_id"]
+    napi.ok("PATCH", f"/v1/projects/{prj}",
+            {"egress": {"mode": "allowlist", "domains": ["allowed.test"], "cidrs": [ALLOWED + "/32"]}})
+    napi.ok("PATCH", f"/v1/projects/{prj}", {"egress": OPEN})
+    check()
+    # and so after a restart, which attaches each sandbox's network again
+    netd.stop()
+    start_in_hostns(netd)
+    napi.port = netd.net_api.port  # a new port; the fixture's teardown uses napi too
+    check()
+    # what brig has no per-sandbox form of: 400 naming it, and nothing made
+    for body, named in (({"network": {"allowOut": ["1.1.1.1"], "denyOut": ["0.0.0.0/0"]}},
+                         "network.allowOut"),
+                        ({"network": {"denyOut": ["10.0.0.0/8"]}}, "network.denyOut"),
+                        ({"network": {"maskRequestHost": "x.test"}}, "network.maskRequestHost"),
+                        ({"allow_internet_access": "no"}, "allow_internet_access")):
+        r = e2b(napi, "POST", "/v2/sandboxes", {"templateID": "base", **body})
+        assert r.status == 400 and named in r.json()["message"], (body, r.body)
+    r = e2b(napi, "PUT", f"/sandboxes/{opened}/network", {"allow_internet_access": False})
+    assert r.status == 501 and "network" in r.json()["message"], r.body
+    assert len(napi.ok("GET", "/v1/sandboxes").json()["sandboxes"]) == 3
+    for sb in made.values():
+        napi.delete(sb)
+
+
 @pytest.mark.base
 def test_e2e_metrics_count_a_sandboxs_traffic(napi):
     """GET /v1/sandboxes/{id}/metrics: its link's bytes and packets (docs/metrics.md), out

@@ -22,7 +22,7 @@ CHECK = os.path.join(NPM_DIR, "check.mjs")
 NODE_BIN = os.path.join(os.environ.get("BRIG_NODE_DIR") or "/usr/lib/brig/node", "bin")
 NODE_ENV = dict(os.environ, PATH=NODE_BIN + os.pathsep + os.environ.get("PATH", ""))
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
-SCOPES = ("public", "any", "admin", "operator", "admin+operator")
+SCOPES = ("public", "any", "admin", "operator", "admin+operator", "any+operator")
 FAKE = {
     "sandbox_id": "sbx_" + "a" * 26,
     "pid": "1",
@@ -222,7 +222,8 @@ def test_scopes_are_what_brigd_enforces(daemon, keys):
     403 (brigd refuses both before the handler runs, so nothing happens)."""
     api = daemon.api()
     refused = {"operator": ("admin", "sandbox"), "admin": ("sandbox", "operator"),
-               "any": ("operator",), "admin+operator": ("sandbox",), "public": ()}
+               "any": ("operator",), "admin+operator": ("sandbox",), "any+operator": (),
+               "public": ()}
     for method, path, op in operations():
         url = fill(path, keys["project"])
         scope = op["x-brig-scope"]

@@ -2,11 +2,12 @@
 pool refills, claimed sandboxes are ordinary ones of the caller, and nothing of
 the pool outlives brigd."""
 
+import os
 import signal
 import threading
 import time
 
-from brigtest import Brigd, leftovers, wait_for
+from brigtest import Api, Brigd, leftovers, wait_for
 
 
 def pool_of(api, key="minimal/small"):
@@ -212,3 +213,110 @@ def test_kill_9_with_an_adaptive_pool_leaks_nothing(tmp_path):
     d.start()
     d.stop()
     assert leftovers(d.state_dir) == []
+
+
+# ---- templates declared by users (docs/templates.md) ------------------------------------
+
+def user_template(api, who, name=None):
+    """A template of api's account with a start command: each start appends a line to
+    /tmp/starts (then stays up), and its ready check waits for that line."""
+    name = name or f"pooled-{who.lower()}"
+    spec = {"name": name, "tag": "v1", "from": "minimal", "run": [f"echo {who} > /who"],
+            "start": "echo started >> /tmp/starts; exec sleep 100000",
+            "ready": {"command": "test -s /tmp/starts", "timeout": 30}}
+    api.ok("POST", "/v1/templates", spec, expect=(201,), timeout=300)
+    return f"{name}:v1"
+
+
+def user_pool(api):
+    return pool_of(api, "user/small")
+
+
+def test_user_templates_are_pooled_per_account_and_drained_by_delete(tmp_path):
+    """The adaptive pool learns a user's template from its creates like a built-in one's; a
+    pooled sandbox has run the template's start command and passed its ready check before
+    a create gets it (once: the claim does not start it again), and it is its account's
+    only: another account's create of a template of the same name and spec is a miss, and
+    gets its own.  Deleting the template drains its pool (the delete is not refused for
+    it) and removes its layer."""
+    d = adaptive(tmp_path)
+    try:
+        a = d.api()
+        b = Api(d.url, d.operator().ok("POST", "/v1/accounts", {"name": "other"}).json()["api_key"])
+        ref = user_template(a, "A")
+        user_template(b, "B", name=ref.split(":")[0])
+        assert "user/small" not in a.request("GET", "/healthz", key=None).json()["warm_pool"]
+        cold = a.create(ref)  # the first create: a miss, and the pool is born
+        assert a.exec(cold["id"], "cat /tmp/starts /who")["stdout"] == "started\nA\n"
+        a.delete(cold["id"])
+        wait_for(lambda: user_pool(a).get("ready") == 1, timeout=60, what="A's pool to fill")
+        assert (user_pool(a)["hits"], user_pool(a)["misses"]) == (0, 1)
+        sb = a.create(ref)
+        assert (user_pool(a)["hits"], user_pool(a)["misses"]) == (1, 1)
+        r = a.exec(sb["id"], "cat /tmp/starts /who; cat /proc/[0-9]*/comm | grep -qx sleep && echo up")
+        assert r["stdout"] == "started\nA\nup\n", r  # started in the pool, once, still running
+        a.delete(sb["id"])
+        wait_for(lambda: user_pool(a).get("ready") == 1, timeout=60, what="A's pool to refill")
+        # B's create of its own template of the same name: never A's pooled sandbox
+        other = b.create(ref)
+        assert (user_pool(a)["hits"], user_pool(a)["misses"]) == (1, 2)
+        assert b.exec(other["id"], "cat /who")["stdout"] == "B\n"
+        b.delete(other["id"])
+        wait_for(lambda: user_pool(a).get("ready") == 2, timeout=60, what="B's pool to fill")
+        # A deletes its template: only pooled sandboxes use it, so it goes, and they go
+        acct = a.ok("GET", "/v1/account").json()["id"]
+        key = a.ok("GET", f"/v1/templates/{ref}").json()["key"]
+        a.ok("DELETE", f"/v1/templates/{ref}", expect=(204,))
+        assert not os.path.exists(os.path.join(d.state_dir, "templates", acct, key))
+        assert user_pool(a)["ready"] == 1  # B's alone
+        r = a.request("POST", "/v1/sandboxes", {"template": ref})
+        assert r.status == 400 and "no template" in r.json()["error"]["message"]
+        b.ok("DELETE", f"/v1/templates/{ref}", expect=(204,))
+        assert user_pool(a)["ready"] == 0
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
+
+
+def test_warm_pool_pins_a_user_template_for_its_account(tmp_path):
+    """warm_pool = ACCOUNT/NAME:TAG:TARIFF:COUNT keeps that many sandboxes of the account's
+    template, started and ready; a create of another account never takes one."""
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nwarm_pool = off\nnetwork = off\n")
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        acct = a.ok("GET", "/v1/account").json()["id"]
+        ref = user_template(a, "A")
+    finally:
+        d.stop()
+    cfg.write_text(f"[brigd]\nwarm_pool = {acct}/{ref}:small:1\nnetwork = off\n")
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        wait_for(lambda: user_pool(a).get("ready") == 1, timeout=60, what="the pinned pool")
+        assert user_pool(a)["adaptive"] is False and user_pool(a)["target"] == 1
+        b = Api(d.url, d.operator().ok("POST", "/v1/accounts", {"name": "other"}).json()["api_key"])
+        r = b.request("POST", "/v1/sandboxes", {"template": ref})
+        assert r.status == 400 and user_pool(a)["ready"] == 1  # not B's to take, nor to see
+        sb = a.create(ref)
+        assert user_pool(a)["hits"] == 1
+        assert a.exec(sb["id"], "cat /tmp/starts /who")["stdout"] == "started\nA\n"
+        # a create with an env of its own is a cold one: the start command sees that env
+        own = a.create(ref, env={"X": "1"})
+        assert user_pool(a)["hits"] == 1
+        for s in (sb, own):
+            a.delete(s["id"])
+        wait_for(lambda: user_pool(a).get("ready") == 1, timeout=60, what="a refill")
+        a.ok("DELETE", f"/v1/templates/{ref}", expect=(204,))
+        assert user_pool(a)["ready"] == 0
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
+
+
+def test_warm_pool_setting_with_a_user_template(tmp_path):
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nwarm_pool = acct_x/name:small:2\n")  # no tag: TAG is required
+    status, said = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).refused()
+    assert status == 2 and "ACCOUNT/NAME:TAG" in said, said

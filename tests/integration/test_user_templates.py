@@ -15,6 +15,7 @@ npm tarball, a wheel), which the package managers install offline.
 
 import base64
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -118,6 +119,122 @@ def test_failing_step_says_which_with_exit_code_and_tail(api, daemon, templates)
     assert "boom-output" in body["output_tail"] and "to-stderr" in body["output_tail"]
     assert [s["exit_code"] for s in body["steps"]] == [0, 3]
     assert api.request("GET", f"/v1/templates/{name}").status == 404
+
+
+def follow(api, location):
+    """GET location?follow=1: the open NDJSON answer (read it line by line)."""
+    conn = http.client.HTTPConnection(api.host, api.port, timeout=120)
+    conn.request("GET", location + "?follow=1", headers={"Authorization": f"Bearer {api.key}"})
+    r = conn.getresponse()
+    assert r.status == 200 and r.getheader("content-type") == "application/x-ndjson", r.status
+    return conn, r
+
+
+def test_build_log_streams_live_and_is_kept(api, daemon):
+    """POST ?wait=0 answers 202 at once; its Location?follow=1 gives a step's output as the
+    step writes it.  The slow step waits for a file that the test writes (files API, into
+    the build's sandbox) only after it read the step's first line: a log that came at the
+    step's end would never release it, and the read would time out."""
+    name = unique()
+    spec = {"name": name, "from": "minimal",
+            "run": ["echo one",
+                    "echo first-line; while [ ! -e /tmp/go ]; do sleep 0.05; done; rm /tmp/go;"
+                    " echo released"]}
+    r = api.request("POST", "/v1/templates?wait=0", spec)
+    assert r.status == 202, r.body
+    rec, loc = r.json(), r.headers["location"]
+    try:
+        assert rec["state"] == "running" and rec["template"] == f"{name}:latest"
+        assert loc == f"/v1/templates/{name}:latest/builds/{rec['build_id']}"
+        conn, resp = follow(api, loc)
+        seen = ""
+        for line in resp:
+            ev = json.loads(line)
+            assert ev["type"] == "log", ev
+            seen += ev["data"]
+            if "first-line\n" in seen:
+                break
+        assert "\nreleased" not in seen and "==> step 1: exit code 0" in seen, seen
+        running = api.ok("GET", loc).json()
+        assert running["state"] == "running" and running["sandbox_id"].startswith("sbx_")
+        api.put_file(running["sandbox_id"], "/tmp/go", b"")
+        events = [json.loads(line) for line in resp]
+        conn.close()
+        *logs, end = events
+        text = seen + "".join(e["data"] for e in logs)
+        assert "==> step 2 (run): echo first-line" in text and "released\n" in text
+        assert "==> step 2: exit code 0" in text, text
+        assert end["type"] == "end" and end["state"] == "succeeded" and end["status"] == 201
+        assert end["result"]["ref"] == f"{name}:latest" and not end["result"]["cached"]
+        # kept after the end: the record with its log (an hour), the steps (stored)
+        kept = api.ok("GET", loc).json()
+        assert kept["state"] == "succeeded" and "released" in kept["log_tail"]
+        steps = api.ok("GET", f"/v1/templates/{name}/log").json()["steps"]
+        assert [s["exit_code"] for s in steps] == [0, 0] and "released" in steps[1]["output"]
+        # another account cannot follow it, nor learn it exists
+        other = Api(daemon.url, daemon.operator().ok(
+            "POST", "/v1/accounts", {"name": unique("acct")}).json()["api_key"])
+        assert other.request("GET", loc).status == 404
+        assert other.request("GET", loc + "?follow=1").status == 404
+    finally:
+        api.request("DELETE", f"/v1/templates/{name}")
+    # a failed build ends with what the synchronous request answers (422, the step)
+    r = api.ok("POST", "/v1/templates?wait=0", {"name": unique(), "from": "minimal",
+                                                "run": ["echo boom; exit 4"]}, expect=(202,))
+    conn, resp = follow(api, r.headers["location"])
+    *logs, end = [json.loads(line) for line in resp]
+    conn.close()
+    assert "boom" in "".join(e["data"] for e in logs)
+    assert end["state"] == "failed" and end["status"] == 422 and "step 1 (run)" in end["error"]
+    assert end["result"]["build"]["exit_code"] == 4
+
+
+def test_files_fetched_from_a_sandbox_of_the_account(api, daemon, templates):
+    """A `files` entry may name a file in a running sandbox of the same account
+    (from_sandbox + source): its bytes are read when the build starts and hashed into the
+    key like uploaded ones (its source's mode unless given).  Another account naming that
+    sandbox gets 404, like a sandbox that does not exist; a missing source path is 400."""
+    data = os.urandom(300 << 10)  # more than a request body could carry as base64 anyway
+    with Sandbox(api, "minimal") as src:
+        api.put_file(src.id, "/root/tool.bin", data)
+        assert src.exec("chmod 750 /root/tool.bin")["exit_code"] == 0
+        name = unique()
+        spec = {"name": name, "from": "minimal",
+                "files": [{"path": "/opt/tool.bin", "from_sandbox": src.id, "source": "/root/tool.bin"},
+                          {"path": "/opt/ro.bin", "from_sandbox": src.id, "source": "/root/tool.bin",
+                           "mode": 0o400}],
+                "run": ["test -x /opt/tool.bin && cmp /opt/tool.bin /opt/ro.bin"]}
+        t = templates(spec, expect=(201,)).json()
+        files = api.ok("GET", f"/v1/templates/{t['ref']}").json()["spec"]["files"]
+        digest = hashlib.sha256(data).hexdigest()
+        assert files == [{"path": "/opt/tool.bin", "mode": 0o750, "sha256": digest},
+                         {"path": "/opt/ro.bin", "mode": 0o400, "sha256": digest}], files
+        # the same bytes: the same key, nothing built
+        assert templates(spec, expect=(200,)).json()["key"] == t["key"]
+        # other bytes at the same path: another key
+        api.put_file(src.id, "/root/tool.bin", data[:1000])
+        assert src.exec("chmod 750 /root/tool.bin")["exit_code"] == 0
+        other_key = templates(dict(spec, name=unique()), expect=(201,)).json()["key"]
+        assert other_key != t["key"]
+        r = api.request("POST", "/v1/templates", dict(spec, files=[
+            {"path": "/x", "from_sandbox": src.id, "source": "/root/nosuch"}]))
+        assert r.status == 400 and "files[0]" in r.json()["error"]["message"], r.body
+        r = api.request("POST", "/v1/templates", dict(spec, files=[
+            {"path": "/x", "from_sandbox": src.id}]))
+        assert r.status == 400 and "'source'" in r.json()["error"]["message"], r.body
+        # another account: not found, as a sandbox that never existed
+        op = daemon.operator()
+        other = Api(daemon.url, op.ok("POST", "/v1/accounts", {"name": unique("acct")}).json()["api_key"])
+        r = other.request("POST", "/v1/templates", dict(spec, name=unique()))
+        assert r.status == 404 and "files[0]" in r.json()["error"]["message"], r.body
+        gone = other.request("POST", "/v1/templates", dict(spec, name=unique(), files=[
+            {"path": "/x", "from_sandbox": "sbx_" + "a" * 26, "source": "/root/tool.bin"}]))
+        assert gone.status == 404
+        assert r.json()["error"]["message"].replace(src.id, "ID") == \
+            gone.json()["error"]["message"].replace("sbx_" + "a" * 26, "ID")
+    with Sandbox(api, t["ref"]) as sb:
+        assert sb.exec("sha256sum /opt/tool.bin; stat -c %a /opt/ro.bin")["stdout"] == \
+            f"{digest}  /opt/tool.bin\n400\n"
 
 
 def test_rebuild_hits_the_cache(api, daemon, templates):
@@ -240,6 +357,7 @@ def test_start_command_and_ready_checks(api, templates):
     ({"name": "ok", "ready": {"port": 80}}, "needs a 'start'"),
     ({"name": "ok", "start": "x", "ready": {"port": 0}}, "'ready' must be"),
     ({"name": "ok", "start": "x", "ready": {"port": 1, "command": "y"}}, "'ready' must be"),
+    ({"name": "ok", "isolation": "kvm"}, "'isolation'"),
 ])
 def test_bad_specs_are_refused(api, spec, words):
     r = api.request("POST", "/v1/templates", spec)
@@ -359,6 +477,40 @@ def test_gvisor_sandbox_of_a_user_template(gvisor_api, templates):
         assert r["stdout"] == "/w\ng\n1\ngone\n", r
 
 
+def test_a_build_under_gvisor(gvisor_api, daemon, templates):
+    """"isolation": "gvisor" builds in a gVisor sandbox: its writes go through runsc's gofer
+    into the host's writable layer (--overlay2=none for the build's sandbox alone; the
+    session brigd keeps runsc_overlay's default, self, where they would be out of reach),
+    and the layer is the same as a container build's: files, removals, owners."""
+    api = gvisor_api
+    name = unique()
+    spec = {"name": name, "from": "minimal", "isolation": "gvisor",
+            "files": [{"path": "/opt/f", "content_b64": b64(b"from a file\n")}],
+            "run": ["echo made > /made && mkdir -p /home/u && echo u > /home/u/x",
+                    "chown -R 1000:1000 /home/u && rm /etc/hostname",
+                    "dmesg 2>/dev/null | grep -qi gvisor || cat /proc/version | grep -q ."]}
+    r = api.request("POST", "/v1/templates?wait=0", spec)
+    assert r.status == 202, r.body
+    conn, resp = follow(api, r.headers["location"])
+    *logs, end = [json.loads(line) for line in resp]
+    conn.close()
+    text = "".join(e["data"] for e in logs)
+    assert "(gvisor)" in text.split("\n")[0], text
+    assert end["state"] == "succeeded" and end["status"] == 201, end
+    t = end["result"]
+    try:
+        for iso in ("container", "gvisor"):
+            with Sandbox(api, t["ref"], isolation=iso) as sb:
+                out = sb.exec("cat /made /opt/f /home/u/x; stat -c %u:%g /home/u/x /made;"
+                              " test -e /etc/hostname || echo gone")
+                assert out["stdout"] == "made\nfrom a file\nu\n1000:1000\n0:0\ngone\n", out
+        # where it was built is not the template: the same spec in a container is cached
+        c = templates(dict(spec, name=unique(), isolation="container"), expect=(200,)).json()
+        assert c["key"] == t["key"] and c["cached"]
+    finally:
+        api.request("DELETE", f"/v1/templates/{t['ref']}")
+
+
 def test_cli_builds_a_spec_file(api, tmp_path):
     brig = os.path.join(BUILD, "brig")
     env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY=api.key)
@@ -369,6 +521,7 @@ def test_cli_builds_a_spec_file(api, tmp_path):
         r = subprocess.run([brig, "template", "build", "--file", str(spec)], env=env,
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
+        assert "==> step 1 (run): echo cli > /cli\n" in r.stderr, r.stderr  # the log, live
         key = api.ok("GET", f"/v1/templates/{name}").json()["key"]
         assert r.stdout == f"built {name}:latest (key {key})\n"
         r = subprocess.run([brig, "template", "build", "--file", "-"], env=env, input=spec.read_text(),
@@ -383,6 +536,10 @@ def test_cli_builds_a_spec_file(api, tmp_path):
         assert r.returncode == 1 and "step 1 (run) exited with 5" in r.stderr, r.stderr
     finally:
         api.request("DELETE", f"/v1/templates/{name}")
+
+
+def followed_sandbox(api, r):
+    return api.ok("GET", r.headers["location"]).json()["sandbox_id"]
 
 
 def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
@@ -400,11 +557,33 @@ def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
         except ConnectionError as e:  # the server closed it: its answer raced the close
             answer["r"] = e
 
+    # a second build, followed (wait=0): its follower gets the end, failed, before the close
+    r2 = api.ok("POST", "/v1/templates?wait=0", {
+        "name": unique(), "from": "minimal", "run": ["echo in-step-2; exec sleep 600"]},
+        expect=(202,))
+    followed, in_step_2 = [], threading.Event()
+
+    def follower():
+        try:
+            conn, resp = follow(api, r2.headers["location"])
+            for line in resp:
+                followed.append(json.loads(line))
+                if "in-step-2\n" in followed[-1].get("data", ""):
+                    in_step_2.set()
+            conn.close()
+        except (ConnectionError, http.client.HTTPException) as e:
+            followed.append(e)
+        in_step_2.set()
+
+    f = threading.Thread(target=follower)
+    f.start()
+    assert in_step_2.wait(60), followed
     t = threading.Thread(target=build)
     t.start()
     # the build's sandbox is a sandbox of the account: wait until its step runs
-    sid = wait_for(lambda: next((s["id"] for s in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]),
-                                None), timeout=60, what="the build's sandbox")
+    sid = wait_for(lambda: next((s["id"] for s in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]
+                                 if s["id"] != followed_sandbox(api, r2)), None),
+                   timeout=60, what="the build's sandbox")
 
     def in_step():  # 404 while it is still being created
         r = api.request("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "test -f /tmp/in-step"})
@@ -420,6 +599,12 @@ def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
     # see the connection close first
     assert isinstance(r, ConnectionError) or (
         r.status == 503 and "brigd stopped during the build" in r.json()["error"]["message"]), r
+    f.join(timeout=60)
+    end = followed[-1]
+    print(f"the follower's last event: {end}")
+    assert isinstance(end, Exception) or (
+        end["type"] == "end" and end["state"] == "failed" and end["status"] == 503 and
+        "brigd stopped during the build" in end["error"]), end
     assert not d.live_sandboxes()
     d.start()
     api = d.api()

@@ -35,6 +35,27 @@ def test_template_build_use_log_and_delete(daemon):
         Template.get(t.ref)
 
 
+def test_template_build_log_live(daemon):
+    """on_log gets the build's log as it is written (here: every line of it, in order),
+    and the outcome is the same as without it."""
+    name = f"sdk-{secrets.token_hex(3)}"
+    got = []
+    t = Template.build(name, from_="minimal", run=["echo one", "echo two"], on_log=got.append)
+    try:
+        log = "".join(got)
+        assert "==> step 1 (run): echo one\none\n" in log and "==> step 2: exit code 0" in log
+        assert not t.cached and t.ref == f"{name}:latest"
+        assert Template.build(name, from_="minimal", run=["echo one", "echo two"],
+                              on_log=got.append).cached
+        with pytest.raises(brig.BuildFailed) as e:
+            Template.build(f"{name}-bad", from_="minimal", run=["echo nope; exit 4"],
+                           on_log=got.append)
+        assert e.value.step == 1 and e.value.exit_code == 4 and "nope" in e.value.output_tail
+        assert "nope" in "".join(got)
+    finally:
+        t.delete(missing_ok=True)
+
+
 def test_template_asyncio(daemon):
     import asyncio
     from brig import aio

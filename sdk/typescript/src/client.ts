@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import * as https from "node:https";
 import { BrigError, ConnectionError, errorFromBody } from "./errors.js";
-import type { LedgerEntry, LedgerPage, UsageDay } from "./types.js";
+import type { InjectionRule, LedgerEntry, LedgerPage, UsageDay } from "./types.js";
 import { camel } from "./util.js";
 
 export interface ClientOptions {
@@ -157,6 +157,28 @@ export class BrigClient {
   /** `GET /v1/accounts` (the operator key): every account as `account()` shows one, oldest first. */
   async accounts(): Promise<Record<string, unknown>[]> {
     return (await this.json<{ accounts: Record<string, unknown>[] }>("GET", "/v1/accounts")).accounts;
+  }
+
+  /** `GET /v1/projects/{id}/injections` (an admin key): the project's credential injection rules. */
+  async injectionRules(project: string): Promise<InjectionRule[]> {
+    return (await this.json<{ rules: InjectionRule[] }>("GET", `/v1/projects/${encodeURIComponent(project)}/injections`))
+      .rules;
+  }
+
+  /**
+   * `PUT /v1/projects/{id}/injections` (an admin key): replaces the project's rules,
+   * applied to its running sandboxes at once; returns them as stored. A bad rule is an
+   * InvalidRequestError.
+   */
+  async setInjectionRules(project: string, rules: InjectionRule[]): Promise<InjectionRule[]> {
+    if (!Array.isArray(rules)) throw new TypeError("rules: an array of rules");
+    const path = `/v1/projects/${encodeURIComponent(project)}/injections`;
+    return (await this.json<{ rules: InjectionRule[] }>("PUT", path, { json: { rules } })).rules;
+  }
+
+  /** Removes every injection rule of the project (an admin key). */
+  async deleteInjectionRules(project: string): Promise<void> {
+    await this.setInjectionRules(project, []);
   }
 
   /**

@@ -10,7 +10,7 @@ export { Sandbox } from "./sandbox.js";
 export type { ConnectOptions } from "./sandbox.js";
 export { Volume } from "./volume.js";
 export { Template } from "./template.js";
-export type { TemplateSpec } from "./template.js";
+export type { BuildOptions, TemplateSpec } from "./template.js";
 export type { VolumeOptions } from "./volume.js";
 export { Process } from "./process.js";
 export type { OutputOptions } from "./process.js";
@@ -38,11 +38,13 @@ export {
 export type { BrigErrorOptions } from "./errors.js";
 export type {
   CreateOptions,
+  Credential,
   ExecOptions,
   ExecReason,
   ExecResult,
   FileEntry,
   FileMode,
+  InjectionRule,
   Isolation,
   LedgerEntry,
   LedgerPage,

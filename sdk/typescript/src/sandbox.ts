@@ -13,6 +13,7 @@ import { ConnectionError, NotFoundError } from "./errors.js";
 import { Process, streamError } from "./process.js";
 import type {
   CreateOptions,
+  Credential,
   ExecOptions,
   ExecReason,
   ExecResult,
@@ -373,6 +374,18 @@ function sandboxInfo(json: unknown): SandboxInfo {
   return info;
 }
 
+/** An exec's `credentials` as brigd reads them (`ttl_seconds`, `value`). */
+function credentialsBody(c: Record<string, number | Credential>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, v] of Object.entries(c)) {
+    if (typeof v === "number") out[name] = { ttl_seconds: v };
+    else if (v !== null && typeof v === "object")
+      out[name] = v.value === undefined ? { ttl_seconds: v.ttlSeconds } : { ttl_seconds: v.ttlSeconds, value: v.value };
+    else throw new TypeError(`credentials.${name}: a TTL in seconds or { ttlSeconds, value }`);
+  }
+  return out;
+}
+
 /** The JSON body of an exec request: only what the caller set. */
 function execBody(command: string | string[], o: ExecOptions): Record<string, unknown> {
   const body: Record<string, unknown> = Array.isArray(command) ? { argv: command } : { cmd: command };
@@ -383,6 +396,7 @@ function execBody(command: string | string[], o: ExecOptions): Record<string, un
   if (o.pty !== undefined) body.pty = { cols: o.pty.cols, rows: o.pty.rows };
   if (o.background) body.background = true;
   if (o.bufferBytes !== undefined) body.buffer_bytes = o.bufferBytes;
+  if (o.credentials !== undefined) body.credentials = credentialsBody(o.credentials);
   if (typeof o.stdin === "string") body.stdin = o.stdin;
   else if (o.stdin !== undefined) {
     body.stdin = Buffer.from(o.stdin.buffer, o.stdin.byteOffset, o.stdin.byteLength).toString("base64");

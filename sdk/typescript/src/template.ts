@@ -10,9 +10,9 @@
  * that exits non-zero rejects with BuildFailedError (the step, its exit code, its
  * output's tail).
  */
-import { BrigClient } from "./client.js";
+import { BrigClient, ndjson, readBody } from "./client.js";
 import type { ConnectOptions } from "./client.js";
-import { NotFoundError } from "./errors.js";
+import { BrigError, NotFoundError, errorFromBody } from "./errors.js";
 
 type Bytes = string | Uint8Array;
 
@@ -30,6 +30,13 @@ export interface TemplateSpec {
   workdir?: string;
   start?: string;
   ready?: { command?: string; port?: number; timeout?: number };
+}
+
+/** Template.build's options: where brigd is, and `onLog` to follow the build's log. */
+export interface BuildOptions extends ConnectOptions {
+  /** Gets the build's log as the build writes it (whole lines; `POST /v1/templates?wait=0`,
+   * then the build's `…/builds/ID?follow=1`); the outcome is the same as without it. */
+  onLog?: (text: string) => void;
 }
 
 function b64(data: Bytes): string {
@@ -62,7 +69,7 @@ export class Template {
   }
 
   /** Builds it (or finds it built); resolves when the build ended. */
-  static async build(name: string, spec: TemplateSpec = {}, options: ConnectOptions = {}): Promise<Template> {
+  static async build(name: string, spec: TemplateSpec = {}, options: BuildOptions = {}): Promise<Template> {
     const body: Record<string, unknown> = { ...spec, name };
     if (spec.files) {
       body.files = Object.entries(spec.files).map(([path, v]) => {
@@ -73,7 +80,21 @@ export class Template {
       });
     }
     const client = BrigClient.from(options);
-    return new Template(client, await client.json("POST", "/v1/templates", { json: body }));
+    if (!options.onLog) return new Template(client, await client.json("POST", "/v1/templates", { json: body }));
+    const res = await client.request("POST", "/v1/templates", { json: body, query: { wait: "0" } });
+    const first = JSON.parse((await readBody(res)).toString("utf8")) as Record<string, unknown>;
+    if (res.statusCode !== 202) return new Template(client, first); // built before
+    let end: Record<string, unknown> | undefined;
+    const events = await client.request("GET", String(res.headers.location), { query: { follow: "1" } });
+    for await (const ev of ndjson(events)) {
+      if (ev.type === "log") options.onLog(String(ev.data ?? ""));
+      else if (ev.type === "end") end = ev;
+    }
+    if (!end) throw new BrigError("the build's log ended before its end event", { code: "connection" });
+    const result = end.result as Record<string, unknown> | null;
+    if (end.state === "succeeded" && result) return new Template(client, result);
+    const why = result ?? { error: { code: null, message: String(end.error ?? "the build failed") } };
+    throw errorFromBody(Number(end.status ?? 500), JSON.stringify(why));
   }
 
   /** The account's template `name[:tag]`; NotFoundError when it has none. */

@@ -196,6 +196,30 @@ export interface ExecOptions {
   background?: boolean;
   /** Background/streamed commands: how much recent output brigd keeps (default 4 MiB). */
   bufferBytes?: number;
+  /**
+   * Per-step credentials for the egress proxy to inject (docs/secrets.md): a name to
+   * a TTL in seconds (the project's secret of that name) or to `{ ttlSeconds, value }`
+   * (a value for this grant only). The command holds a placeholder; a rule of the
+   * project must use the name.
+   */
+  credentials?: Record<string, number | Credential>;
+}
+
+/** A per-step credential of an exec (`ExecOptions.credentials`). */
+export interface Credential {
+  ttlSeconds: number;
+  /** A value for this grant only; without it, the project's secret of the name. */
+  value?: string;
+}
+
+/**
+ * A credential injection rule of a project (docs/secrets.md): requests from its
+ * sandboxes toward `host` (an exact lower-case name or `*.suffix`) get `headers`,
+ * whose values may name secrets as `{{secret:NAME}}`.
+ */
+export interface InjectionRule {
+  host: string;
+  headers: Record<string, string>;
 }
 
 /** A process (background or not) as brigd describes it, keys in camelCase. */

@@ -43,4 +43,27 @@ describe("templates", () => {
     }
     await assert.rejects(Template.get("ts-tpl:v1", { client: client() }), NotFoundError);
   });
+
+  test("onLog follows the build's log live, same outcome", async () => {
+    const got: string[] = [];
+    const onLog = (s: string) => got.push(s);
+    const spec = { from: "minimal", run: ["echo one", "echo two"] };
+    const t = await Template.build("ts-live", spec, { client: client(), onLog });
+    try {
+      assert.equal(t.ref, "ts-live:latest");
+      assert.equal(t.cached, false);
+      assert.match(got.join(""), /==> step 1 \(run\): echo one\none\n/);
+      assert.match(got.join(""), /==> step 2: exit code 0/);
+      assert.equal((await Template.build("ts-live", spec, { client: client(), onLog })).cached, true);
+      const failed = await Template.build("ts-live-bad", { from: "minimal", run: ["echo nope; exit 4"] }, {
+        client: client(),
+        onLog,
+      }).catch((e: unknown) => e);
+      assert.ok(failed instanceof BuildFailedError);
+      assert.equal(failed.exitCode, 4);
+      assert.match(got.join(""), /nope/);
+    } finally {
+      await t.delete({ missingOk: true });
+    }
+  });
 });

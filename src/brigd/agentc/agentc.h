@@ -105,6 +105,11 @@ typedef struct brig_exec_budget {
 int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, const brig_exec_budget *budget,
                      brig_exec_result *res, brig_error **err);
 void brig_exec_result_dispose(brig_exec_result *res);
+/* The same, with tap(cls, chan, p, n) called on every chunk of output as it arrives. */
+typedef void (*brig_exec_tap)(void *cls, int chan, const uint8_t *p, size_t n);
+int brig_agentc_exec_tap(int fd, const brig_exec_req *req, size_t limit,
+                         const brig_exec_budget *budget, brig_exec_tap tap, void *tap_cls,
+                         brig_exec_result *res, brig_error **err);
 
 /* Sends an exec request (and its stdin, from a helper thread so a command that
  * does not read stdin cannot deadlock us against its output); the replies are

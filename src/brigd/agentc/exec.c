@@ -117,6 +117,13 @@ void brig_agentc_exec_finish(brig_exec_call *call)
 int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, const brig_exec_budget *budget,
                      brig_exec_result *res, brig_error **err)
 {
+    return brig_agentc_exec_tap(fd, req, limit, budget, NULL, NULL, res, err);
+}
+
+int brig_agentc_exec_tap(int fd, const brig_exec_req *req, size_t limit,
+                         const brig_exec_budget *budget, brig_exec_tap tap, void *tap_cls,
+                         brig_exec_result *res, brig_error **err)
+{
     memset(res, 0, sizeof(*res));
     brig_exec_call call;
     if (brig_agentc_exec_start(&call, fd, req, err) < 0) {
@@ -139,6 +146,8 @@ int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, const brig_
                 brig_error_set(err, BRIG_E_PROTOCOL, 0, "agent sent output before 'started'");
                 break;
             }
+            if (ev == BRIG_EV_DATA && tap)
+                tap(tap_cls, f.hdr.chan, f.payload, f.hdr.len);
             if (ev == BRIG_EV_DATA && f.hdr.chan == BRIG_CHAN_STDOUT)
                 keep(&res->out, res, &res->out_truncated, f.payload, f.hdr.len, limit, budget);
             else if (ev == BRIG_EV_DATA && f.hdr.chan == BRIG_CHAN_STDERR)

@@ -47,8 +47,7 @@ static json_t *time_json(int64_t ms)
     return json_string(buf);
 }
 
-/* The build's record; with_tail adds "log_tail". */
-static json_t *build_json(const brig_build_info *in, bool with_tail)
+json_t *api_build_json(const brig_build_info *in, bool with_tail)
 {
     json_t *j =
         json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "build_id", in->id, "template",
@@ -59,14 +58,25 @@ static json_t *build_json(const brig_build_info *in, bool with_tail)
     if (with_tail)
         json_object_set_new(j, "log_tail",
                             text_json(in->tail.data ? in->tail.data : "", in->tail.len));
+    if (in->account[0] == '\0')
+        return j;
+    /* a user's build: its sandbox, and once ended what POST /v1/templates answers */
+    json_object_set_new(j, "sandbox_id", in->sandbox[0] ? json_string(in->sandbox) : json_null());
+    if (in->state == BRIG_BUILD_RUNNING)
+        return j;
+    int status = in->state == BRIG_BUILD_SUCCEEDED ? 201
+                 : in->result                      ? 422
+                                                   : brig_error_http_status(in->error_kind);
+    json_object_set_new(j, "status", json_integer(status));
+    json_object_set_new(j, "result", in->result ? json_incref(in->result) : json_null());
     return j;
 }
 
-static void reply_build(brig_req *r, unsigned status, brig_build *b)
+void api_reply_build(brig_req *r, unsigned status, brig_build *b)
 {
     brig_build_info info;
     brig_build_info_get(b, TAIL_MAX, &info);
-    brig_http_json(r, status, build_json(&info, true));
+    brig_http_json(r, status, api_build_json(&info, true));
     if (status == 202) {
         _cleanup_free_ char *loc =
             brig_asprintf("/v1/templates/%s/builds/%s", info.template, info.id);
@@ -84,7 +94,7 @@ void api_template_build(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    reply_build(r, 202, b);
+    api_reply_build(r, 202, b);
     brig_build_put(b);
 }
 
@@ -161,7 +171,7 @@ static bool follow_step(follow *f)
     if (ended) {
         brig_build_info info;
         brig_build_info_get(f->b, 0, &info);
-        json_t *end = build_json(&info, false);
+        json_t *end = api_build_json(&info, false);
         json_object_set_new(end, "type", json_string("end"));
         brig_ndjson_line(&f->out, end);
         brig_build_info_dispose(&info);
@@ -201,13 +211,19 @@ void api_template_build_get(brig_req *r)
 {
     brig_build *b = NULL;
     brig_error *err = NULL;
-    if (brig_build_get(r->d, r->params[0], r->params[1], &b, &err) < 0) {
+    const char *name = r->params[0];
+    char n[40], t[32], ref[80];
+    if (r->caller.account_id[0] && brig_utpl_ref(name, n, t) == 0) { /* a user's: name:tag */
+        snprintf(ref, sizeof(ref), "%s:%s", n, t);
+        name = ref;
+    }
+    if (brig_build_get(r->d, r->caller.account_id, name, r->params[1], &b, &err) < 0) {
         brig_http_error(r, err);
         return;
     }
     const char *v = brig_http_query(r, "follow");
     if (v == NULL || strcmp(v, "0") == 0 || strcmp(v, "false") == 0) {
-        reply_build(r, 200, b);
+        api_reply_build(r, 200, b);
         brig_build_put(b);
         return;
     }

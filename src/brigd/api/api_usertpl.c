@@ -1,6 +1,7 @@
 /*
  * api_usertpl.c - the routes of templates declared by users (sandbox/usertpl.h): a build
- * (answered when it ended: 201 built, 200 found built, 422 a step failed), one template,
+ * (answered when it ended: 201 built, 200 found built, 422 a step failed; with ?wait=0,
+ * 202 at once with its record, followed like the operator's builds), one template,
  * its build's steps, a delete.  Every lookup is the caller's account's: another account's
  * template is not found.  docs/api.md describes them.
  */
@@ -8,7 +9,23 @@
 
 #include "handlers.h"
 #include "sandbox/usertpl.h"
+#include "sandbox/usertpl_gc.h"
 #include "sandbox/usertpl_build.h"
+
+/* The answer of a build that ended: the template (201), the failed step (422), or why. */
+static void reply_ended(brig_req *r, brig_build *rec)
+{
+    brig_build_info info;
+    brig_build_info_get(rec, 0, &info);
+    if (info.state == BRIG_BUILD_SUCCEEDED || info.result) {
+        json_t *out = json_incref(info.result), *failed = json_object_get(out, "build");
+        json_object_set_new(failed ? failed : out, "build_id", json_string(info.id));
+        brig_http_json(r, info.state == BRIG_BUILD_SUCCEEDED ? 201 : 422, out);
+    } else {
+        brig_http_fail(r, (brig_err_kind)info.error_kind, "%s", info.error ? info.error : "failed");
+    }
+    brig_build_info_dispose(&info);
+}
 
 void api_utpl_build(brig_req *r)
 {
@@ -24,14 +41,22 @@ void api_utpl_build(brig_req *r)
         brig_http_error(r, err);
         return;
     }
-    int rc = brig_utpl_build(r->d, &r->caller, body, &out, &err);
+    const char *w = brig_http_query(r, "wait");
+    bool wait = w == NULL || !(strcmp(w, "0") == 0 || strcmp(w, "false") == 0);
+    brig_build *rec = NULL;
+    int rc = brig_utpl_build_start(r->d, &r->caller, body, &out, &rec, &err);
     json_decref(body);
-    if (rc < 0)
+    if (rc < 0) {
         brig_http_error(r, err);
-    else if (rc == 1)
-        brig_http_json(r, 422, out);
-    else
-        brig_http_json(r, json_is_true(json_object_get(out, "cached")) ? 200 : 201, out);
+    } else if (rc == 0) {
+        brig_http_json(r, 200, out); /* built before */
+    } else if (!wait) {
+        api_reply_build(r, 202, rec); /* followed at its Location */
+    } else {
+        brig_build_wait(rec);
+        reply_ended(r, rec);
+    }
+    brig_build_put(rec);
 }
 
 void api_utpl_get(brig_req *r)

@@ -17,14 +17,23 @@
 #define E2B_ENVD_VERSION "0.5.7"
 #define E2B_TOKEN_LEN    64 /* hex characters */
 
-/* The envd access token of listed sandbox id (derived: e2b_api.c) and the caller envd acts as
- * (who created or connected it, else a sandbox key of its project); false when it is not
- * listed. */
+/* e2b_rec.c: what is kept of a sandbox made or connected through E2B's API (in the store).
+ *
+ * Makes id's record, unless it has one: owner is who envd acts as, metadata (may be NULL)
+ * an object of strings; its access token in token. */
+void e2b_record_make(brigd *d, const char *id, const brig_caller *owner, json_t *metadata,
+                     char token[E2B_TOKEN_LEN + 1]);
+/* The envd access token of listed sandbox id and the caller envd acts as (who created or
+ * connected it, else a sandbox key of its project); false when it is not listed. */
 bool e2b_record_get(brigd *d, const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *owner);
 
 /* The sandbox whose token this is (SDKs before 2.8 send no E2b-Sandbox-Id on /files and
  * /health: the token alone names the sandbox there). */
 bool e2b_record_by_token(brigd *d, const char *token, char id[BRIG_ID_MAX]);
+/* A copy of id's metadata ({} when it has none). */
+json_t *e2b_record_metadata(brigd *d, const char *id);
+/* Drops the records of sandboxes no longer listed. */
+void e2b_records_prune(brigd *d);
 
 /* Replies {"code":status,"message"} (the control plane's and /files' errors). */
 void e2b_fail(brig_req *r, unsigned status, const char *fmt, ...)
@@ -62,7 +71,20 @@ json_t *e2b_rpc_message(brig_req *r, bool streaming);
  * default). */
 void e2b_call_user(brig_req *r, char *out, size_t size);
 
+/* Streams (server-streaming Connect calls): appends one envelope (flags 0: a message; 2: the
+ * end of the stream; takes msg); appends the stream's end (msg NULL: a clean end); answers a
+ * stream that is only its end (an error, with HTTP 200 as Connect wants it; takes err). */
+void e2b_envelope(brig_buf *out, uint8_t flags, json_t *msg);
+void e2b_stream_end(brig_buf *out, unsigned status, const char *msg);
+void e2b_stream_fail(brig_req *r, brig_error *err);
+/* The client's keepalive interval (Keepalive-Ping-Interval, seconds) in ms; its socket. */
+int e2b_keepalive_ms(brig_req *r);
+int e2b_client_fd(brig_req *r);
+
 /* e2b_fs.c: the filesystem service and /files. */
+/* A path of the request as an absolute one (relative: under the user's home); NULL and
+ * *err when it is empty or too long. */
+char *e2b_abs_path(brig_req *r, const char *p, brig_error **err);
 void e2b_fs_stat(brig_req *r);
 void e2b_fs_make_dir(brig_req *r);
 void e2b_fs_list_dir(brig_req *r);
@@ -72,5 +94,11 @@ void e2b_files_get(brig_req *r);
 void e2b_files_post_begin(brig_req *r);
 void e2b_files_post_body(brig_req *r, const char *data, size_t n);
 void e2b_files_post(brig_req *r);
+
+/* e2b_watch.c: WatchDir, by polling, and its polling form. */
+void e2b_fs_watch_dir(brig_req *r);
+void e2b_fs_create_watcher(brig_req *r);
+void e2b_fs_get_watcher_events(brig_req *r);
+void e2b_fs_remove_watcher(brig_req *r);
 
 #endif

@@ -4,13 +4,8 @@
  * {"code":<status>,"message"} (the SDK reads the body's code), and every option brig does
  * not have refused by name.
  *
- * A sandbox's envd access token is derived from brigd's master key and its id (vault.h):
- * the same after a restart, stored nowhere, handed out only by a create or connect that
- * brig's own key checks allowed.  Its metadata and creator are a record kept here, in
- * memory: after a restart envd acts as a sandbox key of the sandbox's project and the
- * metadata is gone.  Records of ended sandboxes are dropped as the list is walked.
+ * A sandbox's access token, metadata and creator are e2b_rec.c's.
  */
-#include <pthread.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,123 +16,6 @@
 #include "sandbox/pause.h"
 #include "sandbox/registry.h"
 #include "validate.h"
-#include "vault/vault.h"
-
-typedef struct e2b_rec {
-    struct e2b_rec *next;
-    char id[BRIG_ID_MAX];
-    brig_caller owner;
-    json_t *metadata; /* object of strings */
-} e2b_rec;
-
-static pthread_mutex_t recs_lock = PTHREAD_MUTEX_INITIALIZER;
-static e2b_rec *recs;
-
-static e2b_rec *rec_find(const char *id)
-{
-    for (e2b_rec *e = recs; e; e = e->next)
-        if (strcmp(e->id, id) == 0)
-            return e;
-    return NULL;
-}
-
-/* envd's access token of sandbox id. */
-static void token_of(brigd *d, const char *id, char token[E2B_TOKEN_LEN + 1])
-{
-    unsigned char raw[E2B_TOKEN_LEN / 2];
-    brig_vault_derive(d->vault, "brig e2b envd token", id, raw);
-    sodium_bin2hex(token, E2B_TOKEN_LEN + 1, raw, sizeof(raw));
-    sodium_memzero(raw, sizeof(raw));
-}
-
-/* The record of id (made when missing), its token copied out. */
-static void rec_ensure(brigd *d, const char *id, const brig_caller *owner, json_t *metadata,
-                       char token[E2B_TOKEN_LEN + 1])
-{
-    pthread_mutex_lock(&recs_lock);
-    e2b_rec *e = rec_find(id);
-    if (e == NULL) {
-        e = brig_xcalloc(1, sizeof(*e));
-        snprintf(e->id, sizeof(e->id), "%s", id);
-        e->owner = *owner;
-        e->metadata = metadata ? json_deep_copy(metadata) : json_object();
-        e->next = recs;
-        recs = e;
-    }
-    pthread_mutex_unlock(&recs_lock);
-    token_of(d, id, token);
-}
-
-bool e2b_record_get(brigd *d, const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *owner)
-{
-    brig_sandbox *sb = brig_registry_ref_id(d, id);
-    if (sb == NULL)
-        return false;
-    pthread_mutex_lock(&recs_lock);
-    e2b_rec *e = rec_find(id);
-    if (e) {
-        *owner = e->owner;
-    } else { /* made before a restart: a sandbox key of its project */
-        const brig_sandbox_spec *sp = brig_sandbox_spec_of(sb);
-        *owner = (brig_caller){.scope = "sandbox"};
-        snprintf(owner->account_id, sizeof(owner->account_id), "%s", sp->account_id);
-        snprintf(owner->project_id, sizeof(owner->project_id), "%s", sp->project_id);
-    }
-    pthread_mutex_unlock(&recs_lock);
-    brig_sandbox_unref(d, sb);
-    token_of(d, id, token);
-    return true;
-}
-
-bool e2b_record_by_token(brigd *d, const char *token, char id[BRIG_ID_MAX])
-{
-    if (token == NULL || strlen(token) != E2B_TOKEN_LEN)
-        return false;
-    size_t n = 0;
-    char **ids = brig_registry_ids(d, &n);
-    bool found = false;
-    for (size_t i = 0; i < n; i++) {
-        char t[E2B_TOKEN_LEN + 1];
-        token_of(d, ids[i], t);
-        if (!found && sodium_memcmp(t, token, E2B_TOKEN_LEN) == 0) {
-            snprintf(id, BRIG_ID_MAX, "%s", ids[i]);
-            found = true;
-        }
-        sodium_memzero(t, sizeof(t));
-        free(ids[i]);
-    }
-    free(ids);
-    return found;
-}
-
-/* A copy of id's metadata ({} when it has no record). */
-static json_t *rec_metadata(const char *id)
-{
-    pthread_mutex_lock(&recs_lock);
-    e2b_rec *e = rec_find(id);
-    json_t *m = e ? json_deep_copy(e->metadata) : json_object();
-    pthread_mutex_unlock(&recs_lock);
-    return m;
-}
-
-/* Drops the records of sandboxes no longer listed. */
-static void recs_prune(brigd *d)
-{
-    pthread_mutex_lock(&recs_lock);
-    for (e2b_rec **p = &recs; *p;) {
-        brig_sandbox *sb = brig_registry_ref_id(d, (*p)->id);
-        if (sb) {
-            brig_sandbox_unref(d, sb);
-            p = &(*p)->next;
-            continue;
-        }
-        e2b_rec *gone = *p;
-        *p = gone->next;
-        json_decref(gone->metadata);
-        free(gone);
-    }
-    pthread_mutex_unlock(&recs_lock);
-}
 
 void e2b_fail(brig_req *r, unsigned status, const char *fmt, ...)
 {
@@ -199,7 +77,7 @@ static json_t *listed_json(brigd *d, json_t *v)
         is_paused(v) ? "paused" : "running", "cpuCount",
         (json_int_t)(t ? (t->vcpus < 1 ? 1 : t->vcpus + 0.999) : 1), "memoryMB",
         (json_int_t)(t ? t->memory_mib : 0), "diskSizeMB", (json_int_t)(t ? t->disk_mib : 0),
-        "envdVersion", E2B_ENVD_VERSION, "metadata", rec_metadata(id));
+        "envdVersion", E2B_ENVD_VERSION, "metadata", e2b_record_metadata(d, id));
     return o;
 }
 
@@ -211,14 +89,60 @@ static void fail_with(brig_req *r, brig_error *err)
 
 /* ---- create ----------------------------------------------------------------------------- */
 
+/* Whether v says nothing: absent, null, {} or []. */
+static bool unset(json_t *v)
+{
+    return v == NULL || json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0);
+}
+
+/* allow_internet_access and network -> a sandbox with no egress of its own, or its project's
+ * policy.  A sandbox's own policy can only be narrower than its project's: "none" is the one
+ * brig has (allow_internet_access: false, or network.denyOut: ["0.0.0.0/0"] alone); any
+ * other network option is refused by name. */
+static int network_opts(json_t *body, brig_sandbox_opts *o, brig_error **err)
+{
+    json_t *inet = json_object_get(body, "allow_internet_access");
+    if (inet && !json_is_null(inet) && !json_is_boolean(inet))
+        return brig_error_set(err, BRIG_E_INVALID, 0, "'allow_internet_access' must be a boolean");
+    o->egress_none = json_is_false(inet);
+    json_t *net = json_object_get(body, "network"), *v;
+    if (unset(net))
+        return 0;
+    if (!json_is_object(net))
+        return brig_error_set(err, BRIG_E_INVALID, 0, "'network' must be an object");
+    const char *k;
+    json_object_foreach(net, k, v)
+    {
+        if (strcmp(k, "denyOut") == 0 && json_array_size(v) == 1 &&
+            strcmp(json_string_value(json_array_get(v, 0)) ?: "", "0.0.0.0/0") == 0)
+            o->egress_none = true;
+        else if (strcmp(k, "allowOut") == 0 && !unset(v))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'network.allowOut': a sandbox's own allowlist is not "
+                                  "supported by brig; its project's egress policy decides "
+                                  "(docs/network.md)");
+        else if (strcmp(k, "denyOut") == 0 && !unset(v))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'network.denyOut': brig denies all traffic (\"0.0.0.0/0\") "
+                                  "or none of its project's policy; a list of its own is not "
+                                  "supported");
+        else if (strcmp(k, "allowOut") != 0 && strcmp(k, "denyOut") != 0 && !unset(v))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "'network.%.40s' is not supported by brig's E2B API "
+                                  "(docs/e2b.md)",
+                                  k);
+    }
+    return 0;
+}
+
 /* An option brig does not have: a 400 that names it (never a silent no-op). */
 static int refuse_options(json_t *body, brig_error **err)
 {
-    static const char *const absent[] = {"network", "mcp", "volumeMounts", NULL};
+    static const char *const absent[] = {"mcp", "volumeMounts", "iam", NULL};
     for (int i = 0; absent[i]; i++) {
         json_t *v = json_object_get(body, absent[i]);
-        if (v && !json_is_null(v) && !(json_is_object(v) && json_object_size(v) == 0) &&
-            !(json_is_array(v) && json_array_size(v) == 0))
+        if (!unset(v))
             return brig_error_set(err, BRIG_E_INVALID, 0,
                                   "'%s' is not supported by brig's E2B API (docs/e2b.md)",
                                   absent[i]);
@@ -227,11 +151,6 @@ static int refuse_options(json_t *body, brig_error **err)
         json_is_true(json_object_get(body, "autoResume")))
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "'autoPause'/'autoResume': brig does not pause sandboxes on timeout");
-    json_t *net = json_object_get(body, "allow_internet_access");
-    if (json_is_false(net))
-        return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "'allow_internet_access': false is not supported by brig's E2B "
-                              "API: set the project's egress policy instead (docs/e2b.md)");
     return 0;
 }
 
@@ -278,18 +197,18 @@ void e2b_sandbox_create(brig_req *r)
     json_t *out = NULL;
     if ((tmpl && !json_is_string(tmpl) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'templateID' must be a template's name") < 0) ||
-        refuse_options(body, &err) < 0 || check_strings(env, "envVars", &err) < 0 ||
-        (o.env && brig_request_env(o.env, &err) < 0) || check_strings(meta, "metadata", &err) < 0 ||
-        timeout_opt(r, body, &o, &err) < 0 ||
+        refuse_options(body, &err) < 0 || network_opts(body, &o, &err) < 0 ||
+        check_strings(env, "envVars", &err) < 0 || (o.env && brig_request_env(o.env, &err) < 0) ||
+        check_strings(meta, "metadata", &err) < 0 || timeout_opt(r, body, &o, &err) < 0 ||
         brig_sandbox_create(r->d, &r->caller, &o, &out, &err) < 0) {
         json_decref(body);
         fail_with(r, err);
         return;
     }
-    recs_prune(r->d);
+    e2b_records_prune(r->d);
     const char *id = json_string_value(json_object_get(out, "id"));
     char token[E2B_TOKEN_LEN + 1];
-    rec_ensure(r->d, id, &r->caller, json_is_object(meta) ? meta : NULL, token);
+    e2b_record_make(r->d, id, &r->caller, json_is_object(meta) ? meta : NULL, token);
     brig_http_json(r, 201,
                    sandbox_json(id, json_string_value(json_object_get(out, "template")), token));
     sodium_memzero(token, sizeof(token));
@@ -329,7 +248,8 @@ void e2b_sandbox_get(brig_req *r)
     if (e2b_record_get(r->d, r->params[0], token, &owner))
         json_object_set_new(o, "envdAccessToken", json_string(token));
     json_object_set_new(o, "domain", json_null());
-    json_object_set_new(o, "allowInternetAccess", json_true());
+    const char *egress = json_string_value(json_object_get(v, "egress"));
+    json_object_set_new(o, "allowInternetAccess", json_boolean(!egress || strcmp(egress, "none")));
     sodium_memzero(token, sizeof(token));
     json_decref(v);
     brig_http_json(r, 200, o);
@@ -342,7 +262,7 @@ void e2b_sandbox_kill(brig_req *r)
         fail_with(r, err);
         return;
     }
-    recs_prune(r->d);
+    e2b_records_prune(r->d);
     brig_http_empty(r, 204);
 }
 
@@ -412,7 +332,7 @@ static void connect_or_resume(brig_req *r, bool resume_only)
             e2b_fail(r, 409, "sandbox '%.40s' is not paused", r->params[0]);
         } else if ((!paused || resume(r) == 0) && set_timeout(r, body, false) == 0) {
             char token[E2B_TOKEN_LEN + 1];
-            rec_ensure(r->d, r->params[0], &r->caller, NULL, token);
+            e2b_record_make(r->d, r->params[0], &r->caller, NULL, token);
             brig_http_json(r, paused ? 201 : 200,
                            sandbox_json(r->params[0],
                                         json_string_value(json_object_get(v, "template")), token));
@@ -569,7 +489,7 @@ void e2b_sandbox_list(brig_req *r)
         e2b_fail(r, 400, "'startedAfter' and 'order' are not supported by brig's E2B API");
         return;
     }
-    recs_prune(r->d);
+    e2b_records_prune(r->d);
     json_t *filter = meta && *meta ? metadata_filter(meta) : NULL;
     bool any = state == NULL || *state == '\0';
     json_t *all = listed(r, filter, brig_http_query(r, "template"),

@@ -152,8 +152,7 @@ typedef struct e2b_stream {
     bool done;
 } e2b_stream;
 
-/* Appends one envelope (flags 0: a message; 2: the end of the stream); takes msg. */
-static void envelope(brig_buf *out, uint8_t flags, json_t *msg)
+void e2b_envelope(brig_buf *out, uint8_t flags, json_t *msg)
 {
     char *s = json_dumps(msg, JSON_COMPACT);
     json_decref(msg);
@@ -164,17 +163,17 @@ static void envelope(brig_buf *out, uint8_t flags, json_t *msg)
     free(s);
 }
 
-static void end_stream(brig_buf *out, unsigned status, const char *msg)
+void e2b_stream_end(brig_buf *out, unsigned status, const char *msg)
 {
     json_t *end = msg ? json_pack("{s:{s:s, s:s}}", "error", "code", brig_connect_code(status),
                                   "message", msg)
                       : json_object();
-    envelope(out, 2, end);
+    e2b_envelope(out, 2, end);
 }
 
 static void event(brig_buf *out, const char *kind, json_t *body)
 {
-    envelope(out, 0, json_pack("{s:{s:o}}", "event", kind, body));
+    e2b_envelope(out, 0, json_pack("{s:{s:o}}", "event", kind, body));
 }
 
 static void data_event(e2b_stream *s, int ch, const brig_buf *clean)
@@ -209,7 +208,7 @@ static void exit_event(e2b_stream *s, json_t *msg)
         json_object_set_new(end, "error", json_string(status));
     }
     event(&s->out, "end", end);
-    end_stream(&s->out, 200, NULL);
+    e2b_stream_end(&s->out, 200, NULL);
     s->done = true;
 }
 
@@ -241,7 +240,7 @@ static int step(e2b_stream *s)
     brig_error *err = NULL;
     if (brig_agentc_next(s->fd, &s->f, &ev, &msg, &err) < 0) {
         brig_sandbox_explain_end(s->d, NULL, brig_sandbox_id(s->sb), &err);
-        end_stream(&s->out, 503, err ? err->msg : "agent connection lost");
+        e2b_stream_end(&s->out, 503, err ? err->msg : "agent connection lost");
         brig_error_clear(&err);
         s->done = true;
         return 0;
@@ -296,11 +295,25 @@ static void stream_free(void *cls)
     free(s);
 }
 
+int e2b_keepalive_ms(brig_req *r)
+{
+    const char *ka = header(r, "Keepalive-Ping-Interval");
+    int secs = ka ? atoi(ka) : KEEPALIVE_DEFAULT_S;
+    return (secs > 0 && secs < 3600 ? secs : KEEPALIVE_DEFAULT_S) * 1000;
+}
+
+int e2b_client_fd(brig_req *r)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
 /* A stream that is only its end (an error, with HTTP 200 as Connect wants it). */
 static void stream_error(brig_req *r, unsigned status, const char *msg)
 {
     brig_buf out = {0};
-    end_stream(&out, status, msg);
+    e2b_stream_end(&out, status, msg);
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(out.len, out.data, MHD_RESPMEM_MUST_COPY);
     brig_buf_dispose(&out);
@@ -308,7 +321,7 @@ static void stream_error(brig_req *r, unsigned status, const char *msg)
     brig_http_response(r, 200, resp);
 }
 
-static void stream_fail(brig_req *r, brig_error *err)
+void e2b_stream_fail(brig_req *r, brig_error *err)
 {
     stream_error(r, (unsigned)brig_error_http_status(err->kind), err->msg);
     brig_error_clear(&err);
@@ -327,7 +340,7 @@ static void follow(brig_req *r, brig_sandbox *sb, int pid, bool pty)
             close(fd);
         brig_redactor_free(red);
         brig_sandbox_put(r->d, sb);
-        stream_fail(r, err);
+        e2b_stream_fail(r, err);
         return;
     }
     brig_agentc_set_timeout(fd, 0); /* only poll() waits from here on */
@@ -340,12 +353,8 @@ static void follow(brig_req *r, brig_sandbox *sb, int pid, bool pty)
     s->red = red;
     for (int i = 0; i < 3; i++)
         brig_redact_init(&s->rs[i], red);
-    const char *ka = header(r, "Keepalive-Ping-Interval");
-    int secs = ka ? atoi(ka) : KEEPALIVE_DEFAULT_S;
-    s->keepalive_ms = (secs > 0 && secs < 3600 ? secs : KEEPALIVE_DEFAULT_S) * 1000;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    s->client_fd = ci ? ci->connect_fd : -1;
+    s->keepalive_ms = e2b_keepalive_ms(r);
+    s->client_fd = e2b_client_fd(r);
     event(&s->out, "start", json_pack("{s:i}", "pid", pid));
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, s, stream_free);
@@ -493,7 +502,7 @@ void e2b_proc_start(brig_req *r)
     if (pid < 0) {
         if (sb)
             brig_sandbox_put(r->d, sb);
-        stream_fail(r, err);
+        e2b_stream_fail(r, err);
         return;
     }
     follow(r, sb, pid, req_pty);
@@ -519,7 +528,7 @@ void e2b_proc_connect(brig_req *r)
             close(fd);
         if (sb)
             brig_sandbox_put(r->d, sb);
-        stream_fail(r, err);
+        e2b_stream_fail(r, err);
         return;
     }
     close(fd);

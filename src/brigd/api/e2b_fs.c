@@ -2,13 +2,16 @@
  * e2b_fs.c - envd's filesystem service (Stat, MakeDir, ListDir, Move, Remove) and its /files
  * downloads and uploads (multipart, one part per file, or a raw body), on brig's agent.  A
  * relative path is the calling user's home's.  The agent works as root: what is written or
- * made is then given to the calling user, as envd's own would be (docs/e2b.md).
+ * made is then given to the calling user, as envd's own would be (docs/e2b.md).  A raw
+ * upload may be gzip-compressed (Content-Encoding: gzip, the SDK's {gzip: true}): it is
+ * inflated as it streams in.
  */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "core/format.h"
 #include "e2b.h"
@@ -17,9 +20,7 @@
 
 #define LIST_DEPTH_MAX 16
 
-/* A path of the request as an absolute one (relative: under the user's home); NULL and
- * *err when it is empty or too long. */
-static char *abs_path(brig_req *r, const char *p, brig_error **err)
+char *e2b_abs_path(brig_req *r, const char *p, brig_error **err)
 {
     if (p == NULL || *p == '\0' || strlen(p) >= PATH_MAX) {
         brig_error_set(err, BRIG_E_INVALID, 0, "a path is required");
@@ -83,7 +84,7 @@ static int fs_open(brig_req *r, fs_call *f, const char *field)
     f->m = e2b_rpc_message(r, false);
     if (f->m == NULL)
         return -1;
-    f->path = abs_path(r, json_string_value(json_object_get(f->m, field)), &err);
+    f->path = e2b_abs_path(r, json_string_value(json_object_get(f->m, field)), &err);
     if (f->path == NULL) {
         brig_http_error(r, err);
         json_decref(f->m);
@@ -214,7 +215,7 @@ void e2b_fs_move(brig_req *r)
     if (fs_open(r, &f, "source") < 0)
         return;
     brig_error *err = NULL;
-    char *to = abs_path(r, json_string_value(json_object_get(f.m, "destination")), &err);
+    char *to = e2b_abs_path(r, json_string_value(json_object_get(f.m, "destination")), &err);
     int rc = to ? brig_agentc_move(f.c.fd, f.path, to, &f.c.err) : -1;
     if (to == NULL)
         f.c.err = err;
@@ -282,7 +283,7 @@ void e2b_fs_list_dir(brig_req *r)
 void e2b_files_get(brig_req *r)
 {
     brig_error *err = NULL;
-    char *path = abs_path(r, brig_http_query(r, "path"), &err);
+    char *path = e2b_abs_path(r, brig_http_query(r, "path"), &err);
     if (path == NULL) {
         brig_http_error(r, err);
         return;
@@ -297,6 +298,8 @@ typedef struct e2b_upload {
     int fd;                       /* the agent connection of the file being written, or -1 */
     char *path;                   /* that file */
     struct MHD_PostProcessor *pp; /* multipart; NULL: a raw body */
+    z_stream *z;                  /* a gzip body's inflater; NULL: not compressed */
+    bool z_end;                   /* the gzip stream ended (its trailer checked) */
     char *part;                   /* the current part's file name */
     uint64_t part_bytes;          /* of it, received */
     json_t *written;              /* [{"name","type","path"}] */
@@ -327,7 +330,7 @@ static void file_begin(e2b_upload *u, const char *dest)
 {
     file_end(u);
     free(u->path);
-    u->path = abs_path(u->r, dest, &u->err);
+    u->path = e2b_abs_path(u->r, dest, &u->err);
     if (u->path == NULL)
         return;
     u->fd = brig_sandbox_connect(u->d, u->sb, &u->err);
@@ -353,6 +356,52 @@ static void file_data(e2b_upload *u, const char *data, size_t n)
 {
     if (u->err == NULL && u->fd >= 0 && n)
         brig_agentc_write_chunk(u->fd, data, n, &u->err);
+}
+
+/* A gzip body's next bytes, inflated into the file (several gzip members follow on). */
+static void gzip_data(e2b_upload *u, const char *data, size_t n)
+{
+    unsigned char out[64 * 1024];
+    u->z->next_in = (unsigned char *)data;
+    u->z->avail_in = (uInt)n;
+    while (u->err == NULL && u->z->avail_in > 0) {
+        if (u->z_end) {
+            inflateReset(u->z);
+            u->z_end = false;
+        }
+        u->z->next_out = out;
+        u->z->avail_out = sizeof(out);
+        int rc = inflate(u->z, Z_NO_FLUSH);
+        if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+            brig_error_set(&u->err, BRIG_E_INVALID, 0, "the gzip body is not valid: %s",
+                           u->z->msg ? u->z->msg : "inflate failed");
+            return;
+        }
+        file_data(u, (const char *)out, sizeof(out) - u->z->avail_out);
+        u->z_end = rc == Z_STREAM_END;
+        if (rc == Z_BUF_ERROR && u->z->avail_out > 0)
+            break;
+    }
+}
+
+/* Content-Encoding: none, or gzip for a raw body (an inflater made); otherwise refused. */
+static void encoding(e2b_upload *u, const char *enc, bool multipart)
+{
+    if (enc == NULL || *enc == '\0' || strcasecmp(enc, "identity") == 0)
+        return;
+    if (strcasecmp(enc, "gzip") != 0 || multipart) {
+        brig_error_set(&u->err, BRIG_E_INVALID, 0,
+                       "Content-Encoding '%.32s'%s is not supported by brig's envd: gzip, on a "
+                       "raw (application/octet-stream) upload, is",
+                       enc, multipart ? " on a multipart upload" : "");
+        return;
+    }
+    u->z = brig_xcalloc(1, sizeof(*u->z));
+    if (inflateInit2(u->z, 16 + MAX_WBITS) != Z_OK) { /* 16: gzip's header and trailer */
+        free(u->z);
+        u->z = NULL;
+        brig_error_set(&u->err, BRIG_E_INTERNAL, 0, "no memory for an inflater");
+    }
 }
 
 static enum MHD_Result part_cb(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -383,6 +432,10 @@ static void upload_free(brig_req *r)
     e2b_upload *u = r->stream;
     if (u->pp)
         MHD_destroy_post_processor(u->pp);
+    if (u->z) {
+        inflateEnd(u->z);
+        free(u->z);
+    }
     if (u->fd >= 0)
         close(u->fd);
     if (u->sb)
@@ -410,10 +463,12 @@ void e2b_files_post_begin(brig_req *r)
     const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
     if (brig_sandbox_get(r->d, &r->caller, r->params[0], &u->sb, &u->err) < 0)
         return;
-    if (MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Encoding")) {
-        brig_error_set(&u->err, BRIG_E_INVALID, 0,
-                       "compressed uploads (Content-Encoding) are not supported by brig's envd");
-    } else if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
+    bool multipart = ct && strncasecmp(ct, "multipart/form-data", 19) == 0;
+    encoding(u, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Encoding"),
+             multipart);
+    if (u->err) {
+        return;
+    } else if (multipart) {
         u->pp = MHD_create_post_processor(r->conn, 64 * 1024, part_cb, u);
         if (u->pp == NULL)
             brig_error_set(&u->err, BRIG_E_INVALID, 0, "a multipart body without its boundary");
@@ -427,7 +482,9 @@ void e2b_files_post_body(brig_req *r, const char *data, size_t n)
     e2b_upload *u = r->stream;
     if (u == NULL || u->err)
         return;
-    if (u->pp == NULL)
+    if (u->z)
+        gzip_data(u, data, n);
+    else if (u->pp == NULL)
         file_data(u, data, n);
     else if (MHD_post_process(u->pp, data, n) != MHD_YES && u->err == NULL)
         brig_error_set(&u->err, BRIG_E_INVALID, 0, "the multipart body is malformed");
@@ -440,6 +497,8 @@ void e2b_files_post(brig_req *r)
         MHD_destroy_post_processor(u->pp); /* the last part's rest */
         u->pp = NULL;
     }
+    if (u->z && !u->z_end && u->err == NULL)
+        brig_error_set(&u->err, BRIG_E_INVALID, 0, "the gzip body is truncated");
     file_end(u);
     if (u->err) {
         brig_http_error(r, u->err);

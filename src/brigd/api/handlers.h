@@ -7,6 +7,7 @@
 #define BRIG_HANDLERS_H
 
 #include "handler.h"
+#include "sandbox/build.h"
 
 /* Handlers. */
 void api_exec(brig_req *r);
@@ -38,6 +39,10 @@ void api_template_build(brig_req *r);
 void api_template_build_get(brig_req *r);
 /* api_usertpl.c: templates declared by users */
 void api_utpl_build(brig_req *r);
+/* A build's record as JSON (api_templates.c); with_tail adds "log_tail". */
+json_t *api_build_json(const brig_build_info *in, bool with_tail);
+/* Answers status with b's record (202: and its Location). */
+void api_reply_build(brig_req *r, unsigned status, brig_build *b);
 void api_utpl_get(brig_req *r);
 void api_utpl_log(brig_req *r);
 void api_utpl_delete(brig_req *r);

@@ -313,7 +313,8 @@ const brig_route brig_api_routes[] = {
     {"DELETE", "/v1/templates/{name}", api_utpl_delete, 0, NULL, NULL},
     {"GET", "/v1/tariffs", h_tariffs, 0, NULL, NULL},
     {"POST", "/v1/templates/{name}/build", api_template_build, ROUTE_OPERATOR, NULL, NULL},
-    {"GET", "/v1/templates/{name}/builds/{id}", api_template_build_get, ROUTE_OPERATOR, NULL, NULL},
+    {"GET", "/v1/templates/{name}/builds/{id}", api_template_build_get, ROUTE_OPERATOR_TOO, NULL,
+     NULL},
     {"POST", "/v1/accounts", api_account_create, ROUTE_OPERATOR, NULL, NULL},
     {"PATCH", "/v1/accounts/{id}", api_account_configure, ROUTE_OPERATOR, NULL, NULL},
     {"POST", "/v1/accounts/{id}/credits", api_account_credit, ROUTE_OPERATOR, NULL, NULL},
@@ -358,6 +359,7 @@ const brig_route brig_api_routes[] = {
     {"POST", "/sandboxes/{id}/resume", e2b_sandbox_resume, E2B},
     {"POST", "/sandboxes/{id}/refreshes", e2b_unsupported, E2B},
     {"GET", "/sandboxes/{id}/metrics", e2b_unsupported, E2B},
+    {"PUT", "/sandboxes/{id}/network", e2b_unsupported, E2B},
     {"GET", "/v2/sandboxes/{id}/logs", e2b_unsupported, E2B},
     {"GET", "/sandboxes/{id}/logs", e2b_unsupported, E2B},
 #undef E2B
@@ -380,10 +382,10 @@ const brig_route brig_api_routes[] = {
     {"POST", "/filesystem.Filesystem/ListDir", e2b_fs_list_dir, RPC},
     {"POST", "/filesystem.Filesystem/Move", e2b_fs_move, RPC},
     {"POST", "/filesystem.Filesystem/Remove", e2b_fs_remove, RPC},
-    {"POST", "/filesystem.Filesystem/WatchDir", e2b_rpc_unimplemented, RPC},
-    {"POST", "/filesystem.Filesystem/CreateWatcher", e2b_rpc_unimplemented, RPC},
-    {"POST", "/filesystem.Filesystem/GetWatcherEvents", e2b_rpc_unimplemented, RPC},
-    {"POST", "/filesystem.Filesystem/RemoveWatcher", e2b_rpc_unimplemented, RPC},
+    {"POST", "/filesystem.Filesystem/WatchDir", e2b_fs_watch_dir, RPC},
+    {"POST", "/filesystem.Filesystem/CreateWatcher", e2b_fs_create_watcher, RPC},
+    {"POST", "/filesystem.Filesystem/GetWatcherEvents", e2b_fs_get_watcher_events, RPC},
+    {"POST", "/filesystem.Filesystem/RemoveWatcher", e2b_fs_remove_watcher, RPC},
 #undef ENVD
 #undef RPC
     {NULL, NULL, NULL, 0, NULL, NULL},

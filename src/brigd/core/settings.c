@@ -206,10 +206,22 @@ static int apply_tariff(brig_config *cfg, const char *tname, const char *key, co
     return brig_error_set(err, BRIG_E_INVALID, 0, "unknown tariff setting '%s'", key);
 }
 
+/* How long warm_pool item's TEMPLATE is: up to its first ':', or, for a user's template
+ * (ACCOUNT/NAME:TAG, a '/' before that ':'), up to its second. */
+static size_t pool_template_len(const char *item)
+{
+    const char *c1 = strchr(item, ':'), *slash = strchr(item, '/');
+    if (c1 == NULL)
+        return strlen(item);
+    const char *c2 = slash && slash < c1 ? strchr(c1 + 1, ':') : c1;
+    return c2 ? (size_t)(c2 - item) : strlen(item);
+}
+
 /* warm_pool = auto | off | TEMPLATE:TARIFF:COUNT[:ISOLATION][,…], auto beside pinned entries
- * allowed (after the tariffs are known).  The isolation is checked by name here (core/ is
- * below the runtime that knows the modes); whether this host runs it is the pool's
- * business at start. */
+ * allowed (after the tariffs are known).  TEMPLATE is a built-in template or a user's,
+ * ACCOUNT/NAME:TAG (pooled for that account only).  The isolation is checked by name here
+ * (core/ is below the runtime that knows the modes); whether this host runs it, and
+ * whether the template exists, is the pool's business at start. */
 static int parse_warm_pool(brig_config *cfg, brig_error **err)
 {
     _cleanup_free_ char *s = brig_xstrdup(cfg->warm_pool);
@@ -221,12 +233,16 @@ static int parse_warm_pool(brig_config *cfg, brig_error **err)
             cfg->pool_auto = cfg->pool_auto || item[0] == 'a';
             continue;
         }
-        char tmpl[64], tariff[32], iso[16] = "container";
-        int n = 0, used = 0, got;
-        got = sscanf(item, "%63[^:]:%31[^:]:%d%n:%15[^:]%n", tmpl, tariff, &n, &used, iso, &used);
-        if (got < 3 || item[used] != '\0' || n < 0 || n > 1000)
+        char tariff[32], iso[16] = "container";
+        int n = 0, used = 0, got = 0;
+        size_t tlen = pool_template_len(item);
+        if (tlen > 0 && tlen < sizeof(cfg->pool[0].template) && item[tlen] == ':')
+            got = sscanf(item + tlen + 1, "%31[^:]:%d%n:%15[^:]%n", tariff, &n, &used, iso, &used);
+        if (got < 2 || item[tlen + 1 + used] != '\0' || n < 0 || n > 1000)
             return brig_error_set(err, BRIG_E_INVALID, 0,
-                                  "warm_pool: '%s' is not TEMPLATE:TARIFF:COUNT[:ISOLATION]", item);
+                                  "warm_pool: '%s' is not TEMPLATE:TARIFF:COUNT[:ISOLATION] "
+                                  "(TEMPLATE: a built-in one or ACCOUNT/NAME:TAG)",
+                                  item);
         if (strcmp(iso, "container") != 0 && strcmp(iso, "gvisor") != 0 &&
             strcmp(iso, "microvm") != 0)
             return brig_error_set(err, BRIG_E_INVALID, 0,
@@ -238,7 +254,8 @@ static int parse_warm_pool(brig_config *cfg, brig_error **err)
         if (cfg->n_pool == (int)BRIG_ARRAY_LEN(cfg->pool))
             return brig_error_set(err, BRIG_E_INVALID, 0, "warm_pool: at most %zu entries",
                                   BRIG_ARRAY_LEN(cfg->pool));
-        snprintf(cfg->pool[cfg->n_pool].template, sizeof(cfg->pool[0].template), "%s", tmpl);
+        snprintf(cfg->pool[cfg->n_pool].template, sizeof(cfg->pool[0].template), "%.*s", (int)tlen,
+                 item);
         snprintf(cfg->pool[cfg->n_pool].tariff, sizeof(cfg->pool[0].tariff), "%s", tariff);
         snprintf(cfg->pool[cfg->n_pool].isolation, sizeof(cfg->pool[0].isolation), "%s", iso);
         cfg->pool[cfg->n_pool++].count = n;

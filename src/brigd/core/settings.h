@@ -80,25 +80,26 @@ typedef struct brig_config {
     int64_t lifetime_default_ms;
     int64_t lifetime_max_ms;
     int64_t cpu_abuse_window_ms;
-    int64_t billing_interval_ms;  /* incremental charges */
-    int64_t retention_ms;         /* ended sandboxes stay queryable */
-    int64_t audit_retention_ms;   /* audit events are kept (0: for ever) */
-    int64_t metrics_interval_ms;  /* between two usage samples of a sandbox */
-    char *metrics_listen;         /* HOST:PORT of the unauthenticated /metrics; NULL: none */
-    char *net_pool;               /* sandbox link addresses */
-    char *dns_upstream;           /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
-    char *proxy_upstream_ca;      /* CA file the egress proxy trusts upstream too; NULL: none */
-    int64_t dns_grants_max;       /* addresses DNS answers keep open per sandbox */
-    int64_t dns_ttl_max;          /* seconds one stays open at most */
-    int64_t net_connections_max;  /* tracked forwarded connections per sandbox */
-    char *network;                /* "on" | "off": sandbox networking */
-    char *e2b_api;                /* "on" | "off": E2B's API (api/e2b_*.c) */
-    char *warm_pool;              /* "auto", "off" or "TEMPLATE:TARIFF:COUNT[:ISOLATION],…" */
-    bool pool_auto;               /* warm_pool has "auto": adaptive pools beside pinned ones */
+    int64_t billing_interval_ms; /* incremental charges */
+    int64_t retention_ms;        /* ended sandboxes stay queryable */
+    int64_t audit_retention_ms;  /* audit events are kept (0: for ever) */
+    int64_t metrics_interval_ms; /* between two usage samples of a sandbox */
+    char *metrics_listen;        /* HOST:PORT of the unauthenticated /metrics; NULL: none */
+    char *net_pool;              /* sandbox link addresses */
+    char *dns_upstream;          /* "IP:PORT" of the DNS proxy's upstream; NULL: the host's */
+    char *proxy_upstream_ca;     /* CA file the egress proxy trusts upstream too; NULL: none */
+    int64_t dns_grants_max;      /* addresses DNS answers keep open per sandbox */
+    int64_t dns_ttl_max;         /* seconds one stays open at most */
+    int64_t net_connections_max; /* tracked forwarded connections per sandbox */
+    char *network;               /* "on" | "off": sandbox networking */
+    char *e2b_api;               /* "on" | "off": E2B's API (api/e2b_*.c) */
+    char *warm_pool; /* "auto", "off" or "TEMPLATE:TARIFF:COUNT[:ISOLATION],…" (TEMPLATE:
+                      * a built-in one, or ACCOUNT/NAME:TAG, a user's) */
+    bool pool_auto;  /* warm_pool has "auto": adaptive pools beside pinned ones */
     int64_t warm_pool_memory_mib; /* adaptive pools' memory limits at most; 0: derived */
     int64_t warm_pool_idle_ms;    /* an adaptive pool unused this long shrinks away */
     struct {
-        char template[64];
+        char template[128]; /* a built-in template, or ACCOUNT/NAME:TAG */
         char tariff[32];
         char isolation[16]; /* "container" (when not given) or "gvisor" */
         int count;

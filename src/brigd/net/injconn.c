@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,89 +22,18 @@
 #include "inject_internal.h"
 #include "log.h"
 
-/* ---- streams scanned for values -------------------------------------------------- */
-
-/* Patterns looked for in a byte stream that arrives in pieces: bytes are held back
- * until no pattern can start in them any more. */
-typedef struct scan {
-    const char *pat[64];
-    size_t len[64];
-    const char *name[64];
-    size_t n, maxlen;
-    char *buf;
-    size_t used, cap;
-} scan;
-
-static void scan_add(scan *s, const char *pat, const char *name)
-{
-    if (s->n == BRIG_ARRAY_LEN(s->pat) || pat[0] == 0)
-        return;
-    s->pat[s->n] = pat;
-    s->len[s->n] = strlen(pat);
-    s->name[s->n++] = name;
-    if (s->len[s->n - 1] > s->maxlen)
-        s->maxlen = s->len[s->n - 1];
-}
-
-/* Appends data; masks (mask) every pattern now whole in the buffer, or reports the
- * first one's name in *hit.  Returns how many leading bytes may go out. */
-static size_t scan_feed(scan *s, const char *data, size_t len, bool mask, const char **hit)
-{
-    if (s->used + len > s->cap) {
-        s->cap = s->used + len + 4096;
-        s->buf = brig_xrealloc(s->buf, s->cap);
-    }
-    memcpy(s->buf + s->used, data, len);
-    s->used += len;
-    for (size_t i = 0; i < s->n; i++) {
-        char *p = s->buf, *end = s->buf + s->used;
-        while ((p = memmem(p, (size_t)(end - p), s->pat[i], s->len[i])) != NULL) {
-            if (!mask) {
-                *hit = s->name[i];
-                return 0;
-            }
-            char m[128];
-            int k = snprintf(m, sizeof(m), "[REDACTED:%s]", s->name[i]);
-            for (size_t j = 0; j < s->len[i]; j++)
-                p[j] = j < (size_t)k ? m[j] : '*';
-            p += s->len[i];
-        }
-    }
-    return s->used > s->maxlen ? s->used - (s->maxlen ? s->maxlen - 1 : 0) : 0;
-}
-
-static void scan_drop(scan *s, size_t k)
-{
-    memmove(s->buf, s->buf + k, s->used - k);
-    s->used -= k;
-}
-
 /* ---- I/O ------------------------------------------------------------------------------ */
 
-static void timeouts(int fd)
+/* Timeouts, and no Nagle: the proxy relays in pieces (a head, a body, what a scan
+ * held back), and a piece held for the peer's delayed ACK costs 40 ms on a kept
+ * connection. */
+static void sock_setup(int fd)
 {
     struct timeval tv = {BRIG_INJ_IO_TIMEOUT / 1000, 0};
+    int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-/* An answer of the proxy's own: status, and a JSON body {"error": msg}. */
-static void answer(brig_inj_conn *c, int status, const char *msg)
-{
-    json_t *b = json_pack("{ss}", "error", msg);
-    char *body = json_dumps(b, JSON_COMPACT);
-    json_decref(b);
-    const char *reason = status == 403   ? "Forbidden"
-                         : status == 400 ? "Bad Request"
-                                         : "Bad Gateway";
-    char *head = brig_asprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                               "Connection: close\r\nX-Brig-Proxy: refused\r\n"
-                               "Content-Length: %zu\r\n\r\n",
-                               status, reason, strlen(body));
-    (void)brig_injio_write(c, 0, head, strlen(head));
-    (void)brig_injio_write(c, 0, body, strlen(body));
-    free(head);
-    free(body);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 /* ---- the request --------------------------------------------------------------------- */
@@ -241,9 +171,10 @@ static bool set_by_rule(const char *buf, const brig_http_field *f, const brig_in
     return r && brig_http_field_is(buf, f, "accept-encoding"); /* echoes must be readable */
 }
 
-/* The head to send upstream (wipe it), or NULL with *why (malloc'd). */
+/* The head to send upstream (wipe it), or NULL with *why (malloc'd); close: the
+ * connection ends after this request. */
 static char *rewrite(const brig_inj_conn *c, const char *buf, const brig_http_head *h,
-                     const brig_inject_rule *r, char **why)
+                     const brig_inject_rule *r, bool close, char **why)
 {
     brig_buf b = {0};
     brig_buf_printf(&b, "%.*s %.*s HTTP/1.%d\r\n", (int)h->method.len, buf + h->method.off,
@@ -268,7 +199,7 @@ static char *rewrite(const brig_inj_conn *c, const char *buf, const brig_http_he
     }
     if (r)
         brig_buf_printf(&b, "Accept-Encoding: identity\r\n");
-    brig_buf_printf(&b, "Connection: close\r\n\r\n");
+    brig_buf_printf(&b, "%s\r\n", close ? "Connection: close\r\n" : "");
     return b.data;
 }
 
@@ -304,7 +235,8 @@ static int check(brig_inj_conn *c, const char *buf, long head_len, const brig_ht
                                 "not to %s",
                                 s->name, host[0] ? host : "this host");
     }
-    if (why == NULL && !brig_inject_allows(n, c->cfg->sandbox_id, &c->dst))
+    if (why == NULL &&
+        !brig_inject_allows(n, c->cfg->sandbox_id, &c->dst, c->resolved ? host : NULL))
         why = brig_asprintf("the project's egress policy does not allow this destination");
     if (why == NULL && *rule && !c->tls &&
         !brig_inject_resolves_to(n, host, c->dst.sin_addr.s_addr))
@@ -314,67 +246,62 @@ static int check(brig_inj_conn *c, const char *buf, long head_len, const brig_ht
     json_t *rec = record(c, buf, h, host, "refused");
     json_object_set_new(rec, "reason", json_string(why));
     brig_inject_log(n, c->cfg->sandbox_id, rec);
-    answer(c, 403, why);
+    brig_injflow_answer(c, 403, why);
     return -1;
+}
+
+/* The upstream's socket, and its TLS, gone (under n->lock: stop may shut it). */
+static void up_close(brig_inj_conn *c)
+{
+    brig_injtls_close_side(c, 1);
+    pthread_mutex_lock(&c->n->lock);
+    int fd = c->up;
+    c->up = -1;
+    pthread_mutex_unlock(&c->n->lock);
+    if (fd >= 0)
+        close(fd);
 }
 
 static int connect_upstream(brig_inj_conn *c)
 {
-    c->up = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c->up < 0)
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
         return -1;
-    timeouts(c->up);
-    return connect(c->up, (struct sockaddr *)&c->dst, sizeof(c->dst));
+    sock_setup(fd);
+    pthread_mutex_lock(&c->n->lock);
+    c->up = fd;
+    pthread_mutex_unlock(&c->n->lock);
+    return connect(fd, (struct sockaddr *)&c->dst, sizeof(c->dst));
 }
 
-/* Moves what side src has to the other side through sc (masking when mask);
- * -1 when src is done or the other side failed, 1 when a guard pattern was met. */
-static int pump(brig_inj_conn *c, int src, scan *sc, bool mask)
+/* Whether a kept upstream connection is still there: nothing may be readable on it
+ * between responses (its end, or bytes out of step). */
+static bool up_alive(brig_inj_conn *c)
 {
-    char b[16384];
-    ssize_t r = brig_injio_read(c, src, b, sizeof(b));
-    if (r == -2)
-        return 0;
-    if (r <= 0)
-        return -1;
-    const char *hit = NULL;
-    size_t out = scan_feed(sc, b, (size_t)r, mask, &hit);
-    if (hit)
-        return 1;
-    if (brig_injio_write(c, !src, sc->buf, out) < 0)
-        return -1;
-    scan_drop(sc, out);
-    return 0;
+    struct pollfd p = {.fd = c->up, .events = POLLIN};
+    return c->up >= 0 && !brig_injio_pending(c, 1) && poll(&p, 1, 0) == 0;
 }
 
-/* Relays both ways until either side is done: the sandbox's bytes scanned for
- * placeholders that must not go to this host (the connection then ends), the
- * upstream's with mask's values masked. */
-static void relay(brig_inj_conn *c, scan *mask, scan *guard)
+/* Plain relay both ways until either side is done (HTTPS toward a host without a
+ * rule: never looked into). */
+static void relay_raw(brig_inj_conn *c)
 {
     struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->up, .events = POLLIN}};
-    bool open_in = true;
-    for (;;) {
-        bool pend = brig_injio_pending(c, 0) || brig_injio_pending(c, 1);
-        int k = poll(p, 2, pend ? 0 : BRIG_INJ_IO_TIMEOUT);
-        if (k < 0 || (k == 0 && !pend))
-            break;
-        if (open_in && (p[0].revents || brig_injio_pending(c, 0))) {
-            int r = pump(c, 0, guard, false);
-            if (r == 1)
-                return;
-            if (r < 0) {
+    char b[16384];
+    while (poll(p, 2, BRIG_INJ_IO_TIMEOUT) > 0) {
+        for (int side = 0; side < 2; side++) {
+            if (p[side].revents == 0)
+                continue;
+            ssize_t r = recv(p[side].fd, b, sizeof(b), 0);
+            if (r == 0 && side == 0) {
                 shutdown(c->up, SHUT_WR); /* the request is whole: the answer may follow */
-                open_in = false;
                 p[0].fd = -1;
+                continue;
             }
+            if (r <= 0 || brig_injio_write(c, !side, b, (size_t)r) < 0)
+                return;
         }
-        if ((p[1].revents || brig_injio_pending(c, 1)) && pump(c, 1, mask, true) < 0)
-            break;
     }
-    /* What is held back is no longer the start of a value: it goes out. */
-    if (mask->used)
-        (void)brig_injio_write(c, 0, mask->buf, mask->used);
 }
 
 /* Reads the request head into buf; its length, or -1 (answered when it was bad). */
@@ -385,7 +312,7 @@ static long read_head(brig_inj_conn *c, char *buf, size_t *got, brig_http_head *
         long k = brig_http_parse(buf, *got, h, &why);
         if (k != 0) {
             if (k < 0)
-                answer(c, 400, why);
+                brig_injflow_answer(c, 400, why);
             return k;
         }
         ssize_t r = brig_injio_read(c, 0, buf + *got, BRIG_HTTP_HEAD_MAX - *got);
@@ -400,12 +327,8 @@ static long read_head(brig_inj_conn *c, char *buf, size_t *got, brig_http_head *
 /* Plain relay (HTTPS toward a host without a rule): the policy's check only. */
 static void passthrough(brig_inj_conn *c)
 {
-    if (!brig_inject_allows(c->n, c->cfg->sandbox_id, &c->dst) || connect_upstream(c) < 0)
-        return;
-    scan none = {0}, none2 = {0};
-    relay(c, &none, &none2);
-    free(none.buf);
-    free(none2.buf);
+    if (brig_inject_allows(c->n, c->cfg->sandbox_id, &c->dst, NULL) && connect_upstream(c) == 0)
+        relay_raw(c);
 }
 
 /* A refusal after the checks: logged and answered. */
@@ -415,91 +338,233 @@ static void refuse(brig_inj_conn *c, const char *buf, const brig_http_head *h, c
     json_t *rec = record(c, buf, h, host, "refused");
     json_object_set_new(rec, "reason", json_string(why));
     brig_inject_log(c->n, c->cfg->sandbox_id, rec);
-    answer(c, status, why);
+    brig_injflow_answer(c, status, why);
 }
 
 /* The scans of a request under rule: values to mask coming back, placeholders that
  * must not go out. */
-static void scans_of(const brig_inj_cfg *cfg, const brig_inject_rule *rule, scan *mask, scan *guard)
+static void scans_of(const brig_inj_cfg *cfg, const brig_inject_rule *rule, brig_inj_scan *mask,
+                     brig_inj_scan *guard)
 {
     for (size_t i = 0; i < cfg->n_secrets; i++) {
         const brig_inject_secret *s = &cfg->secrets[i];
         if (rule_uses(rule, s))
-            scan_add(mask, s->value, s->name);
+            brig_inj_scan_add(mask, s->value, s->name);
         else
-            scan_add(guard, s->placeholder, s->name);
+            brig_inj_scan_add(guard, s->placeholder, s->name);
     }
 }
 
-/* Connects upstream (TLS when the sandbox's side is) and sends head; -1 when it
- * was answered with a refusal. */
-static int open_upstream(brig_inj_conn *c, const char *buf, const brig_http_head *h,
-                         const char *host, const char *head)
+/* Sends head upstream: on the kept connection when it is to host and still there
+ * (*reused), else on a new one (TLS when the sandbox's side is); a kept one that
+ * fails the write is replaced once.  -1 when it was answered with a refusal. */
+static int send_upstream(brig_inj_conn *c, const char *buf, const brig_http_head *h,
+                         const char *host, char up_host[256], const char *head, bool *reused)
 {
+    if (c->up >= 0 && (strcmp(up_host, host) != 0 || !up_alive(c)))
+        up_close(c);
     _cleanup_free_ char *why = NULL;
-    if (connect_upstream(c) < 0)
-        why = brig_asprintf("%s cannot be reached", host);
-    else if (c->ssl[0] && brig_injtls_connect(c, host, &why) < 0)
-        ;
-    else if (brig_injio_write(c, 1, head, strlen(head)) < 0)
-        why = brig_asprintf("%s closed the connection", host);
-    if (why == NULL)
-        return 0;
+    for (int tries = 0; tries < 2 && why == NULL; tries++) {
+        *reused = c->up >= 0;
+        if (c->up < 0) {
+            snprintf(up_host, 256, "%s", host);
+            if (connect_upstream(c) < 0)
+                why = brig_asprintf("%s cannot be reached", host);
+            else if (c->ssl[0])
+                (void)brig_injtls_connect(c, host, &why); /* *why on failure */
+        }
+        if (why == NULL && brig_injio_write(c, 1, head, strlen(head)) == 0)
+            return 0;
+        if (why == NULL && !*reused)
+            why = brig_asprintf("%s closed the connection", host);
+        up_close(c);
+    }
     refuse(c, buf, h, host, 502, why);
     return -1;
 }
 
-/* One request (plain, or inside the sandbox's TLS to sni) to the end. */
-static void serve_http(brig_inj_conn *c, const char *sni)
+/* Sends head upstream and relays the exchange; when a kept upstream connection
+ * closed before it answered (its own idle timeout may meet the request), a
+ * request without a body goes once more on a new one.  buf's head may be gone
+ * after (the next request's start is there); orig is a copy for the record. */
+static int exchange(brig_inj_conn *c, brig_inj_exchange *x, const char *host, char up_host[256],
+                    const char *head, char *buf, size_t *got, long head_len,
+                    const brig_http_head *h)
 {
-    char *buf = brig_xmalloc(BRIG_HTTP_HEAD_MAX), host[256], *why = NULL;
-    size_t got = 0;
-    brig_http_head h;
+    bool reused = false;
+    int rc = send_upstream(c, buf, h, host, up_host, head, &reused);
+    if (rc < 0)
+        return -1;
+    x->retry_ok = reused && !h->chunked && h->body_len <= 0;
+    _cleanup_free_ char *orig = x->retry_ok ? brig_xmalloc((size_t)head_len) : NULL;
+    if (orig)
+        memcpy(orig, buf, (size_t)head_len);
+    rc = brig_injflow_run(c, x, h, buf, (size_t)head_len, got);
+    if (rc == 0 || !x->retry)
+        return rc;
+    up_close(c);
+    x->retry_ok = false;
+    if (send_upstream(c, orig, h, host, up_host, head, &reused) < 0)
+        return -1;
+    return brig_injflow_run(c, x, h, buf, 0, got); /* the request is whole in head */
+}
+
+/* The sandbox's rules as they are now (a connection outlives a change of them);
+ * -1 when it has none any more. */
+static int cfg_refresh(brig_inj_conn *c)
+{
+    brig_inj_cfg *now = brig_inject_cfg_now(c->n, c->cfg->sandbox_id);
+    if (now == NULL)
+        return -1;
+    brig_inj_cfg *old = c->cfg;
+    atomic_fetch_add(&now->active, 1);
+    atomic_fetch_sub(&old->active, 1);
+    c->cfg = now;
+    brig_inject_cfg_unref(old);
+    return 0;
+}
+
+/* Logs an injection: the host, method, path and the secrets' names. */
+static void log_injected(brig_inj_conn *c, const char *buf, const brig_http_head *h,
+                         const char *host, const brig_inj_scan *mask)
+{
+    json_t *rec = record(c, buf, h, host, "injected"), *names = json_array();
+    for (size_t i = 0; i < mask->n; i++)
+        json_array_append_new(names, json_string(mask->name[i]));
+    json_object_set_new(rec, "secrets", names);
+    brig_inject_log(c->n, c->cfg->sandbox_id, rec);
+}
+
+/* One request whose head is in buf (plain, or inside the sandbox's TLS to sni),
+ * relayed with its answer; 0 when the connection may carry another.  last: the
+ * connection's last (asked upstream with Connection: close, which its answer then
+ * tells the client). */
+static int serve_one(brig_inj_conn *c, const char *sni, char *buf, size_t *got, long head_len,
+                     const brig_http_head *h, char up_host[256], bool last)
+{
+    char host[256];
+    _cleanup_free_ char *why = NULL;
     const brig_inject_rule *rule = NULL;
     brig_inject_rule merged;
     brig_inject_header hdrs[MERGED_MAX];
-    scan mask = {0}, guard = {0};
-    long head_len = read_head(c, buf, &got, &h);
-    if (head_len < 0)
-        goto out;
-    host_of(buf, &h, host);
+    host_of(buf, h, host);
     if (sni && strcmp(sni, host) != 0) {
-        refuse(c, buf, &h, host, 421, "the Host header differs from the TLS server name");
-        goto out;
+        refuse(c, buf, h, host, 421, "the Host header differs from the TLS server name");
+        return -1;
     }
-    if (check(c, buf, head_len, &h, host, &rule, &merged, hdrs) < 0)
-        goto out;
-    char *head = rewrite(c, buf, &h, rule, &why);
+    if (cfg_refresh(c) < 0 || check(c, buf, head_len, h, host, &rule, &merged, hdrs) < 0)
+        return -1;
+    bool close = last || h->minor == 0 || brig_http_has_token(buf, h, "connection", "close");
+    char *head = rewrite(c, buf, h, rule, close, &why);
     if (head == NULL) {
-        refuse(c, buf, &h, host, 403, why);
-        goto out;
+        refuse(c, buf, h, host, 403, why);
+        return -1;
     }
+    brig_inj_scan mask = {0}, guard = {0};
     scans_of(c->cfg, rule, &mask, &guard);
-    if (rule) {
-        json_t *rec = record(c, buf, &h, host, "injected"), *names = json_array();
-        for (size_t i = 0; i < mask.n; i++)
-            json_array_append_new(names, json_string(mask.name[i]));
-        json_object_set_new(rec, "secrets", names);
-        brig_inject_log(c->n, c->cfg->sandbox_id, rec);
-    }
-    int rc = open_upstream(c, buf, &h, host, head);
+    if (rule)
+        log_injected(c, buf, h, host, &mask);
+    brig_inj_exchange x = {.no_body = h->method.len == 4 && memcmp(buf, "HEAD", 4) == 0,
+                           .closing = close,
+                           .mask = &mask,
+                           .guard = &guard};
+    int rc = exchange(c, &x, host, up_host, head, buf, got, head_len, h);
     explicit_bzero(head, strlen(head));
     free(head);
-    if (rc < 0)
-        goto out;
-    if (got > (size_t)head_len) {
-        const char *hit = NULL;
-        size_t out = scan_feed(&guard, buf + head_len, got - (size_t)head_len, false, &hit);
-        if (hit || brig_injio_write(c, 1, guard.buf, out) < 0)
-            goto out;
-        scan_drop(&guard, out);
+    brig_inj_scan_dispose(&mask);
+    brig_inj_scan_dispose(&guard);
+    if (rc == 0 && !x.keep_up)
+        up_close(c);
+    return rc == 0 && x.keep && !close ? 0 : -1;
+}
+
+/* Whether the next request starts within the idle time (bytes of it already here,
+ * or the sandbox's side readable). */
+static bool next_request(brig_inj_conn *c, size_t got)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    return got > 0 || brig_injio_pending(c, 0) || poll(&p, 1, BRIG_INJ_IDLE_TIMEOUT) > 0;
+}
+
+/* Requests (plain, or inside the sandbox's TLS to sni) one after another. */
+/* CONNECT's target "host:443" into host (lower case); false when it is not that. */
+static bool tunnel_target(const char *buf, const brig_http_head *h, char host[256])
+{
+    const char *t = buf + h->target.off;
+    size_t n = h->target.len;
+    host[0] = 0;
+    if (n < 5 || n > 253 + 4 || memcmp(t + n - 4, ":443", 4) != 0)
+        return false;
+    for (size_t i = 0; i < n - 4; i++) {
+        char ch = (char)tolower((unsigned char)t[i]);
+        if (!isalnum((unsigned char)ch) && ch != '.' && ch != '-')
+            return (void)(host[0] = 0), false;
+        host[i] = ch;
     }
-    relay(c, &mask, &guard);
-out:
-    free(why);
+    host[n - 4] = 0;
+    return true;
+}
+
+/* CONNECT (a client told to use a proxy): toward port 443 of a host with a rule,
+ * where the policy lets the sandbox go, it is answered 200 and the tunnel is then
+ * served as an intercepted HTTPS connection to host (-> 0); anything else is
+ * refused with a status and a reason, and logged. */
+static int tunnel_open(brig_inj_conn *c, const char *buf, const brig_http_head *h, size_t extra,
+                       char host[256])
+{
+    _cleanup_free_ char *why = NULL;
+    int status = 403;
+    uint32_t addr = 0;
+    bool named = tunnel_target(buf, h, host);
+    if (extra)
+        status = 400, why = brig_asprintf("bytes sent after CONNECT before its answer");
+    else if (!named || c->tls_state == NULL || brig_inject_rule_for(c->cfg, host) == NULL)
+        why = brig_asprintf("CONNECT goes only to port 443 of a host with an injection rule; "
+                            "reach other hosts directly (the egress policy decides)");
+    else if (!brig_inject_resolve(c->n, host, &addr))
+        status = 502, why = brig_asprintf("%s does not resolve", host);
+    if (why == NULL) {
+        c->dst.sin_addr.s_addr = addr;
+        c->dst.sin_port = htons(443);
+        c->tls = c->resolved = true;
+        if (!brig_inject_allows(c->n, c->cfg->sandbox_id, &c->dst, host))
+            why = brig_asprintf("the project's egress policy does not allow this destination");
+    }
+    if (why) {
+        refuse(c, buf, h, host, status, why);
+        return -1;
+    }
+    static const char ok[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+    return brig_injio_write(c, 0, ok, sizeof(ok) - 1);
+}
+
+/* Requests (plain, or inside the sandbox's TLS to sni) one after another; a CONNECT
+ * as the first request of a plain connection opens a tunnel, served after. */
+static void serve_http(brig_inj_conn *c, const char *sni)
+{
+    char *buf = brig_xmalloc(BRIG_HTTP_HEAD_MAX), up_host[256] = "", tunnel[256] = "";
+    size_t got = 0;
+    brig_http_head h;
+    for (int i = 0; i < BRIG_INJ_REQUESTS_MAX && next_request(c, got); i++) {
+        long head_len = read_head(c, buf, &got, &h);
+        if (head_len < 0)
+            break;
+        if (sni == NULL && h.method.len == 7 && memcmp(buf, "CONNECT", 7) == 0) {
+            if (i > 0)
+                brig_injflow_answer(c, 400, "CONNECT must be a connection's first request");
+            if (i > 0 || tunnel_open(c, buf, &h, got - (size_t)head_len, tunnel) < 0)
+                tunnel[0] = 0;
+            break;
+        }
+        if (serve_one(c, sni, buf, &got, head_len, &h, up_host, i == BRIG_INJ_REQUESTS_MAX - 1) < 0)
+            break;
+    }
     free(buf);
-    free(mask.buf);
-    free(guard.buf);
+    up_close(c);
+    char name[256];
+    if (tunnel[0] && brig_injtls_sni(c->fd, name) == 1 && strcmp(name, tunnel) == 0 &&
+        brig_injtls_accept(c, tunnel) == 0)
+        serve_http(c, tunnel);
 }
 
 /* HTTPS: intercepted when its server name has a rule and the proxy has a CA. */
@@ -519,13 +584,16 @@ static void serve_tls(brig_inj_conn *c)
 
 void brig_injconn_serve(brig_inj_conn *c)
 {
-    timeouts(c->fd);
+    sock_setup(c->fd);
     if (c->tls)
         serve_tls(c);
     else
         serve_http(c, NULL);
     brig_injtls_close(c);
-    close(c->fd);
-    if (c->up >= 0)
-        close(c->up);
+    pthread_mutex_lock(&c->n->lock);
+    int fd = c->fd;
+    c->fd = -1; /* stop shuts only what is still open */
+    pthread_mutex_unlock(&c->n->lock);
+    close(fd);
+    up_close(c);
 }

@@ -35,31 +35,6 @@ typedef struct brig_injector {
 
 /* ---- rules -------------------------------------------------------------------------- */
 
-void brig_inject_cfg_unref(brig_inj_cfg *c)
-{
-    if (c == NULL || atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    for (size_t i = 0; i < c->n_rules; i++) {
-        for (size_t k = 0; k < c->rules[i].n_headers; k++) {
-            free((char *)c->rules[i].headers[k].name);
-            free((char *)c->rules[i].headers[k].value);
-        }
-        free((void *)c->rules[i].headers);
-        free((char *)c->rules[i].host);
-    }
-    for (size_t i = 0; i < c->n_secrets; i++) {
-        char *v = (char *)c->secrets[i].value;
-        explicit_bzero(v, strlen(v));
-        free(v);
-        free((char *)c->secrets[i].name);
-        free((char *)c->secrets[i].placeholder);
-    }
-    free(c->rules);
-    free(c->secrets);
-    free(c->sandbox_id);
-    free(c);
-}
-
 static brig_inj_cfg *cfg_copy(const char *id, const brig_inject *in)
 {
     brig_inj_cfg *c = brig_xcalloc(1, sizeof(*c));
@@ -79,14 +54,16 @@ static brig_inj_cfg *cfg_copy(const char *id, const brig_inject *in)
     c->secrets = brig_xcalloc(in->n_secrets ? in->n_secrets : 1, sizeof(*c->secrets));
     for (size_t i = 0; i < in->n_secrets; i++) {
         const brig_inject_secret *s = &in->secrets[i];
-        c->secrets[i] = (brig_inject_secret){brig_xstrdup(s->name), brig_xstrdup(s->value),
-                                             brig_xstrdup(s->placeholder), s->expires_ms};
+        c->secrets[i] =
+            (brig_inject_secret){brig_xstrdup(s->name), brig_xstrdup(s->value),
+                                 brig_xstrdup(s->placeholder), s->expires_ms, s->expiry_logged};
     }
     return c;
 }
 
 /* The rules of in with in's secrets (but expired grants), the grants of old still
- * live and not named by in (a rules change keeps them), and grant (may be NULL;
+ * live (or expired without a record yet) and not named by in (a rules change keeps
+ * them), and grant (may be NULL;
  * replaces any of its name). */
 static brig_inj_cfg *cfg_merge(const char *id, const brig_inject *in, const brig_inj_cfg *old,
                                const brig_inject_secret *grant)
@@ -105,8 +82,8 @@ static brig_inj_cfg *cfg_merge(const char *id, const brig_inject *in, const brig
         bool named = grant && strcmp(grant->name, o->name) == 0;
         for (size_t j = 0; j < in->n_secrets && !named; j++)
             named = strcmp(in->secrets[j].name, o->name) == 0;
-        if (o->expires_ms > now && !named)
-            all[k++] = *o;
+        if ((o->expires_ms > now || !o->expiry_logged) && !named)
+            all[k++] = *o; /* an expired one until its expiry is recorded */
     }
     if (grant)
         all[k++] = *grant;
@@ -206,7 +183,38 @@ int brig_inject_grant(brig_net_host *n, brig_net_sandbox *s, const brig_inject_s
     brig_net_log_add(s, rec);
     pthread_mutex_unlock(&n->lock);
     brig_inject_cfg_unref(old);
+    uint64_t one = 1; /* the timer: a new expiry to wait for */
+    if (n->injector)
+        (void)!write(n->injector->wake_fd, &one, sizeof(one));
     return 0;
+}
+
+/* ---- expiries ------------------------------------------------------------------------- */
+
+#define EXPIRY_WAIT_MAX 60000 /* ms: the timer looks again at least this often (clock steps) */
+
+/* Under n->lock: records each grant that expired since (once: its expiry_logged);
+ * returns the ms until the next expiry, or -1 when none is pending. */
+static int expiries(brig_net_host *n)
+{
+    int64_t now = brig_now_real_ms(), next = -1;
+    for (brig_net_sandbox *s = n->sandboxes; s; s = s->next) {
+        for (size_t i = 0; s->inj && i < s->inj->n_secrets; i++) {
+            brig_inject_secret *g = &s->inj->secrets[i];
+            if (g->expires_ms == 0 || g->expiry_logged)
+                continue;
+            if (g->expires_ms > now) {
+                next = next < 0 || g->expires_ms - now < next ? g->expires_ms - now : next;
+                continue;
+            }
+            g->expiry_logged = true;
+            json_t *rec = json_pack("{ss ss s[s] sI}", "kind", "proxy", "verdict", "expired",
+                                    "secrets", g->name, "expires_at_ms", (json_int_t)g->expires_ms);
+            json_object_set_new(rec, "time", brig_net_time_now());
+            brig_net_log_add(s, rec);
+        }
+    }
+    return next < 0 ? -1 : (int)(next < EXPIRY_WAIT_MAX ? next + 1 : EXPIRY_WAIT_MAX);
 }
 
 void brig_inject_remove(brig_net_host *n, brig_net_sandbox *s)
@@ -298,18 +306,23 @@ static void accept_one(brig_net_host *n, int fd)
     pthread_attr_destroy(&at);
 }
 
+/* Accepts connections, and is the timer of grants' expiries (woken by each grant). */
 static void *accept_loop(void *arg)
 {
     brig_net_host *n = arg;
     brig_injector *j = n->injector;
     struct epoll_event evs[32];
+    pthread_mutex_lock(&n->lock);
+    int wait = expiries(n);
+    pthread_mutex_unlock(&n->lock);
     for (;;) {
-        int k = epoll_wait(j->ep, evs, (int)BRIG_ARRAY_LEN(evs), -1);
+        int k = epoll_wait(j->ep, evs, (int)BRIG_ARRAY_LEN(evs), wait);
         pthread_mutex_lock(&n->lock);
         if (j->stop) {
             pthread_mutex_unlock(&n->lock);
             return NULL;
         }
+        wait = expiries(n);
         for (int i = 0; i < k; i++) {
             if (evs[i].data.fd == j->wake_fd) {
                 uint64_t v;
@@ -359,7 +372,8 @@ void brig_inject_stop(brig_net_host *n)
         brig_inject_remove(n, s);
     /* Connections in flight end at once: their threads see their sockets shut. */
     for (brig_inj_conn *c = j->conns; c; c = c->next) {
-        shutdown(c->fd, SHUT_RDWR);
+        if (c->fd >= 0)
+            shutdown(c->fd, SHUT_RDWR);
         if (c->up >= 0)
             shutdown(c->up, SHUT_RDWR);
     }

@@ -270,14 +270,19 @@ int brig_injtls_connect(brig_inj_conn *c, const char *host, char **why)
     return 0;
 }
 
+void brig_injtls_close_side(brig_inj_conn *c, int side)
+{
+    if (c->ssl[side]) {
+        SSL_free(c->ssl[side]);
+        c->ssl[side] = NULL;
+    }
+    ERR_clear_error();
+}
+
 void brig_injtls_close(brig_inj_conn *c)
 {
-    for (int i = 0; i < 2; i++)
-        if (c->ssl[i]) {
-            SSL_free(c->ssl[i]);
-            c->ssl[i] = NULL;
-        }
-    ERR_clear_error();
+    brig_injtls_close_side(c, 0);
+    brig_injtls_close_side(c, 1);
 }
 
 /* ---- reads and writes of either side ----------------------------------------------------- */

@@ -137,6 +137,7 @@ typedef struct brig_inject_secret {
     const char *value;       /* the real value */
     const char *placeholder; /* what the sandbox holds in its place */
     int64_t expires_ms;      /* CLOCK_REALTIME ms after which it is not injected; 0: never */
+    bool expiry_logged;      /* net's own (under its lock): the expiry was recorded */
 } brig_inject_secret;
 
 typedef struct brig_inject_header {
@@ -167,7 +168,8 @@ int brig_net_set_inject(brig_net *n, brig_net_sandbox *s, const brig_inject *inj
 
 /* Grants s the credential g (copied; its expires_ms set) for its rules until it expires:
  * a rules change keeps it, a later grant of its name replaces it; recorded in the
- * network log (name and expiry only).  BRIG_E_INVALID when s has no rules; the none
+ * network log (name and expiry only), and so is its expiry, once, by the proxy's
+ * timer when it comes (verdict "expired").  BRIG_E_INVALID when s has no rules; the none
  * flavour accepts and ignores it. */
 int brig_net_inject_grant(brig_net *n, brig_net_sandbox *s, const brig_inject_secret *g,
                           brig_error **err);

@@ -13,7 +13,8 @@
  *   rootfs/       overlayfs: lower = agent layer + lower/, upper = disk/upper,
  *                 work = disk/work; mounted by brigd before runc runs
  *   agent.sock    the agent's listening socket, created and bound by brigd and
- *                 handed to the agent as fd 3 (runc --preserve-fds 1): the sandbox
+ *                 handed to the agent as fd 3 (runc --preserve-fds 2; fd 4 is the
+ *                 system-call filter, seccomp.h): the sandbox
  *                 shares no host directory with us
  *   agent.log     the agent's and runc's stdout/stderr
  *   vol/<n>       its volumes: each a clone of the volume's data/, id-mapped into its
@@ -51,6 +52,7 @@
 #include "frame.h"
 #include "log.h"
 #include "oci_internal.h"
+#include "seccomp.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -263,13 +265,17 @@ static int runtime_run(const oci *o, const brig_rt_spec *spec, int lfd, brig_err
     if (logfd < 0)
         return brig_error_sys(err, "open %s", log_path);
     const char *argv[24];
+    const int fds[] = {lfd, o->seccomp_fd};
     size_t n = runtime_argv(o, spec->isolation, argv);
+    for (size_t i = 0; gvisor && spec->host_layer && i < n; i++)
+        if (strncmp(argv[i], "--overlay2=", 11) == 0)
+            argv[i] = "--overlay2=none"; /* its writes where layer_open finds them */
     const char *run[] = {"run", "--detach", "--bundle", dir, "--pid-file", pid_path};
     for (size_t i = 0; i < BRIG_ARRAY_LEN(run); i++)
         argv[n++] = run[i];
-    if (!gvisor) { /* the agent's socket as fd 3; runsc's agent makes its own */
+    if (!gvisor) { /* the agent's socket as fd 3 (runsc's agent makes its own), its filter 4 */
         argv[n++] = "--preserve-fds";
-        argv[n++] = "1";
+        argv[n++] = "2";
     }
     argv[n++] = spec->id;
     argv[n] = NULL;
@@ -277,8 +283,8 @@ static int runtime_run(const oci *o, const brig_rt_spec *spec, int lfd, brig_err
                     .stdin_fd = -1,
                     .stdout_fd = logfd,
                     .stderr_fd = logfd,
-                    .extra_fds = gvisor ? NULL : &lfd,
-                    .n_extra = gvisor ? 0 : 1,
+                    .extra_fds = gvisor ? NULL : fds,
+                    .n_extra = gvisor ? 0 : 2,
                     .mask = gvisor ? brig_gvisor_mask : NULL};
     pid_t pid;
     int rc = brig_proc_spawn(&s, &pid, err);
@@ -369,6 +375,7 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
     sb->dirfd = sb->pidfd = -1;
     sb->iso = spec->isolation;
+    sb->host_layer = spec->host_layer;
     int userns = -1, lfd = -1;
     if (brig_oci_bundle_dir(o, spec, &sb->dirfd, err) < 0)
         goto fail_sb; /* nothing made: never clean up a directory we did not create */
@@ -550,6 +557,7 @@ static void oci_free(brig_runtime *rt)
     free(o->runsc_missing);
     for (size_t i = 0; o->runsc_flags[i]; i++)
         free(o->runsc_flags[i]);
+    close(o->seccomp_fd);
     free(o);
     free(rt);
 }
@@ -595,11 +603,25 @@ static const brig_runtime_ops oci_ops = {
     .free = oci_free,
 };
 
+/* The sandboxes' system-call filter, compiled once (seccomp.h), and the profile it was
+ * compiled from in <state>/seccomp.json, for an operator or bench/ to read. */
+static int seccomp_prepare(oci *o, const char *state_dir, brig_error **err)
+{
+    json_t *profile = brig_seccomp_profile();
+    _cleanup_free_ char *path = brig_asprintf("%s/seccomp.json", state_dir);
+    int rc = brig_seccomp_compile(profile, &o->seccomp_fd, err);
+    if (rc == 0 && json_dump_file(profile, path, JSON_INDENT(1)) < 0)
+        brig_warn("write %s: failed", path);
+    json_decref(profile);
+    return rc;
+}
+
 int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err)
 {
     if (brig_oci_check_searchable(cfg->state_dir, err) < 0)
         return -1;
     oci *o = brig_xcalloc(1, sizeof(*o));
+    o->seccomp_fd = -1;
     o->runtime = resolve_runtime(cfg->oci_runtime, err);
     if (o->runtime == NULL)
         goto fail;
@@ -614,7 +636,7 @@ int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, bri
         brig_oci_mkdir_p(o->vol_dir, 0700, err) < 0)
         goto fail;
     if (brig_oci_agent_layer(cfg->state_dir, cfg->agent_path, &o->agent_layer, err) < 0 ||
-        brig_gvisor_init(o, cfg, err) < 0)
+        seccomp_prepare(o, cfg->state_dir, err) < 0 || brig_gvisor_init(o, cfg, err) < 0)
         goto fail;
     brig_runtime *rt = brig_xcalloc(1, sizeof(*rt));
     rt->ops = &oci_ops;
@@ -632,6 +654,8 @@ fail:
     free(o->runsc);
     free(o->runsc_root);
     free(o->runsc_missing);
+    if (o->seccomp_fd >= 0)
+        close(o->seccomp_fd);
     free(o);
     return -1;
 }

@@ -273,10 +273,10 @@ int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err)
 int brig_oci_layer_open(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
     (void)rt;
-    if (sb->iso != BRIG_ISO_CONTAINER)
+    if (sb->iso != BRIG_ISO_CONTAINER && !sb->host_layer)
         return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "templates are built in container sandboxes: a %s sandbox keeps "
-                              "its writes where the host cannot take them",
+                              "a %s sandbox not made for a build keeps its writes in its own "
+                              "overlay, where the host cannot take them",
                               brig_isolation_name(sb->iso));
     int fd = openat(sb->dirfd, "disk/upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)

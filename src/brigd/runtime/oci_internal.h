@@ -31,6 +31,7 @@ typedef struct oci {
     char *vol_dir;                 /* <state>/volumes: volumes' images and host mounts */
     int64_t pty_max;               /* ptys per sandbox: its devpts instance's max= */
     int64_t tcp_memory_mib;        /* TCP buffers per sandbox (cgroup->prepare) */
+    int seccomp_fd;                /* the compiled filter, a container's fd 4 (seccomp.h) */
 } oci;
 
 struct brig_rt_sandbox {
@@ -39,6 +40,7 @@ struct brig_rt_sandbox {
     int pidfd; /* container init; -1 when unknown */
     pid_t pid; /* its host pid (valid while pidfd says it lives) */
     brig_isolation iso;
+    bool host_layer; /* created with brig_rt_spec.host_layer */
 };
 
 /* ---- gvisor.c: what isolation gvisor adds --------------------------------------- */

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "seccomp.h"
 #include "util.h"
 
 #define AGENT_IN_SANDBOX     "/.brig/brig-agent"
@@ -37,7 +36,10 @@ static json_t *spec_process(void)
         "CAP_KILL",    "CAP_SETGID",       "CAP_SETUID",           "CAP_SETPCAP",
         "CAP_SETFCAP", "CAP_SYS_CHROOT",   "CAP_NET_BIND_SERVICE", "CAP_AUDIT_WRITE",
         NULL};
-    static const char *const args[] = {AGENT_IN_SANDBOX, "--listen-fd", "3", NULL};
+    /* fd 4: the system-call filter, which the agent loads before anything else
+     * (seccomp.h: compiled once by brigd, not by runc at every start). */
+    static const char *const args[] = {AGENT_IN_SANDBOX, "--listen-fd", "3",
+                                       "--seccomp-fd",   "4",           NULL};
     static const char *const env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
         "LANG=C.UTF-8", NULL};
@@ -122,11 +124,11 @@ static json_t *spec_linux(const brig_rt_spec *spec, const brig_cgroup_ops *cgrou
     json_t *idmap = json_pack("[{s:i, s:I, s:I}]", "containerID", 0, "hostID",
                               (json_int_t)spec->uid_base, "size", (json_int_t)spec->uid_size);
     json_t *linux_ = json_pack(
-        "{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}], s:O, s:O, s:s, s:o, s:o, s:o, s:o}",
+        "{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}], s:O, s:O, s:s, s:o, s:o, s:o}",
         "namespaces", "type", "user", "type", "pid", "type", "network", "type", "ipc", "type",
         "uts", "type", "mount", "type", "cgroup", "uidMappings", idmap, "gidMappings", idmap,
         "cgroupsPath", cgpath, "resources", spec_resources(spec, cgroup), "maskedPaths",
-        str_array(masked), "readonlyPaths", str_array(readonly), "seccomp", brig_seccomp_profile());
+        str_array(masked), "readonlyPaths", str_array(readonly));
     json_decref(idmap);
     /* Join the user namespace brigd made (owned by the sandbox's own host uid)
      * rather than let the runtime make one owned by root. */
@@ -167,7 +169,6 @@ json_t *brig_oci_spec_gvisor(const brig_rt_spec *spec, const brig_cgroup_ops *cg
      * reaches it is ended, not throttled (docs/security.md). */
     json_object_set_new(json_object_get(json_object_get(linux_, "resources"), "pids"), "limit",
                         json_integer((json_int_t)spec->pids_limit * GVISOR_TASKS_PER_PID + 64));
-    json_object_del(linux_, "seccomp");
     /* The user namespace stays, without a path: runsc makes it with the sandbox's own
      * id range, and its kernel, stubs and gofer run as those host ids, not as root
      * (runsc cannot join one brigd made: a Go program cannot setns a user namespace). */

@@ -69,6 +69,10 @@ typedef struct brig_rt_spec {
      * A failure fails the create. */
     int (*net_first)(void *arg, int netns_fd, brig_error **err);
     void *net_arg;
+    /* gvisor: the root's writes go through runsc's gofer into the host's writable layer
+     * (--overlay2=none), whatever runsc_overlay says, so that layer_open can take them (a
+     * template's build).  The container mode always writes there. */
+    bool host_layer;
 } brig_rt_spec;
 
 /* What a sandbox uses at one moment (docs/metrics.md); -1 in a field its driver or

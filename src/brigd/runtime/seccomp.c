@@ -51,11 +51,21 @@
 #include "seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <seccomp.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
 
 static const char *const allowed[] = {"accept",
                                       "accept4",
@@ -418,4 +428,151 @@ json_t *brig_seccomp_profile(void)
     /* x86-64 alone: every other ABI is refused as a whole (see the top). */
     return json_pack("{s:s, s:i, s:[s], s:o}", "defaultAction", "SCMP_ACT_ERRNO", "defaultErrnoRet",
                      EPERM, "architectures", "SCMP_ARCH_X86_64", "syscalls", rules);
+}
+
+/* ---- compiled for the agent (brig_seccomp_compile) ------------------------------ */
+
+static const struct {
+    const char *name;
+    enum scmp_compare op;
+} cmp_ops[] = {
+    {"SCMP_CMP_NE", SCMP_CMP_NE},
+    {"SCMP_CMP_LT", SCMP_CMP_LT},
+    {"SCMP_CMP_LE", SCMP_CMP_LE},
+    {"SCMP_CMP_EQ", SCMP_CMP_EQ},
+    {"SCMP_CMP_GE", SCMP_CMP_GE},
+    {"SCMP_CMP_GT", SCMP_CMP_GT},
+    {"SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ},
+};
+
+/* One comparison of a rule's "args" (OCI: for MASKED_EQ "value" is the mask). */
+static int arg_of(const json_t *a, struct scmp_arg_cmp *out)
+{
+    const char *op = json_string_value(json_object_get(a, "op"));
+    for (size_t i = 0; op && i < BRIG_ARRAY_LEN(cmp_ops); i++)
+        if (strcmp(op, cmp_ops[i].name) == 0) {
+            *out = (struct scmp_arg_cmp){
+                .arg = (unsigned)json_integer_value(json_object_get(a, "index")),
+                .op = cmp_ops[i].op,
+                .datum_a = (scmp_datum_t)json_integer_value(json_object_get(a, "value")),
+                .datum_b = (scmp_datum_t)json_integer_value(json_object_get(a, "valueTwo")),
+            };
+            return 0;
+        }
+    return -1;
+}
+
+/* One name of one OCI rule, the way runc adds it: comparisons of the same argument are
+ * alternatives (a libseccomp rule each), of different arguments one rule (all hold). */
+static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const json_t *args)
+{
+    size_t n = json_array_size(args);
+    struct scmp_arg_cmp cmps[6];
+    if (n > BRIG_ARRAY_LEN(cmps))
+        return -EINVAL;
+    bool same = n > 1;
+    for (size_t i = 0; i < n; i++) {
+        if (arg_of(json_array_get(args, i), &cmps[i]) < 0)
+            return -EINVAL;
+        same = same && cmps[i].arg == cmps[0].arg;
+    }
+    if (!same)
+        return seccomp_rule_add_array(ctx, action, nr, (unsigned)n, cmps);
+    for (size_t i = 0; i < n; i++) {
+        int rc = seccomp_rule_add_array(ctx, action, nr, 1, &cmps[i]);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Every rule of the profile into ctx; *max = the highest syscall number it names. */
+static int add_rules(scmp_filter_ctx ctx, const json_t *profile, int *max, brig_error **err)
+{
+    size_t i, j;
+    json_t *rule, *name;
+    json_array_foreach(json_object_get(profile, "syscalls"), i, rule)
+    {
+        const char *act = json_string_value(json_object_get(rule, "action"));
+        json_int_t eno = json_integer_value(json_object_get(rule, "errnoRet"));
+        uint32_t action = act && strcmp(act, "SCMP_ACT_ALLOW") == 0
+                              ? SCMP_ACT_ALLOW
+                              : SCMP_ACT_ERRNO(eno ? eno : EPERM);
+        json_array_foreach(json_object_get(rule, "names"), j, name)
+        {
+            int nr = seccomp_syscall_resolve_name(json_string_value(name));
+            if (nr < 0) /* unknown here, or a pseudo call of another ABI: as runc, skip it */
+                continue;
+            if (nr > *max)
+                *max = nr;
+            int rc = add_rule(ctx, action, nr, json_object_get(rule, "args"));
+            if (rc < 0)
+                return brig_error_set(err, BRIG_E_INTERNAL, 0, "seccomp rule for %s: %s",
+                                      json_string_value(name), strerror(-rc));
+        }
+    }
+    return 0;
+}
+
+/* The stub before libseccomp's program: an x86-64 call numbered above every name of the
+ * profile (a syscall newer than the profile) answers ENOSYS, so that libc falls back as on
+ * an older kernel; x32 numbers and other ABIs go on to the program (and its bad-arch). */
+static void stub(struct sock_filter *f, int max)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 4),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, (uint32_t)max, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    };
+    memcpy(f, code, sizeof(code));
+}
+#define STUB_LEN 6
+
+int brig_seccomp_compile(const json_t *profile, int *fd, brig_error **err)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+    if (ctx == NULL)
+        return brig_error_set(err, BRIG_E_INTERNAL, 0, "seccomp_init failed");
+    int max = 0, out = -1, rc = -1;
+    int tmp = memfd_create("brig-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (tmp < 0) {
+        brig_error_sys(err, "memfd_create");
+        goto done;
+    }
+    if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) < 0 ||
+        add_rules(ctx, profile, &max, err) < 0)
+        goto fail;
+    int e = seccomp_export_bpf(ctx, tmp);
+    struct stat st;
+    if (e < 0 || fstat(tmp, &st) < 0 || st.st_size % sizeof(struct sock_filter) != 0) {
+        brig_error_set(err, BRIG_E_INTERNAL, 0, "seccomp_export_bpf: %s", strerror(e ? -e : EIO));
+        goto fail;
+    }
+    size_t len = (size_t)st.st_size / sizeof(struct sock_filter);
+    struct sock_filter *prog = brig_xcalloc(len + STUB_LEN, sizeof(*prog));
+    stub(prog, max);
+    bool ok = pread(tmp, prog + STUB_LEN, (size_t)st.st_size, 0) == st.st_size &&
+              len + STUB_LEN <= BPF_MAXINSNS;
+    out = ok ? memfd_create("brig-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
+    size_t bytes = (len + STUB_LEN) * sizeof(*prog);
+    ok = out >= 0 && write(out, prog, bytes) == (ssize_t)bytes &&
+         fcntl(out, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) == 0;
+    free(prog);
+    if (!ok) {
+        brig_error_sys(err, "seccomp program");
+        goto fail;
+    }
+    *fd = out;
+    out = -1;
+    rc = 0;
+fail:
+    if (out >= 0)
+        close(out);
+    close(tmp);
+done:
+    seccomp_release(ctx);
+    return rc;
 }

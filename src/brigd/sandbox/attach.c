@@ -52,9 +52,16 @@ int brig_attach_early(brigd *d, const char *id, int netns_fd, brig_net_sandbox *
     return brig_net_attach(d->net, id, netns_fd, &none, out, resolv, err);
 }
 
-/* The project's egress policy, into *pol (brig_egress_dispose it). */
-static int project_policy(brigd *d, const char *project_id, brig_egress *pol, brig_error **err)
+/* sb's egress policy, into *pol (brig_egress_dispose it): its project's, or none for a
+ * sandbox made with no egress of its own (nothing the project says opens it). */
+static int sandbox_policy(brigd *d, const brig_sandbox *sb, brig_egress *pol, brig_error **err)
 {
+    const brig_sandbox_spec *sp = brig_sandbox_spec_of(sb);
+    if (sp->egress_none) {
+        *pol = (brig_egress){.mode = BRIG_EGRESS_NONE};
+        return 0;
+    }
+    const char *project_id = sp->project_id;
     json_t *ej = brig_project_egress(d, project_id);
     if (ej == NULL || brig_egress_from_json(ej, pol, err) < 0) {
         json_decref(ej);
@@ -69,7 +76,7 @@ static int project_policy(brigd *d, const char *project_id, brig_egress *pol, br
 int brig_attach_project(brigd *d, brig_sandbox *sb, brig_error **err)
 {
     brig_egress pol;
-    if (project_policy(d, brig_sandbox_spec_of(sb)->project_id, &pol, err) < 0)
+    if (sandbox_policy(d, sb, &pol, err) < 0)
         return -1;
     brig_net_sandbox *net = brig_sandbox_net(sb);
     int r;
@@ -90,7 +97,7 @@ void brig_attach_again(brigd *d, brig_sandbox *sb)
     brig_egress pol;
     brig_error *err = NULL;
     int fd = -1;
-    if (project_policy(d, brig_sandbox_spec_of(sb)->project_id, &pol, &err) == 0) {
+    if (sandbox_policy(d, sb, &pol, &err) == 0) {
         brig_net_sandbox *net = NULL;
         fd = d->rt->ops->netns(d->rt, brig_sandbox_runtime(sb), &err);
         if (fd >= 0 && brig_net_reattach(d->net, brig_sandbox_id(sb), fd, &pol, &net, &err) < 0)
@@ -116,6 +123,8 @@ void brig_attach_cleanup(brigd *d, char *const *kept, size_t n_kept)
 static void apply_one(brigd *d, brig_sandbox *sb, void *arg)
 {
     brig_error *err = NULL;
+    if (brig_sandbox_spec_of(sb)->egress_none) /* its own: none, whatever the project's */
+        return;
     if (brig_net_set_policy(d->net, brig_sandbox_net(sb), arg, &err) < 0) {
         brig_err("sandbox %s: apply egress policy: %s", brig_sandbox_id(sb), err->msg);
         brig_error_clear(&err);

@@ -1,7 +1,9 @@
 /*
  * attach.h - a sandbox's network: connecting a started sandbox (its link, its egress
  * policy, its /etc/resolv.conf), giving it its project's policy, finding it again
- * after a restart, and applying a project's new policy to its running sandboxes.
+ * after a restart, and applying a project's new policy to its running sandboxes.  A
+ * sandbox made with no egress of its own (spec egress_none) gets "none" instead of its
+ * project's policy, at create, after a restart and at every change of the project's.
  *
  * Without networking d->net is the none flavour (net/net.h): every call succeeds and a
  * sandbox keeps an isolated namespace with loopback only, its network handle NULL; no
@@ -43,7 +45,8 @@ void brig_attach_again(brigd *d, brig_sandbox *sb);
 /* After a restart: removes every sandbox network except those of kept (ids). */
 void brig_attach_cleanup(brigd *d, char *const *kept, size_t n_kept);
 
-/* Applies a project's new egress policy to its running sandboxes. */
+/* Applies a project's new egress policy to its running sandboxes (not to those with no
+ * egress of their own). */
 void brig_sandbox_apply_policy(brigd *d, const char *project_id, const brig_egress *policy);
 
 #endif

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,10 +27,14 @@
 struct brig_build {
     brig_builds *bs; /* whose lock guards every field below but the constants */
     char id[BRIG_ID_MAX];
+    char account[BRIG_ID_MAX]; /* "" for the operator's builds */
     char template[64];
     char key[17];
+    char sandbox[BRIG_ID_MAX]; /* a user's build: its sandbox ("" until made) */
     brig_build_state state;
-    char *error; /* failed: why (owned) */
+    char *error;    /* failed: why (owned) */
+    int error_kind; /* failed: a brig_err_kind */
+    json_t *result; /* a user's build: its outcome (owned; NULL: none) */
     int64_t started_ms, ended_ms, ended_mono;
     pid_t pid;    /* the builder, leader of its process group; 0 once it ended */
     int out_fd;   /* read end of its stdout+stderr: the thread's alone */
@@ -75,6 +80,7 @@ static void unref_locked(brig_build *b)
     if (--b->refs > 0)
         return;
     free(b->error);
+    json_decref(b->result);
     brig_buf_dispose(&b->log);
     free(b);
 }
@@ -99,7 +105,17 @@ static void join_locked(brig_build *b)
     }
 }
 
-/* Drops finished records beyond BRIG_BUILD_KEEP or older than BRIG_BUILD_KEEP_MS. */
+/* How many finished records of b's account are newer than b. */
+static int newer_locked(brig_builds *bs, const brig_build *b)
+{
+    int n = 0;
+    for (const brig_build *o = bs->list; o != b; o = o->next)
+        n += o->state != BRIG_BUILD_RUNNING && strcmp(o->account, b->account) == 0;
+    return n;
+}
+
+/* Drops finished records beyond BRIG_BUILD_KEEP (per account), BRIG_BUILD_KEEP_ALL (in
+ * all: each holds up to BRIG_BUILD_LOG_MAX of log) or older than BRIG_BUILD_KEEP_MS. */
 static void trim_locked(brig_builds *bs)
 {
     int64_t now = brig_now_mono_ms();
@@ -107,7 +123,8 @@ static void trim_locked(brig_builds *bs)
     for (brig_build **pp = &bs->list; *pp;) {
         brig_build *b = *pp;
         if (b->state == BRIG_BUILD_RUNNING ||
-            (++kept <= BRIG_BUILD_KEEP && now - b->ended_mono < BRIG_BUILD_KEEP_MS)) {
+            (newer_locked(bs, b) < BRIG_BUILD_KEEP && ++kept <= BRIG_BUILD_KEEP_ALL &&
+             now - b->ended_mono < BRIG_BUILD_KEEP_MS)) {
             pp = &b->next;
             continue;
         }
@@ -178,6 +195,7 @@ static void *supervise(void *arg)
             b->error = brig_asprintf("building template %s failed (%s)%s%s", b->template, how,
                                      *last ? ": " : "", last);
         b->state = BRIG_BUILD_FAILED;
+        b->error_kind = BRIG_E_INTERNAL;
         brig_warn("template %s: build %s: %s", b->template, b->id, b->error);
     }
     pthread_cond_broadcast(&bs->cond);
@@ -225,7 +243,8 @@ int brig_build_start(brigd *d, const char *name, brig_build **out, bool *started
     pthread_mutex_lock(&bs->lock);
     trim_locked(bs);
     brig_build *b = bs->list;
-    while (b && !(b->state == BRIG_BUILD_RUNNING && strcmp(b->template, t.name) == 0))
+    while (b && !(b->state == BRIG_BUILD_RUNNING && b->account[0] == '\0' &&
+                  strcmp(b->template, t.name) == 0))
         b = b->next;
     int r = 0;
     if (bs->stopping) {
@@ -263,13 +282,15 @@ int brig_build_start(brigd *d, const char *name, brig_build **out, bool *started
     return r;
 }
 
-int brig_build_get(brigd *d, const char *name, const char *id, brig_build **out, brig_error **err)
+int brig_build_get(brigd *d, const char *account, const char *name, const char *id,
+                   brig_build **out, brig_error **err)
 {
     brig_builds *bs = d->builds;
     pthread_mutex_lock(&bs->lock);
     trim_locked(bs);
     brig_build *b = bs->list;
-    while (b && !(strcmp(b->id, id) == 0 && strcmp(b->template, name) == 0))
+    while (b && !(strcmp(b->id, id) == 0 && strcmp(b->template, name) == 0 &&
+                  strcmp(b->account, account) == 0))
         b = b->next;
     if (b)
         b->refs++;
@@ -288,8 +309,12 @@ void brig_build_info_get(brig_build *b, size_t tail_max, brig_build_info *out)
     snprintf(out->id, sizeof(out->id), "%s", b->id);
     snprintf(out->template, sizeof(out->template), "%s", b->template);
     memcpy(out->key, b->key, sizeof(out->key));
+    snprintf(out->account, sizeof(out->account), "%s", b->account);
+    snprintf(out->sandbox, sizeof(out->sandbox), "%s", b->sandbox);
     out->state = b->state;
     out->error = b->error ? brig_xstrdup(b->error) : NULL;
+    out->error_kind = b->error_kind;
+    out->result = b->result ? json_deep_copy(b->result) : NULL;
     out->started_ms = b->started_ms;
     out->ended_ms = b->ended_ms;
     out->log_bytes = b->log_base + b->log.len;
@@ -308,6 +333,8 @@ void brig_build_info_dispose(brig_build_info *info)
 {
     free(info->error);
     info->error = NULL;
+    json_decref(info->result);
+    info->result = NULL;
     brig_buf_dispose(&info->tail);
 }
 
@@ -340,6 +367,106 @@ bool brig_build_read(brig_build *b, uint64_t *pos, size_t max, int64_t wait_ms, 
     }
     pthread_mutex_unlock(&bs->lock);
     return ended;
+}
+
+/* ---- builds run by a function of brigd's (templates declared by users) ------------- */
+
+typedef struct run_ctx {
+    brig_build *b;
+    brig_build_fn fn;
+    void *arg;
+} run_ctx;
+
+static void *run_main(void *arg)
+{
+    run_ctx *x = arg;
+    x->fn(x->b, x->arg); /* ends with brig_build_end: b is not touched after */
+    free(x);
+    return NULL;
+}
+
+int brig_build_run(brigd *d, const char *account, const char *name, const char *key,
+                   brig_build_fn fn, void *arg, brig_build **out, brig_error **err)
+{
+    brig_builds *bs = d->builds;
+    *out = NULL;
+    brig_build *b = brig_xcalloc(1, sizeof(*b));
+    b->bs = bs;
+    brig_id_new("bld", b->id);
+    snprintf(b->account, sizeof(b->account), "%s", account);
+    snprintf(b->template, sizeof(b->template), "%s", name);
+    snprintf(b->key, sizeof(b->key), "%s", key);
+    b->started_ms = brig_now_real_ms();
+    b->out_fd = -1;
+    b->refs = 2; /* the registry's and the caller's */
+    run_ctx *x = brig_xcalloc(1, sizeof(*x));
+    *x = (run_ctx){b, fn, arg};
+    pthread_mutex_lock(&bs->lock);
+    trim_locked(bs);
+    int r = bs->stopping ? brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "brigd is shutting down")
+                         : pthread_create(&b->thread, NULL, run_main, x);
+    if (r > 0)
+        r = brig_error_set(err, BRIG_E_INTERNAL, r, "start a template build thread");
+    if (r < 0) {
+        free(x);
+        free(b);
+    } else {
+        b->joinable = true;
+        b->next = bs->list;
+        bs->list = b;
+        *out = b;
+    }
+    pthread_mutex_unlock(&bs->lock);
+    return r;
+}
+
+void brig_build_log(brig_build *b, const char *p, size_t n)
+{
+    pthread_mutex_lock(&b->bs->lock);
+    log_append_locked(b, p, n);
+    pthread_cond_broadcast(&b->bs->cond);
+    pthread_mutex_unlock(&b->bs->lock);
+}
+
+void brig_build_logf(brig_build *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        brig_build_log(b, s, (size_t)n);
+    free(s);
+}
+
+void brig_build_set_sandbox(brig_build *b, const char *id)
+{
+    pthread_mutex_lock(&b->bs->lock);
+    snprintf(b->sandbox, sizeof(b->sandbox), "%s", id);
+    pthread_mutex_unlock(&b->bs->lock);
+}
+
+void brig_build_end(brig_build *b, int error_kind, const char *error, json_t *result)
+{
+    brig_builds *bs = b->bs;
+    pthread_mutex_lock(&bs->lock);
+    b->ended_ms = brig_now_real_ms();
+    b->ended_mono = brig_now_mono_ms();
+    b->state = error ? BRIG_BUILD_FAILED : BRIG_BUILD_SUCCEEDED;
+    b->error = error ? brig_xstrdup(error) : NULL;
+    b->error_kind = error ? error_kind : 0;
+    b->result = result;
+    pthread_cond_broadcast(&bs->cond);
+    pthread_mutex_unlock(&bs->lock);
+}
+
+void brig_build_wait(brig_build *b)
+{
+    pthread_mutex_lock(&b->bs->lock);
+    while (b->state == BRIG_BUILD_RUNNING)
+        pthread_cond_wait(&b->bs->cond, &b->bs->lock);
+    pthread_mutex_unlock(&b->bs->lock);
 }
 
 static bool any_running_locked(brig_builds *bs)

@@ -17,7 +17,8 @@ typedef struct source {
     char tariff[32];
     char project_id[BRIG_ID_MAX];
     brig_isolation iso;
-    json_t *env; /* a copy, or NULL */
+    bool egress_none; /* a fork of a sandbox with no egress has none either */
+    json_t *env;      /* a copy, or NULL */
 } source;
 
 static int source_of(brigd *d, const brig_caller *c, const char *id, source *s, brig_error **err)
@@ -29,6 +30,7 @@ static int source_of(brigd *d, const brig_caller *c, const char *id, source *s, 
     snprintf(s->tariff, sizeof(s->tariff), "%s", v.spec.tariff);
     snprintf(s->project_id, sizeof(s->project_id), "%s", v.spec.project_id);
     s->iso = v.spec.isolation;
+    s->egress_none = v.spec.egress_none;
     brig_sandbox *sb = brig_registry_ref_id(d, id);
     if (sb == NULL)
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
@@ -59,7 +61,8 @@ int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t co
                            .project_id = s.project_id,
                            .isolation = brig_isolation_name(s.iso),
                            .env = s.env,
-                           .snapshot = snap_id};
+                           .snapshot = snap_id,
+                           .egress_none = s.egress_none};
     json_t *made = json_array();
     brig_error *first = NULL;
     for (int64_t i = 0; i < count && first == NULL; i++) {

@@ -154,7 +154,7 @@ static void view(brigd *d, const char *id, json_t *rules, json_t *secrets, brig_
         if (!named(rules, name))
             continue;
         brig_vault_placeholder(d->vault, id, name, ph[ns]);
-        sv[ns] = (brig_inject_secret){name, json_string_value(v), ph[ns], 0};
+        sv[ns] = (brig_inject_secret){name, json_string_value(v), ph[ns], 0, false};
         ns++;
     }
     *out = (brig_inject){rv, nr, sv, ns};
@@ -445,7 +445,7 @@ int brig_injection_grant(brigd *d, brig_sandbox *sb, json_t *creds, brig_error *
         char ph[64];
         brig_vault_placeholder(d->vault, brig_sandbox_id(sb), name, ph);
         int64_t ttl = json_integer_value(json_object_get(c, "ttl_seconds"));
-        brig_inject_secret g = {name, value, ph, brig_now_real_ms() + ttl * 1000};
+        brig_inject_secret g = {name, value, ph, brig_now_real_ms() + ttl * 1000, false};
         rc = brig_net_inject_grant(d->net, brig_sandbox_net(sb), &g, err);
         explicit_bzero(value, strlen(value));
         free(value);

@@ -221,7 +221,16 @@ typedef struct create {
     brig_volset vols;       /* its volumes, resolved in its project (volmounts.h) */
     brig_snapshot_row snap; /* the snapshot it starts from (snap.id[0]: none) */
     brig_utpl_run run;      /* a user template's env, workdir, start command (usertpl.h) */
+    const char *failed;     /* the step that failed, for an error that says no more */
 } create;
+
+/* rc of the create's step `name`, remembered when it failed. */
+static int step(create *x, const char *name, int rc)
+{
+    if (rc < 0 && x->failed == NULL)
+        x->failed = name;
+    return rc;
+}
 
 /* Its volumes: an admin key's, of its project, mountable at their paths in its template
  * (volmounts.h). */
@@ -391,7 +400,8 @@ static int reserve(create *x, brig_error **err)
                             .created_at = brig_now_real_ms(),
                             .price = tf->price_micro_usd,
                             .vcpus = tf->vcpus,
-                            .isolation = x->iso};
+                            .isolation = x->iso,
+                            .egress_none = o->egress_none};
     snprintf(sp.account_id, sizeof(sp.account_id), "%s", x->c->account_id);
     snprintf(sp.project_id, sizeof(sp.project_id), "%s", x->project);
     snprintf(sp.template, sizeof(sp.template), "%s", x->t.name);
@@ -401,10 +411,15 @@ static int reserve(create *x, brig_error **err)
     x->expires_at =
         sp.created_at + (o->max_lifetime_ms ? o->max_lifetime_ms : d->cfg.lifetime_default_ms);
     brig_pooled warm;
-    /* A warm sandbox has its mounts and layer already; a user template's name is its
-     * account's, and the pool's are by name: those are cold creates for now. */
-    bool claimed = x->vols.n == 0 && !x->snap.id[0] && x->builtin &&
-                   brig_pool_claim(d, x->t.name, x->t.build, tf->name, x->iso, &warm) == 0;
+    /* A warm sandbox has its mounts and layer already.  A user template's pool is its
+     * account's; its start command ran there with the template's env, so a create with an
+     * env of its own (which the start command would see) is a cold one, and so is a
+     * gVisor build's (its writes must reach the host's layer; pooled ones keep theirs). */
+    bool own_env = x->run.start && o->env && json_object_size(o->env);
+    bool claimed = x->vols.n == 0 && !x->snap.id[0] && !own_env &&
+                   !(o->host_layer && x->iso == BRIG_ISO_GVISOR) &&
+                   brig_pool_claim(d, x->builtin ? "" : x->c->account_id, x->t.name, x->t.build,
+                                   tf->name, x->iso, &warm) == 0;
     x->claimed = claimed;
     if (claimed) {
         memcpy(sp.id, warm.id, sizeof(sp.id));
@@ -462,6 +477,7 @@ static int record(create *x, brig_error **err)
     row.idle_timeout_ms = sp->idle_timeout_ms;
     row.expires_at = x->expires_at;
     snprintf(row.isolation, sizeof(row.isolation), "%s", brig_isolation_name(sp->isolation));
+    row.egress_none = sp->egress_none;
     const json_t *env = brig_sandbox_env(x->sb);
     row.env_json = env ? json_dumps(env, JSON_COMPACT) : NULL;
     int r = brig_store_sandbox_insert(x->d->store, &row, err);
@@ -505,6 +521,7 @@ static int start(create *x, brig_error **err)
         .isolation = sp->isolation,
         .net_first = net_first,
         .net_arg = x,
+        .host_layer = x->o->host_layer,
     };
     brig_rt_volume vols[BRIG_SANDBOX_VOLUMES_MAX];
     for (size_t i = 0; i < x->vols.n; i++)
@@ -576,7 +593,8 @@ static void unwind(create *x, brig_error **err)
     if (x->sb == NULL)                   /* before host capacity was held: nothing is */
         return;
     if (err && *err == NULL) /* a step broke the error convention: still answer, and say so */
-        brig_error_set(err, BRIG_E_INTERNAL, 0, "create failed (a step gave no reason: a bug)");
+        brig_error_set(err, BRIG_E_INTERNAL, 0, "create failed at %s%s (no reason given: a bug)",
+                       x->failed ? x->failed : "?", x->claimed ? " of a warm sandbox" : "");
     const char *msg = err && *err ? (*err)->msg : NULL;
     brig_usage_create_failed(d);
     brig_warn("sandbox %s: create failed: %s", brig_sandbox_id(x->sb), msg ? msg : "?");
@@ -620,17 +638,18 @@ int brig_sandbox_create(brigd *d, const brig_caller *c, const brig_sandbox_opts 
         goto out;
     }
     /* From here on, a failure unwinds the way a deleted sandbox ends. */
-    if (reserve(&x, err) < 0 || /* capacity; a warm one, or id + uid range */
-        brig_volmounts_claim(d, brig_sandbox_id(x.sb), &x.vols, err) < 0 || /* its volumes */
-        seal(&x, err) < 0 ||                     /* its secrets, its redactor */
-        record(&x, err) < 0 ||                   /* its row (creating); listed */
-        start(&x, err) < 0 ||                    /* the runtime driver starts it */
-        brig_attach_project(d, x.sb, err) < 0) { /* network, under its project's policy */
+    if (step(&x, "reserve", reserve(&x, err)) < 0 || /* capacity; a warm one, or id + uids */
+        step(&x, "volumes", brig_volmounts_claim(d, brig_sandbox_id(x.sb), &x.vols, err)) < 0 ||
+        step(&x, "seal", seal(&x, err)) < 0 ||     /* its secrets, its redactor */
+        step(&x, "record", record(&x, err)) < 0 || /* its row (creating); listed */
+        step(&x, "start", start(&x, err)) < 0 ||   /* the runtime driver starts it */
+        step(&x, "attach", brig_attach_project(d, x.sb, err)) < 0) { /* its project's policy */
         unwind(&x, err);
         goto out;
     }
-    activate(&x, out);                           /* running: watched, its row, the answer */
-    r = x.run.start ? started(&x, out, err) : 0; /* a user template's start command */
+    activate(&x, out); /* running: watched, its row, the answer */
+    /* a user template's start command (a warm one's ran in the pool) */
+    r = x.run.start && !x.claimed ? started(&x, out, err) : 0;
 out:
     brig_utpl_run_dispose(&x.run);
     brig_template_dispose(&x.t);

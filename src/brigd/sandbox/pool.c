@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +27,8 @@
 #include "log.h"
 #include "registry.h"
 #include "template.h"
+#include "usertpl.h"
+#include "usertpl_start.h"
 #include "util.h"
 
 #define MAX_SPECS 16
@@ -47,7 +50,8 @@ typedef struct entry {
 } entry;
 
 typedef struct spec {
-    char template[64];
+    char account[BRIG_ID_MAX]; /* a user's template: its account's ("" for a built-in one) */
+    char template[80];         /* a built-in template's name, or a user's "name:tag" */
     char tariff[32];
     brig_isolation isolation;
     int target;
@@ -62,6 +66,7 @@ typedef struct spec {
     int64_t rate_at, used_at; /* mono ms: the rate's last update, the last claim */
     int64_t refill_ms;        /* a start's duration, averaged; 0: none measured yet */
     char last_error[128];     /* the last start's failure, said once */
+    int64_t gen;              /* bumped by a drop: a start begun before it is of no use */
 } spec;
 
 struct brig_pool {
@@ -88,14 +93,15 @@ static spec *spec_slot(brig_pool *p)
     return NULL;
 }
 
-static spec *spec_add(brigd *d, brig_pool *p, const char *template, const char *tariff,
-                      brig_isolation iso)
+static spec *spec_add(brigd *d, brig_pool *p, const char *account, const char *template,
+                      const char *tariff, brig_isolation iso)
 {
     const brig_tariff *tf = brig_config_tariff(&d->cfg, tariff);
     spec *sp = tf ? spec_slot(p) : NULL;
     if (sp == NULL)
         return NULL;
     memset(sp, 0, sizeof(*sp));
+    snprintf(sp->account, sizeof(sp->account), "%s", account);
     snprintf(sp->template, sizeof(sp->template), "%s", template);
     snprintf(sp->tariff, sizeof(sp->tariff), "%s", tariff);
     sp->isolation = iso;
@@ -110,7 +116,14 @@ static void load_specs(brigd *d, brig_pool *p)
 {
     for (int i = 0; i < d->cfg.n_pool; i++) {
         int iso = brig_isolation_parse(d->cfg.pool[i].isolation);
-        spec *sp = spec_add(d, p, d->cfg.pool[i].template, d->cfg.pool[i].tariff,
+        /* ACCOUNT/NAME:TAG: a user's template, pooled for its account only */
+        char account[BRIG_ID_MAX] = "";
+        const char *tmpl = d->cfg.pool[i].template, *slash = strchr(tmpl, '/');
+        if (slash && (size_t)(slash - tmpl) < sizeof(account)) {
+            snprintf(account, sizeof(account), "%.*s", (int)(slash - tmpl), tmpl);
+            tmpl = slash + 1;
+        }
+        spec *sp = spec_add(d, p, account, tmpl, d->cfg.pool[i].tariff,
                             iso < 0 ? BRIG_ISO_CONTAINER : (brig_isolation)iso);
         if (sp) {
             sp->pinned = true;
@@ -121,7 +134,7 @@ static void load_specs(brigd *d, brig_pool *p)
     int iso = brig_isolation_parse(d->cfg.isolation_default);
     if (p->adaptive && brig_template_lookup(&d->cfg, "base", &t, NULL) == 0) {
         if (t.built)
-            spec_add(d, p, "base", d->cfg.default_tariff,
+            spec_add(d, p, "", "base", d->cfg.default_tariff,
                      iso < 0 ? BRIG_ISO_CONTAINER : (brig_isolation)iso);
         brig_template_dispose(&t);
     }
@@ -220,24 +233,31 @@ static void destroy_entry(brigd *d, entry *e)
     free(e);
 }
 
-/* Starts one sandbox for sp (called without the pool lock). */
-static entry *start_one(brigd *d, const spec *sp, brig_error **err)
+/* sp's template, built: a built-in one, or the account's with what its sandboxes start
+ * with (run). */
+static int pool_template(brigd *d, const spec *sp, brig_template *t, brig_utpl_run *run,
+                         brig_error **err)
 {
-    brig_template t;
-    if (brig_template_lookup(&d->cfg, sp->template, &t, err) < 0)
-        return NULL;
-    if (!t.built) {
-        brig_template_dispose(&t);
-        brig_error_set(err, BRIG_E_CONFLICT, 0, "template %s is not built", sp->template);
-        return NULL;
+    memset(run, 0, sizeof(*run));
+    int r = sp->account[0] ? brig_utpl_lookup(d, sp->account, sp->template, t, run, err)
+                           : brig_template_lookup(&d->cfg, sp->template, t, err);
+    if (r == 0 && !t->built) {
+        brig_template_dispose(t);
+        brig_utpl_run_dispose(run);
+        return brig_error_set(err, BRIG_E_CONFLICT, 0, "template %s is not built", sp->template);
     }
+    return r;
+}
+
+/* Starts one sandbox of template t for sp (called without the pool lock). */
+static entry *launch(brigd *d, const spec *sp, const brig_template *t, brig_error **err)
+{
     const brig_tariff *tariff = brig_config_tariff(&d->cfg, sp->tariff);
     entry *e = brig_xcalloc(1, sizeof(*e));
     brig_id_new("sbx", e->p.id);
-    memcpy(e->build, t.build, sizeof(e->build));
+    memcpy(e->build, t->build, sizeof(e->build));
     e->p.uid_base = brig_registry_uid_take(d);
     if (e->p.uid_base == 0) {
-        brig_template_dispose(&t);
         free(e);
         brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "no free user-id range");
         return NULL;
@@ -245,7 +265,7 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
     early ea = {d, e, NULL};
     brig_rt_spec rs = {
         .id = e->p.id,
-        .rootfs = t.rootfs,
+        .rootfs = t->rootfs,
         .memory_mib = tariff->memory_mib,
         .pids_limit = d->cfg.pids_limit,
         .cpus = tariff->vcpus,
@@ -257,7 +277,6 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
         .net_arg = &ea,
     };
     int r = d->rt->ops->create(d->rt, &rs, &e->p.rt, err);
-    brig_template_dispose(&t);
     /* Connected now, reaching nothing: a claim only changes the policy.  A driver that
      * called net_first (gVisor) has it connected already and only needs resolv.conf. */
     static const brig_egress none = {.mode = BRIG_EGRESS_NONE};
@@ -275,6 +294,25 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
         destroy_entry(d, e);
         return NULL;
     }
+    return e;
+}
+
+/* One sandbox for sp; a user template's start command started in it and its ready check
+ * passed (with the template's env: a create with an env of its own is not served from
+ * the pool when the template has a start command, see orchestrator.c). */
+static entry *start_one(brigd *d, const spec *sp, brig_error **err)
+{
+    brig_template t;
+    brig_utpl_run run;
+    if (pool_template(d, sp, &t, &run, err) < 0)
+        return NULL;
+    entry *e = launch(d, sp, &t, err);
+    if (e && run.start && brig_utpl_start_rt(d, e->p.rt, &run, run.env, err) < 0) {
+        destroy_entry(d, e);
+        e = NULL;
+    }
+    brig_template_dispose(&t);
+    brig_utpl_run_dispose(&run);
     return e;
 }
 
@@ -387,6 +425,12 @@ static int64_t fill(void *arg)
         return BRIG_WORKER_IDLE;
     }
     pthread_mutex_lock(&p->lock);
+    if (e && need->gen != copy.gen) { /* dropped meanwhile (its template deleted...) */
+        need->filling = false;
+        pthread_mutex_unlock(&p->lock);
+        destroy_entry(d, e);
+        return BRIG_WORKER_AGAIN;
+    }
     started(need, e, err, brig_now_mono_ms() - t0);
     pthread_mutex_unlock(&p->lock);
     brig_error_clear(&err);
@@ -436,8 +480,8 @@ void brig_pool_stop(brigd *d)
     d->pool = NULL;
 }
 
-int brig_pool_claim(brigd *d, const char *template, const char *template_build, const char *tariff,
-                    brig_isolation iso, brig_pooled *out)
+int brig_pool_claim(brigd *d, const char *account, const char *template, const char *template_build,
+                    const char *tariff, brig_isolation iso, brig_pooled *out)
 {
     brig_pool *p = d->pool;
     if (p == NULL)
@@ -448,11 +492,12 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_build, 
     int64_t now = brig_now_mono_ms();
     spec *sp = NULL;
     for (int i = 0; i < p->n_specs && sp == NULL; i++)
-        if (strcmp(p->specs[i].template, template) == 0 &&
+        if (strcmp(p->specs[i].account, account) == 0 &&
+            strcmp(p->specs[i].template, template) == 0 &&
             strcmp(p->specs[i].tariff, tariff) == 0 && p->specs[i].isolation == iso)
             sp = &p->specs[i];
     if (sp == NULL && p->adaptive) /* a pool comes with its first create */
-        sp = spec_add(d, p, template, tariff, iso);
+        sp = spec_add(d, p, account, template, tariff, iso);
     if (sp) {
         arrive(sp, now);
 
@@ -491,6 +536,69 @@ int brig_pool_claim(brigd *d, const char *template, const char *template_build, 
     return 0;
 }
 
+void brig_pool_drop(brigd *d, const char *account, const char *template, const char *build)
+{
+    brig_pool *p = d->pool;
+    if (p == NULL)
+        return;
+    entry *gone = NULL;
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < p->n_specs; i++) {
+        spec *sp = &p->specs[i];
+        if (strcmp(sp->account, account) != 0 || (template && strcmp(sp->template, template) != 0))
+            continue;
+        for (entry **pp = &sp->entries; *pp;) {
+            entry *e = *pp;
+            if (build == NULL || strcmp(e->build, build) == 0) {
+                *pp = e->next;
+                e->next = gone;
+                gone = e;
+                sp->ready--;
+            } else {
+                pp = &e->next;
+            }
+        }
+        sp->gen++;
+        if (template && !sp->pinned) { /* its template is gone: the pool shrinks away */
+            sp->rate = 0;
+            sp->used_at = INT64_MIN / 2;
+            sp->target = 0;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    while (gone) {
+        entry *e = gone;
+        gone = e->next;
+        destroy_entry(d, e);
+    }
+}
+
+/* Adds sp's figures to o[k] (the users' templates share one entry per tariff). */
+static void stats_add(json_t *o, const char *k, const spec *sp, int64_t now)
+{
+    json_t *j = json_object_get(o, k);
+    double rate = round(rate_now(sp, now) * 1000.0) / 1000.0;
+    if (j == NULL) {
+        json_object_set_new(o, k,
+                            json_pack("{s:i, s:i, s:I, s:I, s:b, s:f}", "ready", sp->ready,
+                                      "target", sp->target, "hits", (json_int_t)sp->hits, "misses",
+                                      (json_int_t)sp->misses, "adaptive", !sp->pinned,
+                                      "creates_per_s", rate));
+        return;
+    }
+    static const char *const counts[] = {"ready", "target", "hits", "misses"};
+    json_int_t add[] = {sp->ready, sp->target, sp->hits, sp->misses};
+    for (size_t i = 0; i < 4; i++)
+        json_object_set_new(
+            j, counts[i], json_integer(json_integer_value(json_object_get(j, counts[i])) + add[i]));
+    json_object_set_new(j, "adaptive",
+                        json_boolean(json_is_true(json_object_get(j, "adaptive")) || !sp->pinned));
+    json_object_set_new(
+        j, "creates_per_s",
+        json_real(round((json_number_value(json_object_get(j, "creates_per_s")) + rate) * 1000.0) /
+                  1000.0));
+}
+
 json_t *brig_pool_stats(brigd *d)
 {
     json_t *o = json_object();
@@ -498,20 +606,17 @@ json_t *brig_pool_stats(brigd *d)
     if (p == NULL)
         return o;
     pthread_mutex_lock(&p->lock);
+    int64_t now = brig_now_mono_ms();
     for (int i = 0; i < p->n_specs; i++) {
         char k[120];
         const spec *sp = &p->specs[i];
+        /* a user's template is named by no one here (this is public): "user" */
+        const char *t = sp->account[0] ? "user" : sp->template;
         if (sp->isolation == BRIG_ISO_CONTAINER) /* the key it always had */
-            snprintf(k, sizeof(k), "%s/%s", sp->template, sp->tariff);
+            snprintf(k, sizeof(k), "%s/%s", t, sp->tariff);
         else
-            snprintf(k, sizeof(k), "%s/%s/%s", sp->template, sp->tariff,
-                     brig_isolation_name(sp->isolation));
-        json_object_set_new(o, k,
-                            json_pack("{s:i, s:i, s:I, s:I, s:b, s:f}", "ready", sp->ready,
-                                      "target", sp->target, "hits", (json_int_t)sp->hits, "misses",
-                                      (json_int_t)sp->misses, "adaptive", !sp->pinned,
-                                      "creates_per_s",
-                                      round(rate_now(sp, brig_now_mono_ms()) * 1000.0) / 1000.0));
+            snprintf(k, sizeof(k), "%s/%s/%s", t, sp->tariff, brig_isolation_name(sp->isolation));
+        stats_add(o, k, sp, now);
     }
     pthread_mutex_unlock(&p->lock);
     return o;

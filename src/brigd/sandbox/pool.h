@@ -14,9 +14,10 @@
  * which removes whatever the store does not know.
  *
  * Configured as `warm_pool = auto` (the default: adaptive pools, one per template, tariff
- * and isolation that creates ask for, each sized from its create rate within a memory
- * budget, shrinking away when unused; pool.c), `off`, or pinned sizes
- * `TEMPLATE:TARIFF:COUNT[:ISOLATION][,…]` (the isolation is container when not given),
+ * and isolation that creates ask for, a user's template's per account too, each sized from its
+ * create rate within a memory budget, shrinking away when unused; pool.c), `off`, or pinned sizes
+ * `TEMPLATE:TARIFF:COUNT[:ISOLATION][,…]` (the isolation is container when not given;
+ * TEMPLATE may be ACCOUNT/NAME:TAG, a user's template, with its tag always given),
  * with `auto` beside them for adaptive pools of everything else.
  */
 #ifndef BRIG_POOL_H
@@ -45,12 +46,20 @@ int brig_pool_start(brigd *d, brig_error **err);
 void brig_pool_stop(brigd *d);
 
 /* Takes a ready sandbox of this template build (brig_template.build: a forced
- * rebuild under the same key is another build), tariff and isolation; 0 on a hit. */
-int brig_pool_claim(brigd *d, const char *template, const char *template_build, const char *tariff,
-                    brig_isolation iso, brig_pooled *out);
+ * rebuild under the same key is another build), tariff and isolation; 0 on a hit.
+ * account: "" for a built-in template; a user's template ("name:tag") is pooled per
+ * account, and a sandbox pooled for one account is never handed to another. */
+int brig_pool_claim(brigd *d, const char *account, const char *template, const char *template_build,
+                    const char *tariff, brig_isolation iso, brig_pooled *out);
+
+/* Destroys the pooled sandboxes of account's template (NULL: any) of build (NULL: any),
+ * and a start under way for them is thrown away when it ends.  With a template, its
+ * adaptive pools shrink away (they come back with its next create). */
+void brig_pool_drop(brigd *d, const char *account, const char *template, const char *build);
 
 /* {"TEMPLATE/TARIFF": {"ready": n, "target": n, "hits": n, "misses": n, "adaptive": b,
- * "creates_per_s": x}, …}; a gvisor entry's key is "TEMPLATE/TARIFF/gvisor". */
+ * "creates_per_s": x}, …}; a gvisor entry's key is "TEMPLATE/TARIFF/gvisor".  The users'
+ * templates are summed up as "user/TARIFF" (the figures are public: no name is). */
 json_t *brig_pool_stats(brigd *d);
 
 #endif

@@ -51,6 +51,7 @@ static void readopt(brigd *d, const brig_sandbox_row *row, brig_rt_sandbox *h, b
     sp.disk_mib = t ? t->disk_mib : 0;
     int iso = brig_isolation_parse(row->isolation); /* rows before schema 6: containers */
     sp.isolation = iso < 0 ? BRIG_ISO_CONTAINER : (brig_isolation)iso;
+    sp.egress_none = row->egress_none;
     brig_utpl_workdir(d, row->account_id, row->template, row->template_key, sp.workdir,
                       sizeof(sp.workdir)); /* a user template's, when it still has that key */
     json_t *env = row->env_json ? json_loads(row->env_json, 0, NULL) : NULL;

@@ -68,6 +68,7 @@ typedef struct brig_sandbox_spec {
     int64_t idle_timeout_ms; /* 0: none */
     brig_isolation isolation;
     char workdir[256]; /* commands' default cwd (a user template's); "": the agent's */
+    bool egress_none;  /* no egress, whatever its project's policy (attach.h) */
 } brig_sandbox_spec;
 
 /* A copy of a live sandbox, for views (view.c). */

@@ -3,6 +3,7 @@
  */
 #include "timeline.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "audit/audit.h"
@@ -34,10 +35,16 @@ static void net_hook(void *ctx, const char *sandbox_id, const json_t *rec)
 {
     brigd *d = ctx;
     const char *kind = json_string_value(json_object_get(rec, "kind"));
+    const char *verdict = json_string_value(json_object_get(rec, "verdict"));
+    char proxy[32]; /* the egress proxy's: proxy.injected, .refused, .granted, .expired */
+    snprintf(proxy, sizeof(proxy), "proxy.%s", verdict ? verdict : "?");
     json_t *data = json_deep_copy(rec);
     json_object_del(data, "kind");
     json_object_del(data, "time");
-    brig_audit_event ev = {.kind = kind && strcmp(kind, "dns") == 0 ? "dns" : "net.denied",
+    brig_audit_event ev = {.kind = !kind                        ? "net.denied"
+                                   : strcmp(kind, "dns") == 0   ? "dns"
+                                   : strcmp(kind, "proxy") == 0 ? proxy
+                                                                : "net.denied",
                            .sandbox_id = sandbox_id,
                            .data = data};
     brig_audit_record(d->audit, &ev);

@@ -105,9 +105,37 @@ static bool abs_path(const char *p)
     return true;
 }
 
+/* The SHA-256 of a file's bytes, as hex, into its canonical entry. */
+void brig_utpl_file_hash(brig_utpl_file *f)
+{
+    uint8_t h[crypto_hash_sha256_BYTES];
+    char hex[2 * sizeof(h) + 1];
+    crypto_hash_sha256(h, f->data ? f->data : (const uint8_t *)"", f->len);
+    sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+    json_object_set_new(f->canon, "sha256", json_string(hex));
+    json_object_set_new(f->canon, "mode", json_integer(f->mode));
+}
+
+/* {"path", "from_sandbox", "source"}: read at the build's start. */
+static int parse_fetched(json_t *f, size_t i, brig_utpl_file *out, brig_error **err)
+{
+    const char *sbx = json_string_value(json_object_get(f, "from_sandbox"));
+    const char *src = json_string_value(json_object_get(f, "source"));
+    if (sbx == NULL || strlen(sbx) >= 64 || !abs_path(src) ||
+        json_object_get(f, "content_b64") != NULL)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "files[%zu]: either 'content_b64', or 'from_sandbox' (a sandbox id) "
+                              "with 'source' (an absolute path in it, without '..')",
+                              i);
+    out->from_sandbox = brig_xstrdup(sbx);
+    out->source = brig_xstrdup(src);
+    return 0;
+}
+
 static int parse_file(json_t *f, size_t i, brig_utpl_file *out, json_t **canon, brig_error **err)
 {
-    static const char *const fields[] = {"path", "content_b64", "mode", NULL};
+    static const char *const fields[] = {"path",         "content_b64", "mode",
+                                         "from_sandbox", "source",      NULL};
     const char *k;
     json_t *v;
     json_object_foreach(f, k, v) if (!in_list(k, fields)) return brig_error_set(
@@ -118,25 +146,27 @@ static int parse_file(json_t *f, size_t i, brig_utpl_file *out, json_t **canon, 
     if (!abs_path(path))
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "files[%zu]: 'path' must be an absolute path without '..'", i);
-    if (b64 == NULL)
-        return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "files[%zu]: 'content_b64' must be the file's bytes in base64", i);
     if (mode &&
         (!json_is_integer(mode) || json_integer_value(mode) < 0 || json_integer_value(mode) > 0777))
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "files[%zu]: 'mode' must be permission bits in [0, 0777]", i);
+    out->path = brig_xstrdup(path);
+    out->mode = mode ? (int)json_integer_value(mode) : -1;
+    *canon = json_pack("{s:s}", "path", path);
+    out->canon = *canon;
+    if (json_object_get(f, "from_sandbox") || json_object_get(f, "source"))
+        return parse_fetched(f, i, out, err);
+    if (b64 == NULL)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "files[%zu]: 'content_b64' must be the file's bytes in base64", i);
     size_t n = strlen(b64);
     out->data = brig_xmalloc(n + 1);
     if (sodium_base642bin(out->data, n + 1, b64, n, " \n\r", &out->len, NULL,
                           sodium_base64_VARIANT_ORIGINAL) != 0)
         return brig_error_set(err, BRIG_E_INVALID, 0, "files[%zu]: 'content_b64' is not base64", i);
-    out->path = brig_xstrdup(path);
-    out->mode = mode ? (int)json_integer_value(mode) : 0644;
-    uint8_t h[crypto_hash_sha256_BYTES];
-    char hex[2 * sizeof(h) + 1];
-    crypto_hash_sha256(h, out->data, out->len);
-    sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
-    *canon = json_pack("{s:s, s:i, s:s}", "path", path, "mode", out->mode, "sha256", hex);
+    if (out->mode < 0)
+        out->mode = 0644;
+    brig_utpl_file_hash(out);
     return 0;
 }
 
@@ -159,9 +189,11 @@ static int parse_files(json_t *body, brig_utpl_spec *s, json_t *canon, brig_erro
         if (!json_is_object(f))
             return brig_error_set(err, BRIG_E_INVALID, 0, "files[%zu] must be an object", i);
         s->n_files++;
-        if (parse_file(f, i, &s->files[i], &c, err) < 0)
+        int r = parse_file(f, i, &s->files[i], &c, err);
+        if (c)
+            json_array_append_new(arr, c);
+        if (r < 0)
             return -1;
-        json_array_append_new(arr, c);
     }
     return 0;
 }
@@ -250,8 +282,9 @@ static int parse_names(const brig_config *cfg, json_t *body, brig_utpl_spec *s, 
 int brig_utpl_spec_parse(const brig_config *cfg, json_t *body, brig_utpl_spec *out,
                          brig_error **err)
 {
-    static const char *const fields[] = {"name", "tag", "from",    "apt",   "pip",   "npm", "files",
-                                         "run",  "env", "workdir", "start", "ready", NULL};
+    static const char *const fields[] = {"name",  "tag",   "from",      "apt", "pip",
+                                         "npm",   "files", "run",       "env", "workdir",
+                                         "start", "ready", "isolation", NULL};
     memset(out, 0, sizeof(*out));
     const char *k;
     json_t *v;
@@ -272,6 +305,14 @@ int brig_utpl_spec_parse(const brig_config *cfg, json_t *body, brig_utpl_spec *o
     if (r == 0)
         r = strings(body, "run", BRIG_UTPL_STEPS_MAX, 16384, false, &run, err);
     json_object_set_new(out->canon, "run", r == 0 ? run : json_array());
+    /* where it is built: not the template's key (the same layer either way) */
+    json_t *iso = json_object_get(body, "isolation");
+    const char *isos = json_string_value(iso);
+    if (r == 0 && iso && (isos == NULL || (strcmp(isos, "container") && strcmp(isos, "gvisor"))))
+        r = brig_error_set(err, BRIG_E_INVALID, 0,
+                           "'isolation' (the build's) must be \"container\" or \"gvisor\"");
+    if (r == 0 && isos)
+        snprintf(out->isolation, sizeof(out->isolation), "%s", isos);
     json_t *wd = json_object_get(body, "workdir");
     if (r == 0 && wd && !abs_path(json_string_value(wd)))
         r = brig_error_set(err, BRIG_E_INVALID, 0,
@@ -294,6 +335,8 @@ void brig_utpl_spec_dispose(brig_utpl_spec *s)
     for (size_t i = 0; i < s->n_files; i++) {
         free(s->files[i].path);
         free(s->files[i].data);
+        free(s->files[i].from_sandbox);
+        free(s->files[i].source);
     }
     free(s->files);
     json_decref(s->canon);
@@ -329,9 +372,8 @@ void brig_utpl_run_dispose(brig_utpl_run *r)
 
 /* ---- lookups ----------------------------------------------------------------------- */
 
-/* The account's row of ref: 1, 0 (none, or no valid ref), -1. */
-static int row_get(brigd *d, const char *account_id, const char *ref, brig_utpl_row *t,
-                   brig_error **err)
+int brig_utpl_row_get(brigd *d, const char *account_id, const char *ref, brig_utpl_row *t,
+                      brig_error **err)
 {
     char name[40], tag[32];
     memset(t, 0, sizeof(*t));
@@ -352,7 +394,7 @@ int brig_utpl_lookup(brigd *d, const char *account_id, const char *ref, brig_tem
     if (run)
         memset(run, 0, sizeof(*run));
     brig_utpl_row row;
-    int r = row_get(d, account_id, ref, &row, err);
+    int r = brig_utpl_row_get(d, account_id, ref, &row, err);
     if (r <= 0)
         return r < 0 ? -1 : not_found(err, ref);
     snprintf(t->name, sizeof(t->name), "%.32s:%.30s", row.name, row.tag);
@@ -417,7 +459,7 @@ int brig_utpl_get(brigd *d, const char *account_id, const char *ref, json_t **ou
         return 0;
     }
     brig_utpl_row row;
-    int r = row_get(d, account_id, ref, &row, err);
+    int r = brig_utpl_row_get(d, account_id, ref, &row, err);
     if (r <= 0)
         return r < 0 ? -1 : not_found(err, ref);
     *out = row_json(&row);
@@ -429,7 +471,7 @@ int brig_utpl_get(brigd *d, const char *account_id, const char *ref, json_t **ou
 int brig_utpl_log(brigd *d, const char *account_id, const char *ref, json_t **out, brig_error **err)
 {
     brig_utpl_row row;
-    int r = row_get(d, account_id, ref, &row, err);
+    int r = brig_utpl_row_get(d, account_id, ref, &row, err);
     if (r <= 0)
         return r < 0 ? -1 : not_found(err, ref);
     json_t *steps = row.log ? json_loads(row.log, 0, NULL) : NULL;
@@ -437,71 +479,5 @@ int brig_utpl_log(brigd *d, const char *account_id, const char *ref, json_t **ou
     *out = json_pack("{s:s, s:s, s:o}", "template", name, "key", row.key, "steps",
                      steps ? steps : json_array());
     brig_utpl_row_dispose(&row);
-    return 0;
-}
-
-/* ---- in use, delete ------------------------------------------------------------------ */
-
-typedef struct use_q {
-    const char *account_id, *key;
-    const char *ref; /* NULL: any name on layer key */
-    bool used;
-} use_q;
-
-static void use_one(brigd *d, brig_sandbox *sb, void *arg)
-{
-    (void)d;
-    use_q *q = arg;
-    const brig_sandbox_spec *sp = brig_sandbox_spec_of(sb);
-    if (strcmp(sp->account_id, q->account_id) == 0 && strcmp(sp->template_key, q->key) == 0 &&
-        strchr(sp->template, ':') && (q->ref == NULL || strcmp(sp->template, q->ref) == 0))
-        q->used = true;
-}
-
-bool brig_utpl_in_use(brigd *d, const char *account_id, const char *key)
-{
-    use_q q = {account_id, key, NULL, false};
-    brig_registry_each_running(d, NULL, 0, use_one, &q);
-    return q.used;
-}
-
-static void named_one(const brig_utpl_row *t, void *arg)
-{
-    use_q *q = arg;
-    if (strcmp(t->key, q->key) == 0)
-        q->used = true;
-}
-
-void brig_utpl_gc(brigd *d, const char *account_id, const char *key)
-{
-    use_q q = {account_id, key, NULL, false};
-    if (brig_store_utpl_each(d->store, account_id, named_one, &q, NULL) < 0 || q.used ||
-        brig_utpl_in_use(d, account_id, key))
-        return;
-    _cleanup_free_ char *dir = brig_utpl_dir(d, account_id, key);
-    brig_layer_remove(dir);
-}
-
-int brig_utpl_delete(brigd *d, const char *account_id, const char *ref, brig_error **err)
-{
-    brig_utpl_row row;
-    int r = row_get(d, account_id, ref, &row, err);
-    if (r <= 0)
-        return r < 0 ? -1 : not_found(err, ref);
-    brig_utpl_row_dispose(&row);
-    _cleanup_free_ char *name = brig_asprintf("%s:%s", row.name, row.tag);
-    use_q q = {account_id, row.key, name, false};
-    brig_registry_each_running(d, NULL, 0, use_one, &q);
-    if (q.used)
-        return brig_error_set(err, BRIG_E_CONFLICT, 0,
-                              "template '%s:%s' is in use: sandboxes run on it; delete them "
-                              "first",
-                              row.name, row.tag);
-    r = brig_store_utpl_delete(d->store, account_id, row.name, row.tag, err);
-    if (r < 0)
-        return -1;
-    if (r == 0)
-        return not_found(err, ref);
-    brig_utpl_gc(d, account_id, row.key);
     return 0;
 }

@@ -19,6 +19,7 @@
 
 #include "error.h"
 #include "server.h"
+#include "store/store.h"
 #include "template.h"
 
 #define BRIG_UTPL_FILES_MAX    64
@@ -26,17 +27,24 @@
 #define BRIG_UTPL_PACKAGES_MAX 100
 #define BRIG_UTPL_READY_MS     (60LL * 1000) /* the ready check's default time limit */
 
+#define BRIG_UTPL_FETCH_MAX (64LL << 20) /* bytes a file fetched from a sandbox may have */
+
+/* A file of the spec: uploaded (content_b64), or fetched from a sandbox of the account
+ * (from_sandbox, source: its bytes are read at the build's start, usertpl_build.c). */
 typedef struct brig_utpl_file {
     char *path;
-    int mode;
+    int mode; /* -1: not given (a fetched file keeps its source's) */
     uint8_t *data;
     size_t len;
+    char *from_sandbox, *source; /* NULL for an uploaded file */
+    json_t *canon;               /* its entry of the canonical spec (borrowed) */
 } brig_utpl_file;
 
 /* A parsed, valid spec (brig_utpl_spec_dispose). */
 typedef struct brig_utpl_spec {
     char name[40], tag[32];
     char from[80];         /* "base", "minimal" or "name:tag" of the account */
+    char isolation[16];    /* the build sandbox's: "container", "gvisor"; "": the default */
     json_t *canon;         /* the canonical spec (owned): files by path, mode and sha256 */
     brig_utpl_file *files; /* n_files, with their bytes */
     size_t n_files;
@@ -55,6 +63,8 @@ typedef struct brig_utpl_run {
 int brig_utpl_spec_parse(const brig_config *cfg, json_t *body, brig_utpl_spec *out,
                          brig_error **err);
 void brig_utpl_spec_dispose(brig_utpl_spec *s);
+/* Sets f's "sha256" and "mode" in its canonical entry (once its bytes are known). */
+void brig_utpl_file_hash(brig_utpl_file *f);
 /* The run-time part of a canonical spec. */
 void brig_utpl_run_of(const json_t *canon, brig_utpl_run *out);
 void brig_utpl_run_dispose(brig_utpl_run *r);
@@ -73,6 +83,11 @@ int brig_utpl_lookup(brigd *d, const char *account_id, const char *ref, brig_tem
 void brig_utpl_workdir(brigd *d, const char *account_id, const char *ref, const char *key,
                        char *buf, size_t n);
 
+/* The account's row of ref (store.h; brig_utpl_row_dispose): 1, 0 when it has none (or
+ * ref is no valid reference), -1. */
+int brig_utpl_row_get(brigd *d, const char *account_id, const char *ref, brig_utpl_row *t,
+                      brig_error **err);
+
 /* Where the account's layer `key` lives (caller frees). */
 char *brig_utpl_dir(brigd *d, const char *account_id, const char *key);
 
@@ -84,11 +99,4 @@ int brig_utpl_get(brigd *d, const char *account_id, const char *ref, json_t **ou
 /* Its build's steps (GET .../log). */
 int brig_utpl_log(brigd *d, const char *account_id, const char *ref, json_t **out,
                   brig_error **err);
-/* DELETE: refused (BRIG_E_CONFLICT) while a sandbox of the account runs on its layer. */
-int brig_utpl_delete(brigd *d, const char *account_id, const char *ref, brig_error **err);
-/* Whether a sandbox of the account runs on layer key. */
-bool brig_utpl_in_use(brigd *d, const char *account_id, const char *key);
-/* Removes layer key of the account when no template names it and no sandbox uses it. */
-void brig_utpl_gc(brigd *d, const char *account_id, const char *key);
-
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agentc/agentc.h"
+#include "build.h"
 #include "core/id.h"
 #include "log.h"
 #include "orchestrator.h"
@@ -21,6 +22,7 @@
 #include "runtime/layer.h"
 #include "store/store.h"
 #include "usertpl.h"
+#include "usertpl_gc.h"
 #include "util.h"
 
 /* The builds' sandboxes, so that a stopping brigd can end them (their HTTP requests
@@ -88,7 +90,8 @@ void brig_utpl_builds_stop(brigd *d)
 /* A build on its way. */
 typedef struct build {
     brigd *d;
-    const brig_caller *c;
+    brig_caller c;   /* a copy: the build outlives its request */
+    brig_build *rec; /* its record (build.h): the log, the outcome */
     brig_utpl_spec spec;
     brig_template parent;
     char parent_key[17];
@@ -99,6 +102,62 @@ typedef struct build {
     int64_t t0;    /* mono ms */
 } build;
 
+/* A file of the spec fetched from a sandbox of the caller's (another account's is not
+ * found, like one that never existed): its bytes, and its source's mode unless given. */
+static int fetch_one(build *b, brig_utpl_file *f, brig_error **err)
+{
+    brig_sandbox *sb = NULL;
+    if (brig_sandbox_get(b->d, &b->c, f->from_sandbox, &sb, err) < 0)
+        return -1;
+    int64_t size = 0;
+    int mode = 0;
+    brig_frame fr = {0};
+    brig_buf got = {0};
+    _cleanup_close_ int fd = brig_sandbox_connect(b->d, sb, err);
+    int r = fd < 0 ? -1 : brig_agentc_read_begin(fd, f->source, &size, &mode, err);
+    if (r == 0 && size > BRIG_UTPL_FETCH_MAX)
+        r = brig_error_set(err, BRIG_E_INVALID, 0, "%s has %lld bytes, more than %lld", f->source,
+                           (long long)size, (long long)BRIG_UTPL_FETCH_MAX);
+    while (r == 0) {
+        r = brig_agentc_read_chunk(fd, &fr, err);
+        if (r <= 0) /* the end, or an error */
+            break;
+        r = 0;
+        if (got.len + fr.hdr.len > (size_t)BRIG_UTPL_FETCH_MAX)
+            r = brig_error_set(err, BRIG_E_INVALID, 0, "%s grew past %lld bytes", f->source,
+                               (long long)BRIG_UTPL_FETCH_MAX);
+        else
+            brig_buf_append(&got, fr.payload, fr.hdr.len);
+    }
+    brig_frame_dispose(&fr);
+    brig_sandbox_put(b->d, sb);
+    if (r < 0) {
+        brig_buf_dispose(&got);
+        if ((*err)->kind == BRIG_E_NOT_FOUND) /* the sandbox is there: its path is not */
+            (*err)->kind = BRIG_E_INVALID;
+        return -1;
+    }
+    f->data = (uint8_t *)got.data;
+    f->len = got.len;
+    if (f->mode < 0)
+        f->mode = mode & 0777;
+    brig_utpl_file_hash(f);
+    return 0;
+}
+
+/* The spec's files from sandboxes, read before the key is known (it hashes their bytes). */
+static int fetch_files(build *b, brig_error **err)
+{
+    for (size_t i = 0; i < b->spec.n_files; i++) {
+        brig_utpl_file *f = &b->spec.files[i];
+        if (f->from_sandbox && fetch_one(b, f, err) < 0) {
+            brig_error_prefix(err, "files[%zu] (from %s:%s)", i, f->from_sandbox, f->source);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The parent: a built-in template or one of the account's, built. */
 static int resolve_parent(build *b, brig_error **err)
 {
@@ -106,7 +165,7 @@ static int resolve_parent(build *b, brig_error **err)
     const char *from = b->spec.from;
     if (brig_template_lookup(&d->cfg, from, &b->parent, NULL) == 0) {
         memcpy(b->parent_key, b->parent.key, sizeof(b->parent_key));
-    } else if (brig_utpl_lookup(d, b->c->account_id, from, &b->parent, NULL, err) == 0) {
+    } else if (brig_utpl_lookup(d, b->c.account_id, from, &b->parent, NULL, err) == 0) {
         memcpy(b->parent_key, b->parent.key, sizeof(b->parent_key));
     } else {
         (*err)->kind = BRIG_E_INVALID;
@@ -126,7 +185,7 @@ static int resolve_parent(build *b, brig_error **err)
 
 static bool layer_built(build *b, const char *key)
 {
-    _cleanup_free_ char *dir = brig_utpl_dir(b->d, b->c->account_id, key);
+    _cleanup_free_ char *dir = brig_utpl_dir(b->d, b->c.account_id, key);
     _cleanup_free_ char *ok = brig_asprintf("%s/ok", dir);
     return access(ok, F_OK) == 0;
 }
@@ -150,7 +209,7 @@ static json_t *answer(build *b, bool cached)
 {
     json_t *out = NULL;
     _cleanup_free_ char *ref = brig_asprintf("%s:%s", b->spec.name, b->spec.tag);
-    if (brig_utpl_get(b->d, b->c->account_id, ref, &out, NULL) < 0)
+    if (brig_utpl_get(b->d, b->c.account_id, ref, &out, NULL) < 0)
         out = json_object();
     json_object_set_new(out, "cached", json_boolean(cached));
     return out;
@@ -164,20 +223,19 @@ static int cache_hit(build *b, brig_error **err)
         return 0;
     find_q q = {.key = b->key};
     brig_utpl_row own;
-    int r =
-        brig_store_utpl_get(b->d->store, b->c->account_id, b->spec.name, b->spec.tag, &own, err);
+    int r = brig_store_utpl_get(b->d->store, b->c.account_id, b->spec.name, b->spec.tag, &own, err);
     if (r < 0)
         return -1;
     bool same = r == 1 && strcmp(own.key, b->key) == 0;
     brig_utpl_row_dispose(&own);
     if (same)
         return 1;
-    if (brig_store_utpl_each(b->d->store, b->c->account_id, find_one, &q, err) < 0)
+    if (brig_store_utpl_each(b->d->store, b->c.account_id, find_one, &q, err) < 0)
         return -1;
     if (!q.any)
         return 0; /* a layer left by a crash: built again */
     brig_utpl_row full;
-    if (brig_store_utpl_get(b->d->store, b->c->account_id, q.found.name, q.found.tag, &full, err) !=
+    if (brig_store_utpl_get(b->d->store, b->c.account_id, q.found.name, q.found.tag, &full, err) !=
         1)
         return -1;
     char old_key[17];
@@ -187,7 +245,7 @@ static int cache_hit(build *b, brig_error **err)
     r = brig_store_utpl_put(b->d->store, &full, err);
     brig_utpl_row_dispose(&full);
     if (r == 0 && old_key[0])
-        brig_utpl_gc(b->d, b->c->account_id, old_key);
+        brig_utpl_gc(b->d, b->c.account_id, old_key);
     return r < 0 ? -1 : 1;
 }
 
@@ -208,7 +266,7 @@ static void count_one(const brig_utpl_row *t, void *arg)
 static int room_for(build *b, brig_error **err)
 {
     count_q q = {b->spec.name, b->spec.tag, 0, false};
-    if (brig_store_utpl_each(b->d->store, b->c->account_id, count_one, &q, err) < 0)
+    if (brig_store_utpl_each(b->d->store, b->c.account_id, count_one, &q, err) < 0)
         return -1;
     if (!q.same && q.n >= BRIG_UTPL_PER_ACCOUNT)
         return brig_error_set(err, BRIG_E_LIMIT, 0,
@@ -283,9 +341,18 @@ static json_t *tail_json(const brig_buf *out)
     return json_string(s);
 }
 
+/* A step's output as it comes, into the build's log (stderr is in stdout). */
+static void tap(void *cls, int chan, const uint8_t *p, size_t n)
+{
+    (void)chan;
+    brig_build_log(cls, (const char *)p, n);
+}
+
 /* Runs one step (a shell command, stderr into stdout) and logs it; 1 when it failed. */
 static int run_step(build *b, const char *kind, const char *cmd, brig_error **err)
 {
+    int n = (int)json_array_size(b->steps) + 1;
+    brig_build_logf(b->rec, "==> step %d (%s): %s\n", n, kind, cmd);
     _cleanup_free_ char *wrapped = brig_asprintf("exec 2>&1\n%s", cmd);
     json_t *env = json_object_get(b->spec.canon, "env");
     const char *wd = json_string_value(json_object_get(b->spec.canon, "workdir"));
@@ -296,15 +363,18 @@ static int run_step(build *b, const char *kind, const char *cmd, brig_error **er
     brig_exec_result res = {0};
     int64_t t0 = brig_now_mono_ms();
     _cleanup_close_ int fd = brig_sandbox_connect(b->d, b->sb, err);
-    if (fd < 0 || brig_agentc_exec(fd, &req, 1u << 20, NULL, &res, err) < 0) {
+    if (fd < 0 || brig_agentc_exec_tap(fd, &req, 1u << 20, NULL, tap, b->rec, &res, err) < 0) {
         brig_exec_result_dispose(&res);
         return -1;
     }
     int code = res.timed_out ? -1 : res.signal ? 128 + res.signal : res.exit_code;
-    json_t *step = json_pack("{s:i, s:s, s:s, s:i, s:b, s:I, s:o}", "step",
-                             (int)json_array_size(b->steps) + 1, "kind", kind, "command", cmd,
-                             "exit_code", code, "timed_out", res.timed_out, "duration_ms",
-                             (json_int_t)(brig_now_mono_ms() - t0), "output", tail_json(&res.out));
+    int64_t ms = brig_now_mono_ms() - t0;
+    const char *nl = res.out.len && res.out.data[res.out.len - 1] != '\n' ? "\n" : "";
+    brig_build_logf(b->rec, "%s==> step %d: %s %d (%lld ms)\n", nl, n,
+                    res.timed_out ? "timed out, exit code" : "exit code", code, (long long)ms);
+    json_t *step = json_pack("{s:i, s:s, s:s, s:i, s:b, s:I, s:o}", "step", n, "kind", kind,
+                             "command", cmd, "exit_code", code, "timed_out", res.timed_out,
+                             "duration_ms", (json_int_t)ms, "output", tail_json(&res.out));
     json_array_append_new(b->steps, step);
     brig_exec_result_dispose(&res);
     return code != 0 ? 1 : 0;
@@ -360,8 +430,8 @@ static int snapshot(build *b, int64_t *size, brig_error **err)
 {
     brigd *d = b->d;
     _cleanup_free_ char *top = brig_asprintf("%s/templates", d->cfg.state_dir);
-    _cleanup_free_ char *acct = brig_asprintf("%s/%s", top, b->c->account_id);
-    _cleanup_free_ char *dir = brig_utpl_dir(d, b->c->account_id, b->key);
+    _cleanup_free_ char *acct = brig_asprintf("%s/%s", top, b->c.account_id);
+    _cleanup_free_ char *dir = brig_utpl_dir(d, b->c.account_id, b->key);
     char rnd[BRIG_ID_MAX];
     brig_id_new("tmp", rnd);
     _cleanup_free_ char *tmp = brig_asprintf("%s/.%s-%s", acct, b->key, rnd);
@@ -391,13 +461,13 @@ static int record(build *b, int64_t size, brig_error **err)
 {
     brig_utpl_row row = {
         .size_bytes = size, .build_ms = brig_now_mono_ms() - b->t0, .built_at = brig_now_real_ms()};
-    snprintf(row.account_id, sizeof(row.account_id), "%s", b->c->account_id);
+    snprintf(row.account_id, sizeof(row.account_id), "%s", b->c.account_id);
     snprintf(row.name, sizeof(row.name), "%s", b->spec.name);
     snprintf(row.tag, sizeof(row.tag), "%s", b->spec.tag);
     memcpy(row.key, b->key, sizeof(row.key));
     snprintf(row.parent, sizeof(row.parent), "%s", b->spec.from);
     memcpy(row.parent_key, b->parent_key, sizeof(row.parent_key));
-    snprintf(row.built_by, sizeof(row.built_by), "%s", b->c->key_id);
+    snprintf(row.built_by, sizeof(row.built_by), "%s", b->c.key_id);
     brig_utpl_row old;
     int had = brig_store_utpl_get(b->d->store, row.account_id, row.name, row.tag, &old, NULL);
     brig_utpl_row_dispose(&old);
@@ -406,7 +476,7 @@ static int record(build *b, int64_t size, brig_error **err)
     int r = brig_store_utpl_put(b->d->store, &row, err);
     brig_utpl_row_dispose(&row);
     if (r == 0 && had == 1 && strcmp(old.key, b->key) != 0)
-        brig_utpl_gc(b->d, b->c->account_id, old.key); /* the name's previous layer */
+        brig_utpl_gc(b->d, b->c.account_id, old.key); /* the name's previous layer */
     return r;
 }
 
@@ -432,31 +502,37 @@ static json_t *failure(build *b)
 static int build_in_sandbox(build *b, json_t **out, brig_error **err)
 {
     brig_sandbox_opts opts = {.template = b->spec.from,
-                              .isolation = "container",
+                              .isolation = b->spec.isolation[0] ? b->spec.isolation : NULL,
+                              .host_layer = true,
                               .idle_timeout_ms = b->d->cfg.idle_timeout_max_ms,
                               .max_lifetime_ms = b->d->cfg.lifetime_max_ms};
     json_t *sbj = NULL;
-    if (brig_sandbox_create(b->d, b->c, &opts, &sbj, err) < 0) {
+    if (brig_sandbox_create(b->d, &b->c, &opts, &sbj, err) < 0) {
         brig_error_prefix(err, "the build's sandbox");
         return -1;
     }
     snprintf(b->sbx, sizeof(b->sbx), "%s", json_string_value(json_object_get(sbj, "id")));
+    brig_build_set_sandbox(b->rec, b->sbx);
+    const char *iso = json_string_value(json_object_get(sbj, "isolation"));
+    brig_build_logf(b->rec, "==> sandbox %s of %s (%s)\n", b->sbx, b->spec.from, iso ? iso : "?");
     json_decref(sbj);
     int r = live_add(b->sbx)
                 ? 0
                 : brig_error_set(err, BRIG_E_UNAVAILABLE, 0,
                                  "brigd is shutting down (or runs %d builds)", LIVE_MAX);
     if (r == 0)
-        r = brig_sandbox_get(b->d, b->c, b->sbx, &b->sb, err);
+        r = brig_sandbox_get(b->d, &b->c, b->sbx, &b->sb, err);
     if (r == 0)
         r = run_steps(b, err);
     int64_t size = 0;
     if (r == 0)
         r = snapshot(b, &size, err);
+    if (r == 0)
+        brig_build_logf(b->rec, "==> layer %s: %lld bytes of its own\n", b->key, (long long)size);
     if (b->sb)
         brig_sandbox_put(b->d, b->sb);
     b->sb = NULL;
-    brig_sandbox_delete(b->d, b->c, b->sbx, "deleted_by_api", NULL);
+    brig_sandbox_delete(b->d, &b->c, b->sbx, "deleted_by_api", NULL);
     live_remove(b->sbx);
     pthread_mutex_lock(&live_lock);
     bool stopped = stopping;
@@ -479,26 +555,67 @@ static int build_in_sandbox(build *b, json_t **out, brig_error **err)
     return 0;
 }
 
-int brig_utpl_build(brigd *d, const brig_caller *c, json_t *body, json_t **out, brig_error **err)
+static void build_dispose(build *b)
+{
+    brig_template_dispose(&b->parent);
+    brig_utpl_spec_dispose(&b->spec);
+    json_decref(b->steps);
+    free(b);
+}
+
+/* The build's thread: its outcome goes into its record, as the last thing. */
+static void build_main(brig_build *rec, void *arg)
+{
+    build *b = arg;
+    b->rec = rec;
+    json_t *out = NULL;
+    brig_error *err = NULL;
+    int r = build_in_sandbox(b, &out, &err);
+    build_dispose(b);
+    if (r < 0)
+        brig_build_logf(rec, "==> failed: %s\n", err->msg);
+    else if (r == 1)
+        brig_build_logf(
+            rec, "==> %s\n",
+            json_string_value(json_object_get(json_object_get(out, "error"), "message")));
+    if (r < 0)
+        brig_build_end(rec, err->kind, err->msg, NULL);
+    else if (r == 1)
+        brig_build_end(rec, BRIG_E_INVALID,
+                       json_string_value(json_object_get(json_object_get(out, "error"), "message")),
+                       out);
+    else
+        brig_build_end(rec, 0, NULL, out);
+    brig_error_clear(&err);
+}
+
+int brig_utpl_build_start(brigd *d, const brig_caller *c, json_t *body, json_t **out,
+                          brig_build **rec, brig_error **err)
 {
     *out = NULL;
+    *rec = NULL;
     if (c->account_id[0] == '\0')
         return brig_error_set(err, BRIG_E_FORBIDDEN, 0,
                               "templates belong to an account: build them with an account's key");
-    build b = {.d = d, .c = c, .t0 = brig_now_mono_ms(), .steps = json_array()};
-    int r = brig_utpl_spec_parse(&d->cfg, body, &b.spec, err);
+    build *b = brig_xcalloc(1, sizeof(*b));
+    *b = (build){.d = d, .c = *c, .t0 = brig_now_mono_ms(), .steps = json_array()};
+    int r = brig_utpl_spec_parse(&d->cfg, body, &b->spec, err);
     if (r == 0)
-        r = resolve_parent(&b, err);
+        r = fetch_files(b, err);
     if (r == 0)
-        r = room_for(&b, err);
+        r = resolve_parent(b, err);
     if (r == 0)
-        r = cache_hit(&b, err);
+        r = room_for(b, err);
+    if (r == 0)
+        r = cache_hit(b, err);
     if (r == 1)
-        *out = answer(&b, true);
-    else if (r == 0)
-        r = build_in_sandbox(&b, out, err);
-    brig_template_dispose(&b.parent);
-    brig_utpl_spec_dispose(&b.spec);
-    json_decref(b.steps);
-    return r == 1 && json_object_get(*out, "cached") ? 0 : r;
+        *out = answer(b, true);
+    if (r == 0) {
+        _cleanup_free_ char *ref = brig_asprintf("%s:%s", b->spec.name, b->spec.tag);
+        r = brig_build_run(d, c->account_id, ref, b->key, build_main, b, rec, err);
+        if (r == 0)
+            return 2; /* b is the thread's */
+    }
+    build_dispose(b);
+    return r < 0 ? -1 : 0;
 }

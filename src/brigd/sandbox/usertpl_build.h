@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "account/auth.h"
+#include "build.h"
 #include "error.h"
 #include "server.h"
 
@@ -20,11 +21,17 @@
 #define BRIG_UTPL_TAIL        4096               /* output bytes kept per step */
 #define BRIG_UTPL_PER_ACCOUNT 100                /* templates (name:tag) an account may have */
 
-/* Builds the template body declares for caller c, or finds it built (the same key: the
- * same spec on the same parent).  0 and *out (the template; "cached" says whether it was
- * built before); 1 and *out (a failed step: which, its exit code and output's tail);
- * -1 and *err (a bad spec, an unknown parent, the sandbox could not be made...). */
-int brig_utpl_build(brigd *d, const brig_caller *c, json_t *body, json_t **out, brig_error **err);
+/* Starts building the template body declares for caller c, or finds it built (the same
+ * key: the same spec on the same parent).  0 and *out: built before (the template,
+ * "cached": true), nothing to do; 2 and *rec: the build runs on a thread of its own
+ * (build.h; *rec a reference), its output logged as it comes ("==> step N (kind): …"
+ * lines, each step's output, "==> step N: exit code C (T ms)"), and its record ends
+ * succeeded with the template ("cached": false) as result, or failed: with a step that
+ * failed, the failure's answer as result (which step, its exit code and output's tail);
+ * without a result, error and error_kind say why (the sandbox could not be made...).
+ * -1 and *err: a bad spec, an unknown parent, too many templates... */
+int brig_utpl_build_start(brigd *d, const brig_caller *c, json_t *body, json_t **out,
+                          brig_build **rec, brig_error **err);
 
 /* At shutdown, before the HTTP server stops: refuses new builds and stops the sandboxes
  * of those that run (their requests answer 503, nothing of them is kept). */

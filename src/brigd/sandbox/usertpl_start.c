@@ -17,10 +17,10 @@
 #define READY_POLL_MS  50    /* between two ready checks */
 #define READY_CHECK_MS 10000 /* one check's own time limit */
 
-static int exec_once(brigd *d, brig_sandbox *sb, const brig_exec_req *req, brig_exec_result *res,
+static int exec_once(brigd *d, brig_rt_sandbox *rt, const brig_exec_req *req, brig_exec_result *res,
                      brig_error **err)
 {
-    _cleanup_close_ int fd = brig_sandbox_connect(d, sb, err);
+    _cleanup_close_ int fd = d->rt->ops->connect(d->rt, rt, err);
     if (fd < 0)
         return -1;
     return brig_agentc_exec(fd, req, 1u << 20, NULL, res, err);
@@ -43,7 +43,7 @@ static bool listens(const brig_buf *out, int port)
 }
 
 /* One ready check: 1 ready, 0 not yet, -1 the sandbox cannot be asked. */
-static int ready_once(brigd *d, brig_sandbox *sb, const brig_utpl_run *run, json_t *env,
+static int ready_once(brigd *d, brig_rt_sandbox *rt, const brig_utpl_run *run, json_t *env,
                       brig_error **err)
 {
     brig_exec_result res = {0};
@@ -56,7 +56,7 @@ static int ready_once(brigd *d, brig_sandbox *sb, const brig_utpl_run *run, json
         req.argv = argv;
         req.cwd = "/";
     }
-    int r = exec_once(d, sb, &req, &res, err);
+    int r = exec_once(d, rt, &req, &res, err);
     if (r == 0)
         r = run->ready_cmd ? res.exit_code == 0 && !res.timed_out && res.signal == 0
                            : listens(&res.out, run->ready_port);
@@ -68,28 +68,32 @@ static int ready_once(brigd *d, brig_sandbox *sb, const brig_utpl_run *run, json
 int brig_utpl_start(brigd *d, brig_sandbox *sb, const brig_utpl_run *run, brig_error **err)
 {
     json_t *env = brig_sandbox_command_env(sb, NULL, NULL);
+    int r = brig_utpl_start_rt(d, brig_sandbox_runtime(sb), run, env, err);
+    json_decref(env);
+    return r;
+}
+
+int brig_utpl_start_rt(brigd *d, brig_rt_sandbox *rt, const brig_utpl_run *run, json_t *env,
+                       brig_error **err)
+{
     brig_exec_req req = {.cmd = run->start, .cwd = run->workdir, .env = env, .background = true};
     brig_exec_result res = {0};
-    int r = exec_once(d, sb, &req, &res, err);
+    int r = exec_once(d, rt, &req, &res, err);
     brig_exec_result_dispose(&res);
     if (r < 0) {
         brig_error_prefix(err, "the template's start command");
-        json_decref(env);
         return -1;
     }
-    if (run->ready_cmd == NULL && run->ready_port == 0) {
-        json_decref(env);
+    if (run->ready_cmd == NULL && run->ready_port == 0)
         return 0;
-    }
     int64_t until = brig_now_mono_ms() + run->ready_ms;
     for (;;) {
-        r = ready_once(d, sb, run, env, err);
+        r = ready_once(d, rt, run, env, err);
         if (r != 0 || brig_now_mono_ms() >= until)
             break;
         struct timespec ts = {0, READY_POLL_MS * 1000000L};
         nanosleep(&ts, NULL);
     }
-    json_decref(env);
     if (r == 0) {
         char what[64];
         if (run->ready_cmd)

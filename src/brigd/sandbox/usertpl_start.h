@@ -16,5 +16,9 @@
 /* Starts run->start in sb (borrowed) and waits for its ready check; -1 and *err
  * (BRIG_E_UNAVAILABLE: it never became ready) otherwise. */
 int brig_utpl_start(brigd *d, brig_sandbox *sb, const brig_utpl_run *run, brig_error **err);
+/* The same in a sandbox the runtime runs that is nobody's yet (a warm pool's), with env
+ * (borrowed, may be NULL) as the start command's and the ready check's environment. */
+int brig_utpl_start_rt(brigd *d, brig_rt_sandbox *rt, const brig_utpl_run *run, json_t *env,
+                       brig_error **err);
 
 #endif

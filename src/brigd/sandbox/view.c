@@ -45,6 +45,8 @@ static json_t *live_json(brigd *d, brig_sandbox_view *v)
     const char *accel = d->rt->ops->accel ? d->rt->ops->accel(d->rt, sp->isolation) : NULL;
     if (accel)
         json_object_set_new(j, "accel", json_string(accel));
+    if (sp->egress_none) /* its own, narrower than its project's policy */
+        json_object_set_new(j, "egress", json_string("none"));
     if (v->state == BRIG_SB_PAUSED) { /* its idle timeout stands still meanwhile */
         json_object_set_new(j, "paused_at", time_or_null(v->paused_at));
         json_object_set_new(j, "idle_expires_at", json_null());

@@ -19,6 +19,7 @@
 
 #include "sqlite_accounts.h"
 #include "sqlite_audit.h"
+#include "sqlite_e2b.h"
 #include "sqlite_inject.h"
 #include "sqlite_sandboxes.h"
 #include "sqlite_stmt.h"
@@ -147,6 +148,12 @@ static const char *const migrations[] = {
      "  disk_mib INTEGER NOT NULL, uid_base INTEGER NOT NULL, bytes INTEGER NOT NULL,"
      "  digest TEXT NOT NULL, created_at INTEGER NOT NULL, deleted_at INTEGER);"
      "CREATE INDEX snapshots_live ON snapshots(account_id, created_at) WHERE deleted_at IS NULL;"),
+    /* E2B's API (docs/e2b.md): a sandbox's metadata and the key envd acts as, one JSON
+     * object per sandbox made or connected through it; a sandbox with no egress whatever its
+     * project's policy (allow_internet_access: false) */
+    ("CREATE TABLE e2b_sandboxes ("
+     "  sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id), record TEXT NOT NULL);"
+     "ALTER TABLE sandboxes ADD COLUMN egress_none INTEGER NOT NULL DEFAULT 0;"),
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, brig_error **err)
@@ -289,4 +296,8 @@ const brig_store_ops brig_store_sqlite_ops = {
     .audit_prune = brig_sqlite_audit_prune,
     .injections_put = brig_sqlite_injections_put,
     .injections_get = brig_sqlite_injections_get,
+    .e2b_put = brig_sqlite_e2b_put,
+    .e2b_get = brig_sqlite_e2b_get,
+    .e2b_delete = brig_sqlite_e2b_delete,
+    .e2b_prune = brig_sqlite_e2b_prune,
 };

@@ -90,11 +90,12 @@ int brig_sqlite_sandbox_insert(brig_store_conn *c, const brig_sandbox_row *row, 
         c, err, NULL, "insert sandbox",
         "INSERT INTO sandboxes(id, account_id, template, template_key, state,"
         " created_at, uid_base, tariff, env, project_id, price_micro_usd,"
-        " idle_timeout_ms, expires_at, isolation)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        "sssssiisssiiis", row->id, row->account_id, row->template, row->template_key, row->state,
+        " idle_timeout_ms, expires_at, isolation, egress_none)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "sssssiisssiiisi", row->id, row->account_id, row->template, row->template_key, row->state,
         row->created_at, row->uid_base, row->tariff, row->env_json, row->project_id, row->price,
-        row->idle_timeout_ms, row->expires_at, row->isolation[0] ? row->isolation : "container");
+        row->idle_timeout_ms, row->expires_at, row->isolation[0] ? row->isolation : "container",
+        (int64_t)row->egress_none);
 }
 
 int brig_sqlite_sandbox_set_state(brig_store_conn *c, const char *id, const char *state,
@@ -110,7 +111,7 @@ int brig_sqlite_sandbox_set_state(brig_store_conn *c, const char *id, const char
 /* The columns both readers share, first in their SELECT. */
 #define SANDBOX_COLS                                                                               \
     "SELECT id, account_id, template, template_key, state, created_at, uid_base, tariff,"          \
-    " project_id, price_micro_usd, idle_timeout_ms, expires_at, isolation"
+    " project_id, price_micro_usd, idle_timeout_ms, expires_at, isolation, egress_none"
 
 static void read_sandbox(sqlite3_stmt *s, brig_sandbox_row *row)
 {
@@ -127,6 +128,7 @@ static void read_sandbox(sqlite3_stmt *s, brig_sandbox_row *row)
     row->idle_timeout_ms = sqlite3_column_int64(s, 10);
     row->expires_at = sqlite3_column_int64(s, 11);
     brig_sqlite_text(s, 12, row->isolation, sizeof(row->isolation));
+    row->egress_none = sqlite3_column_int64(s, 13) != 0;
 }
 
 /* SANDBOX_COLS and what an ended one adds, for read_ended. */
@@ -136,9 +138,9 @@ static void read_ended(sqlite3_stmt *s, brig_sandbox_row *row)
 {
     memset(row, 0, sizeof(*row));
     read_sandbox(s, row);
-    brig_sqlite_text(s, 13, row->reason, sizeof(row->reason));
-    row->deleted_at = sqlite3_column_int64(s, 14);
-    row->cost = sqlite3_column_int64(s, 15);
+    brig_sqlite_text(s, 14, row->reason, sizeof(row->reason));
+    row->deleted_at = sqlite3_column_int64(s, 15);
+    row->cost = sqlite3_column_int64(s, 16);
 }
 
 int brig_sqlite_sandbox_get(brig_store_conn *c, const char *id, brig_sandbox_row *out,
@@ -191,9 +193,9 @@ static void read_live(sqlite3_stmt *s, void *p)
 {
     brig_sandbox_row *row = p;
     read_sandbox(s, row);
-    const unsigned char *env = sqlite3_column_text(s, 13);
+    const unsigned char *env = sqlite3_column_text(s, 14);
     row->env_json = env ? brig_xstrdup((const char *)env) : NULL;
-    brig_sqlite_text(s, 14, row->reason, sizeof(row->reason));
+    brig_sqlite_text(s, 15, row->reason, sizeof(row->reason));
 }
 
 int brig_sqlite_sandbox_each_live(brig_store_conn *c, void (*fn)(const brig_sandbox_row *, void *),

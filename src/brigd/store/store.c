@@ -384,3 +384,23 @@ int brig_store_injections_get(brig_store *st, const char *project_id, char **rul
 {
     return st->ops->injections_get(st->conn, project_id, rules, err);
 }
+
+int brig_store_e2b_put(brig_store *st, const char *sandbox_id, const char *record, brig_error **err)
+{
+    return st->ops->e2b_put(st->conn, sandbox_id, record, err);
+}
+
+int brig_store_e2b_get(brig_store *st, const char *sandbox_id, char **record, brig_error **err)
+{
+    return st->ops->e2b_get(st->conn, sandbox_id, record, err);
+}
+
+int brig_store_e2b_delete(brig_store *st, const char *sandbox_id, brig_error **err)
+{
+    return st->ops->e2b_delete(st->conn, sandbox_id, err);
+}
+
+int brig_store_e2b_prune(brig_store *st, int64_t *pruned, brig_error **err)
+{
+    return st->ops->e2b_prune(st->conn, pruned, err);
+}

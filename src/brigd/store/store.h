@@ -139,4 +139,11 @@ int brig_store_injections_put(brig_store *st, const char *project_id, const char
 int brig_store_injections_get(brig_store *st, const char *project_id, char **rules,
                               brig_error **err);
 
+/* E2B sandbox records (store_ops.h: e2b_*) */
+int brig_store_e2b_put(brig_store *st, const char *sandbox_id, const char *record,
+                       brig_error **err);
+int brig_store_e2b_get(brig_store *st, const char *sandbox_id, char **record, brig_error **err);
+int brig_store_e2b_delete(brig_store *st, const char *sandbox_id, brig_error **err);
+int brig_store_e2b_prune(brig_store *st, int64_t *pruned, brig_error **err);
+
 #endif

@@ -134,6 +134,7 @@ typedef struct brig_sandbox_row {
     int64_t idle_timeout_ms; /* 0: none */
     int64_t expires_at;      /* 0: never */
     char isolation[16];      /* container | gvisor */
+    bool egress_none;        /* no egress, whatever its project's policy */
     /* Of an ended sandbox (brig_store_sandbox_get; reason also of one ending): */
     char reason[BRIG_REASON_MAX]; /* why it ended ("" while it lives): a detail, or a failed
                                    * create's error */
@@ -469,6 +470,16 @@ typedef struct brig_store_ops {
     /* 1 and *rules (malloc'd: the caller frees it), or 0 when the project has none. */
     int (*injections_get)(brig_store_conn *c, const char *project_id, char **rules,
                           brig_error **err);
+    /* -- E2B sandbox records (api/e2b_rec.c) */
+    /* Replaces sandbox_id's record (JSON text, the caller's format). */
+    int (*e2b_put)(brig_store_conn *c, const char *sandbox_id, const char *record,
+                   brig_error **err);
+    /* 1 and *record (malloc'd: the caller frees it), or 0 when the sandbox has none. */
+    int (*e2b_get)(brig_store_conn *c, const char *sandbox_id, char **record, brig_error **err);
+    /* Deletes sandbox_id's record (none: done too). */
+    int (*e2b_delete)(brig_store_conn *c, const char *sandbox_id, brig_error **err);
+    /* Deletes the records of ended sandboxes; *pruned = how many. */
+    int (*e2b_prune)(brig_store_conn *c, int64_t *pruned, brig_error **err);
 } brig_store_ops;
 
 #endif

@@ -193,6 +193,7 @@ def exec_body(
     pty: Any = None,
     background: bool = False,
     buffer_bytes: Optional[int] = None,
+    credentials: Optional[Mapping[str, Any]] = None,
 ) -> dict[str, Any]:
     """``POST /v1/sandboxes/{id}/exec``: a string runs in the shell, a
     sequence is an argv (no shell)."""
@@ -231,7 +232,34 @@ def exec_body(
         body["background"] = True
     if buffer_bytes is not None:
         body["buffer_bytes"] = int(buffer_bytes)
+    if credentials is not None:
+        body["credentials"] = credentials_body(credentials)
     return body
+
+
+def credentials_body(credentials: Mapping[str, Any]) -> dict[str, Any]:
+    """An exec's per-step credentials (docs/secrets.md): a name maps to a TTL in
+    seconds (the project's secret of that name) or to ``{"ttl_seconds": …, "value":
+    …}`` (a value given for this grant only)."""
+    out: dict[str, Any] = {}
+    for name, c in credentials.items():
+        if isinstance(c, bool):
+            raise TypeError(f"credentials[{name!r}]: a TTL in seconds or a mapping")
+        if isinstance(c, (int, float)):
+            out[str(name)] = {"ttl_seconds": int(c)}
+        elif isinstance(c, Mapping):
+            out[str(name)] = dict(c)
+        else:
+            raise TypeError(f"credentials[{name!r}]: a TTL in seconds or a mapping")
+    return out
+
+
+def injection_rules_body(rules: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``PUT /v1/projects/{id}/injections``: each rule a ``host`` and its
+    ``headers`` (values may hold ``{{secret:NAME}}``)."""
+    if isinstance(rules, Mapping):
+        raise TypeError("rules must be a sequence of rules, not one rule")
+    return {"rules": [dict(r) for r in rules]}
 
 
 def signal_value(sig: Signal) -> Union[str, int]:

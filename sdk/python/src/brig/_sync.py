@@ -115,6 +115,28 @@ class Client:
             if before is None:
                 return out
 
+    def injection_rules(self, project: str) -> builtins.list[dict[str, Any]]:
+        """The project's credential injection rules (``GET
+        /v1/projects/{id}/injections``; an admin key): each a ``host`` and its
+        ``headers`` (docs/secrets.md)."""
+        j = self._t.request("GET", f"/v1/projects/{C.q(project)}/injections").json()
+        return list(C.check_json_list(j, "rules", "injection rules"))
+
+    def set_injection_rules(self, project: str, rules: Sequence[Mapping[str, Any]]
+                            ) -> builtins.list[dict[str, Any]]:
+        """Replaces the project's rules (an admin key), e.g. ``[{"host":
+        "api.example.com", "headers": {"Authorization": "Bearer
+        {{secret:EXAMPLE_KEY}}"}}]``; applies to its running sandboxes at once.
+        Returns the rules as stored; a bad rule is :class:`BadRequest`."""
+        j = self._t.request("PUT", f"/v1/projects/{C.q(project)}/injections",
+                            json=C.injection_rules_body(rules)).json()
+        return list(C.check_json_list(j, "rules", "injection rules"))
+
+    def delete_injection_rules(self, project: str) -> None:
+        """Removes every rule of the project (an admin key); applies to its
+        running sandboxes at once (docs/secrets.md)."""
+        self._t.request("PUT", f"/v1/projects/{C.q(project)}/injections", json={"rules": []})
+
     def call(self, method: str, path: str, *, json: Any = None,
              query: Optional[Mapping[str, Any]] = None) -> Any:
         """Any other JSON route (accounts, projects, keys, secrets …): the
@@ -418,6 +440,7 @@ class Sandbox:
     @overload
     def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = ...,
              env: Optional[Mapping[str, str]] = ..., timeout: Optional[float] = ...,
+             credentials: Optional[Mapping[str, Any]] = ...,
              stdin: Union[bytes, str, None] = ..., user: Optional[str] = ..., pty: Any = ...,
              on_stdout: Optional[C.OutputCallback] = ...,
              on_stderr: Optional[C.OutputCallback] = ...,
@@ -427,6 +450,7 @@ class Sandbox:
     @overload
     def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = ...,
              env: Optional[Mapping[str, str]] = ..., timeout: Optional[float] = ...,
+             credentials: Optional[Mapping[str, Any]] = ...,
              stdin: Union[bytes, str, None] = ..., user: Optional[str] = ..., pty: Any = ...,
              on_stdout: None = ..., on_stderr: None = ...,
              background: Literal[True], buffer_bytes: Optional[int] = ...) -> "Process":
@@ -435,6 +459,7 @@ class Sandbox:
     @overload
     def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = ...,
              env: Optional[Mapping[str, str]] = ..., timeout: Optional[float] = ...,
+             credentials: Optional[Mapping[str, Any]] = ...,
              stdin: Union[bytes, str, None] = ..., user: Optional[str] = ..., pty: Any = ...,
              on_stdout: Optional[C.OutputCallback] = ...,
              on_stderr: Optional[C.OutputCallback] = ...,
@@ -444,6 +469,7 @@ class Sandbox:
 
     def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
              env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
+             credentials: Optional[Mapping[str, Any]] = None,
              stdin: Union[bytes, str, None] = None, user: Optional[str] = None, pty: Any = None,
              on_stdout: Optional[C.OutputCallback] = None,
              on_stderr: Optional[C.OutputCallback] = None,
@@ -473,9 +499,15 @@ class Sandbox:
             background: start it and return a :class:`Process` at once.
             buffer_bytes: output the agent keeps for a background/streamed
                 process (default 4 MiB).
+            credentials: per-step credentials for the egress proxy to inject
+                (docs/secrets.md): ``{"DEPLOY_TOKEN": 60}`` grants the project's
+                secret of that name for 60 s, ``{"DEPLOY_TOKEN": {"ttl_seconds": 60,
+                "value": "…"}}`` a value for this grant only; the command sees a
+                placeholder. A rule of the project must use the name.
         """
         body = C.exec_body(cmd, cwd=cwd, env=env, timeout=timeout, stdin=stdin, user=user,
-                           pty=pty, background=background, buffer_bytes=buffer_bytes)
+                           pty=pty, background=background, buffer_bytes=buffer_bytes,
+                           credentials=credentials)
         if background:
             if on_stdout is not None or on_stderr is not None:
                 raise ValueError("background=True returns a Process: read its output() "
@@ -505,13 +537,14 @@ class Sandbox:
     def exec_stream(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
                     env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
                     stdin: Union[bytes, str, None] = None, user: Optional[str] = None,
-                    pty: Any = None, buffer_bytes: Optional[int] = None) -> "ExecStream":
+                    pty: Any = None, buffer_bytes: Optional[int] = None,
+                    credentials: Optional[Mapping[str, Any]] = None) -> "ExecStream":
         """Runs a command and iterates its :class:`OutputEvent` s as they
         happen (``start``, ``stdout``/``stderr`` chunks, ``exit``); after the
         loop ``stream.result`` is the :class:`ExecResult`. Closing the stream
         early (``with`` block, ``close()``) kills the command."""
         body = C.exec_body(cmd, cwd=cwd, env=env, timeout=timeout, stdin=stdin, user=user,
-                           pty=pty, buffer_bytes=buffer_bytes)
+                           pty=pty, buffer_bytes=buffer_bytes, credentials=credentials)
         return self._exec_stream(body, timeout)
 
     def processes(self) -> builtins.list[ProcessInfo]:

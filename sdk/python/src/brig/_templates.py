@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import builtins
+import json
 import urllib.parse
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from ._errors import NotFound
+from ._errors import BrigError, NotFound, error_from_response
 from ._sync import Client, _client
 
 FileSpec = Union[bytes, str, tuple]  # content, or (content, mode)
@@ -44,6 +45,19 @@ def quoted(ref: str) -> str:
     return urllib.parse.quote(ref, safe=":")
 
 
+def build_outcome(end: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """A followed build's end event: the template, or the error the waiting request
+    would have raised (BuildFailed with the step...)."""
+    if end is None:
+        raise BrigError("the build's log ended before its end event")
+    result = end.get("result")
+    if end.get("state") == "succeeded" and isinstance(result, dict):
+        return result
+    body = result if isinstance(result, dict) else {
+        "error": {"code": None, "message": end.get("error") or "the build failed"}}
+    raise error_from_response(int(end.get("status") or 500), json.dumps(body).encode())
+
+
 class Template:
     """A template of the account, built from a spec inside a sandbox of its
     parent; sandboxes start from it like from ``base``::
@@ -77,15 +91,31 @@ class Template:
               env: Optional[Mapping[str, str]] = None, workdir: Optional[str] = None,
               start: Optional[str] = None, ready: Optional[Mapping[str, Any]] = None,
               timeout: Optional[float] = None, url: Optional[str] = None,
-              api_key: Optional[str] = None, client: Optional[Client] = None) -> "Template":
+              api_key: Optional[str] = None, client: Optional[Client] = None,
+              on_log: Optional[Callable[[str], None]] = None) -> "Template":
         """Builds (or finds built) the template: ``POST /v1/templates``.  Waits
         for the build's end (``timeout`` seconds; None: no limit).  ``files``
-        maps absolute paths to bytes, or to ``(bytes, mode)``."""
+        maps absolute paths to bytes, or to ``(bytes, mode)``.  With ``on_log``,
+        the build's log is handed to it piece by piece (whole lines) as the
+        build writes it (``?wait=0``, then its ``…/builds/ID?follow=1``)."""
         spec = template_spec(name, tag=tag, from_=from_, apt=apt, pip=pip, npm=npm, files=files,
                              run=run, env=env, workdir=workdir, start=start, ready=ready)
         cl, owns = _client(client, url, api_key)
         try:
-            j = cl.transport.request("POST", "/v1/templates", json=spec, timeout=timeout).json()
+            query = {"wait": "0"} if on_log is not None else None
+            r = cl.transport.request("POST", "/v1/templates", query=query, json=spec,
+                                     timeout=timeout)
+            j = r.json()
+            if on_log is not None and r.status == 202:
+                end = None
+                events = cl.transport.stream("GET", r.headers["location"],
+                                             query={"follow": "1"}, timeout=timeout)
+                for ev in events.json_lines():
+                    if ev.get("type") == "log":
+                        on_log(ev.get("data", ""))
+                    elif ev.get("type") == "end":
+                        end = ev
+                j = build_outcome(end)
         except BaseException:
             if owns:
                 cl.close()

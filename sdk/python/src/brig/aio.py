@@ -131,6 +131,23 @@ class Client:
             if before is None:
                 return out
 
+    async def injection_rules(self, project: str) -> builtins.list[dict[str, Any]]:
+        """The project's injection rules (see :meth:`brig.Client.injection_rules`)."""
+        j = (await self._t.request("GET", f"/v1/projects/{C.q(project)}/injections")).json()
+        return list(C.check_json_list(j, "rules", "injection rules"))
+
+    async def set_injection_rules(self, project: str, rules: Sequence[Mapping[str, Any]]
+                                  ) -> builtins.list[dict[str, Any]]:
+        """Replaces the project's rules (see :meth:`brig.Client.set_injection_rules`)."""
+        j = (await self._t.request("PUT", f"/v1/projects/{C.q(project)}/injections",
+                                   json=C.injection_rules_body(rules))).json()
+        return list(C.check_json_list(j, "rules", "injection rules"))
+
+    async def delete_injection_rules(self, project: str) -> None:
+        """Removes every rule of the project."""
+        await self._t.request("PUT", f"/v1/projects/{C.q(project)}/injections",
+                              json={"rules": []})
+
     async def call(self, method: str, path: str, *, json: Any = None,
                    query: Optional[Mapping[str, Any]] = None) -> Any:
         """Any other JSON route (see :meth:`brig.Client.call`)."""
@@ -422,6 +439,7 @@ class Sandbox:
     @overload
     async def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = ...,
                    env: Optional[Mapping[str, str]] = ..., timeout: Optional[float] = ...,
+                   credentials: Optional[Mapping[str, Any]] = ...,
                    stdin: Union[bytes, str, None] = ..., user: Optional[str] = ...,
                    pty: Any = ..., on_stdout: Optional[AsyncOutputCallback] = ...,
                    on_stderr: Optional[AsyncOutputCallback] = ...,
@@ -432,6 +450,7 @@ class Sandbox:
     @overload
     async def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = ...,
                    env: Optional[Mapping[str, str]] = ..., timeout: Optional[float] = ...,
+                   credentials: Optional[Mapping[str, Any]] = ...,
                    stdin: Union[bytes, str, None] = ..., user: Optional[str] = ...,
                    pty: Any = ..., on_stdout: None = ..., on_stderr: None = ...,
                    background: Literal[True], buffer_bytes: Optional[int] = ...) -> "Process":
@@ -440,6 +459,7 @@ class Sandbox:
     @overload
     async def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = ...,
                    env: Optional[Mapping[str, str]] = ..., timeout: Optional[float] = ...,
+                   credentials: Optional[Mapping[str, Any]] = ...,
                    stdin: Union[bytes, str, None] = ..., user: Optional[str] = ...,
                    pty: Any = ..., on_stdout: Optional[AsyncOutputCallback] = ...,
                    on_stderr: Optional[AsyncOutputCallback] = ...,
@@ -449,15 +469,17 @@ class Sandbox:
 
     async def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
                    env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
+                   credentials: Optional[Mapping[str, Any]] = None,
                    stdin: Union[bytes, str, None] = None, user: Optional[str] = None,
                    pty: Any = None, on_stdout: Optional[AsyncOutputCallback] = None,
                    on_stderr: Optional[AsyncOutputCallback] = None,
                    background: bool = False, buffer_bytes: Optional[int] = None
                    ) -> Union[ExecResult, "Process"]:
-        """Runs a command (see :meth:`brig.Sandbox.exec`). Callbacks may be
-        plain functions or coroutine functions (awaited in order)."""
+        """Runs a command (see :meth:`brig.Sandbox.exec`, ``credentials`` too). Callbacks
+        may be plain functions or coroutine functions (awaited in order)."""
         body = C.exec_body(cmd, cwd=cwd, env=env, timeout=timeout, stdin=stdin, user=user,
-                           pty=pty, background=background, buffer_bytes=buffer_bytes)
+                           pty=pty, background=background, buffer_bytes=buffer_bytes,
+                           credentials=credentials)
         if background:
             if on_stdout is not None or on_stderr is not None:
                 raise ValueError("background=True returns a Process: read its output() "
@@ -490,11 +512,12 @@ class Sandbox:
                           env: Optional[Mapping[str, str]] = None,
                           timeout: Optional[float] = None,
                           stdin: Union[bytes, str, None] = None, user: Optional[str] = None,
-                          pty: Any = None, buffer_bytes: Optional[int] = None) -> "ExecStream":
+                          pty: Any = None, buffer_bytes: Optional[int] = None,
+                          credentials: Optional[Mapping[str, Any]] = None) -> "ExecStream":
         """Runs a command; ``async for ev in stream`` gives its events, then
         ``stream.result``. Closing the stream early kills the command."""
         body = C.exec_body(cmd, cwd=cwd, env=env, timeout=timeout, stdin=stdin, user=user,
-                           pty=pty, buffer_bytes=buffer_bytes)
+                           pty=pty, buffer_bytes=buffer_bytes, credentials=credentials)
         return await self._exec_stream(body, timeout)
 
     async def processes(self) -> builtins.list[ProcessInfo]:
