@@ -136,6 +136,15 @@ def test_secret_is_in_env_and_redacted(api, vm):
         assert base64.b64encode(SECRET.encode()).decode()[:16] not in both
 
 
+def test_what_a_vm_cannot_do_yet_is_a_400_that_says_so(api, vm):
+    for path in ("pause", "snapshot"):
+        r = api.request("POST", f"/v1/sandboxes/{vm}/{path}", {})
+        assert r.status == 400, (path, r.body)
+        assert "not available for isolation 'microvm'" in r.json()["error"]["message"], r.body
+    assert api.exec(vm, "echo still")["stdout"] == "still\n"
+    assert api.ok("GET", f"/v1/sandboxes/{vm}").json()["state"] == "running"
+
+
 def test_memory_bomb_stays_inside_the_vm(api, vm):
     qemu = brigtest.sandbox_processes([vm])
     r = api.exec(vm, "python3 -c 'a = []\nwhile True: a.append(bytearray(32 << 20))'",
