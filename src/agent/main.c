@@ -7,6 +7,8 @@
  *   brig-agent --listen-fd N   serve an already listening socket (runc --preserve-fds)
  *   ... --seccomp-fd N         first load the system-call filter in fd N (brigd's, compiled once)
  *   brig-agent --listen PATH   create, bind and listen on a unix socket (tests, debugging)
+ *   brig-agent --listen-tcp P  listen on TCP port P of every address: inside a microVM,
+ *                              whose only way in is QEMU's forward from the host (microvm.c)
  *   ... --console-off          once ready, fds 0-2 become /dev/null (gVisor: see below)
  *   brig-agent --version
  *
@@ -36,6 +38,7 @@
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <netinet/in.h>
 #include <linux/audit.h>
 #include <linux/close_range.h>
 #include <linux/filter.h>
@@ -59,8 +62,8 @@ typedef struct agent {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: brig-agent (--listen-fd N | --listen PATH) [--seccomp-fd N] [--console-off] "
-               "| --version\n");
+    fprintf(f, "usage: brig-agent (--listen-fd N | --listen PATH | --listen-tcp PORT) "
+               "[--seccomp-fd N] [--console-off] | --version\n");
 }
 
 /* Descriptors 0-2 must be open: the handlers' pipes must not land on them (exec.c dup2s
@@ -121,6 +124,23 @@ static int open_listen_path(agent *a, const char *path, brig_error **err)
     }
     a->lfd = fd;
     a->listen_path = path;
+    fd = -1;
+    return 0;
+}
+
+static int open_listen_tcp(agent *a, long port, brig_error **err)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int on = 1;
+    if (fd < 0)
+        return brig_error_sys(err, "socket");
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return brig_error_sys(err, "bind port %ld", port);
+    if (listen(fd, LISTEN_BACKLOG) < 0)
+        return brig_error_sys(err, "listen port %ld", port);
+    a->lfd = fd;
     fd = -1;
     return 0;
 }
@@ -420,6 +440,7 @@ static void console_detach(void)
 typedef struct options {
     const char *path; /* --listen */
     long listen_fd;   /* --listen-fd; -1: none */
+    long tcp_port;    /* --listen-tcp; -1: none */
     long filter_fd;   /* --seccomp-fd; -1: none */
     bool console_off; /* --console-off */
 } options;
@@ -444,12 +465,13 @@ static int parse_options(int argc, char **argv, options *o)
         {"listen-fd", required_argument, NULL, 'f'},
         {"seccomp-fd", required_argument, NULL, 's'},
         {"listen", required_argument, NULL, 'l'},
+        {"listen-tcp", required_argument, NULL, 't'},
         {"console-off", no_argument, NULL, 'c'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){.listen_fd = -1, .filter_fd = -1};
+    *o = (options){.listen_fd = -1, .tcp_port = -1, .filter_fd = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -463,6 +485,14 @@ static int parse_options(int argc, char **argv, options *o)
             break;
         case 'l':
             o->path = optarg;
+            break;
+        case 't':
+            if (fd_arg("--listen-tcp", optarg, &o->tcp_port) < 0)
+                return 2;
+            if (o->tcp_port == 0 || o->tcp_port > 65535) {
+                fprintf(stderr, "brig-agent: bad --listen-tcp: %s\n", optarg);
+                return 2;
+            }
             break;
         case 'c':
             o->console_off = true;
@@ -478,7 +508,7 @@ static int parse_options(int argc, char **argv, options *o)
             return 2;
         }
     }
-    if (optind != argc || (o->path == NULL) == (o->listen_fd < 0)) {
+    if (optind != argc || (o->path != NULL) + (o->listen_fd >= 0) + (o->tcp_port > 0) != 1) {
         usage(stderr);
         return 2;
     }
@@ -519,7 +549,9 @@ int main(int argc, char **argv)
     brig_error *err = NULL;
     if (a.pid != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         brig_warn("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
-    int r = path ? open_listen_path(&a, path, &err) : adopt_listen_fd(&a, (int)listen_fd, &err);
+    int r = path             ? open_listen_path(&a, path, &err)
+            : o.tcp_port > 0 ? open_listen_tcp(&a, o.tcp_port, &err)
+                             : adopt_listen_fd(&a, (int)listen_fd, &err);
     if (r == 0)
         r = setup_signals(&a, &err);
     if (r < 0) {

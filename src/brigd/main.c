@@ -278,8 +278,10 @@ static int runtime_open(brigd *d, brig_error **err)
                               .runsc_directfs = strcmp(d->cfg.runsc_directfs, "on") == 0,
                               .cgroup = d->cgroup,
                               .pty_max = d->cfg.pty_max,
-                              .tcp_memory_mib = d->cfg.tcp_memory_mib};
-    return brig_runtime_oci_new(&rc, &d->rt, err);
+                              .tcp_memory_mib = d->cfg.tcp_memory_mib,
+                              .microvm_accel = d->cfg.microvm_accel,
+                              .microvm_kernel = d->cfg.microvm_kernel};
+    return brig_runtime_mux_new(&rc, &d->rt, err);
 }
 
 /* Networking is optional: without it sandboxes keep an isolated namespace with

@@ -31,7 +31,7 @@
 static const cli_opt options[] = {
     {OPT_TEMPLATE, "template", "NAME", "template to start from (brigd's default: base)"},
     {OPT_ISOLATION, "isolation", "MODE",
-     "container or gvisor (default: the project's, else the operator's)"},
+     "container, gvisor or microvm (default: the project's, else the operator's)"},
     {OPT_ON_IDLE, "on-idle", "WHAT",
      "what its idle timeout does: delete or pause (default: the project's, else delete)"},
     {OPT_PROJECT, "project", "ID", "the project (default: the account's default project)"},

@@ -387,6 +387,58 @@ def sandbox_processes(ids):
     return pids
 
 
+def qemu_processes(state_dir):
+    """QEMU processes (microVMs) holding a file of this brigd's state dir (a VM's disk)."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if b"qemu-system" not in open(f"/proc/{p}/cmdline", "rb").read():
+                continue
+            fds = os.listdir(f"/proc/{p}/fd")
+            links = [os.readlink(f"/proc/{p}/fd/{fd}") for fd in fds]
+        except OSError:
+            continue
+        if any(l.startswith(state_dir.rstrip("/") + "/") for l in links):
+            found.append(int(p))
+    return found
+
+
+QEMU = "/usr/bin/qemu-system-x86_64"  # qemu-system-x86, scripts/setup (isolation microvm)
+VM_KERNEL = "/usr/lib/brig/vm/vmlinuz"  # the guest kernel, scripts/setup-vm
+MICROVM_ACCEL = os.environ.get("BRIG_MICROVM_ACCEL", "tcg")  # scripts/verify-kvm: kvm
+
+
+def microvm_missing():
+    """Why isolation microvm cannot be tested here (QEMU or the guest kernel missing), or
+    None."""
+    if not (os.access(QEMU, os.X_OK) and os.path.exists(VM_KERNEL)):
+        return f"isolation microvm needs {QEMU} and {VM_KERNEL}: run scripts/setup"
+    return None
+
+
+def microvm_brigd(tmp, conf_extra=""):
+    """A started brigd running microVMs (MICROVM_ACCEL: tcg on a host without KVM)."""
+    conf = os.path.join(tmp, "brigd.conf")
+    with open(conf, "w") as f:
+        f.write(f"[brigd]\nmicrovm_accel = {MICROVM_ACCEL}\n{conf_extra}")
+    return Brigd(os.path.join(tmp, "state"), ["--config", conf],
+                 default_pool="warm_pool" in conf_extra).start()
+
+
+def microvm_brigd_end(d):
+    """Deletes what d still runs, stops it, ends what a pool kept, checks nothing is left."""
+    if d.proc is not None:
+        api = d.api()
+        for sb in api.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
+            api.request("DELETE", f"/v1/sandboxes/{sb['id']}")
+        d.stop()
+    d.destroy_all()
+    left = leftovers(d.state_dir)
+    assert not left, f"left behind: {left}"
+
+
 def leftovers(state_dir, settle=15.0):
     """Everything a deleted sandbox of this brigd could leave behind.  brigd
     answers a DELETE once the sandbox's processes are killed and cleans up the
@@ -430,6 +482,10 @@ def leftovers_now(state_dir):
     if os.path.isdir(sdir):
         left += [f"sandbox dir {d}" for d in os.listdir(sdir)]
     left += [f"process {p}" for p in sandbox_processes(ids)]
+    left += [f"qemu process {p}" for p in qemu_processes(state_dir)]
+    vdir = os.path.join(state_dir, "microvm", "vms")
+    if os.path.isdir(vdir):
+        left += [f"microvm dir {d}" for d in os.listdir(vdir)]
     for ctrl in os.listdir("/sys/fs/cgroup"):
         for i in ids:
             if os.path.isdir(f"/sys/fs/cgroup/{ctrl}/brig/{i}"):

@@ -16,7 +16,7 @@ import pytest
 
 from brigtest import BUILD, Api, Brigd, gvisor_refusal, leftovers, needs_gvisor, wait_for
 
-ALL = ["container", "gvisor"]
+ALL = ["container", "gvisor", "microvm"]
 
 
 def project_with_key(api, name, scope="sandbox"):
@@ -190,7 +190,7 @@ def test_bad_project_policy_is_400(api, policy, needle):
 
 def test_policy_duplicates_and_order_are_canonical(api):
     p = api.ok("POST", "/v1/projects", {"name": "iso-canon"}).json()
-    out = set_policy(api, p["id"], {"allowed": ["gvisor", "container", "gvisor"]})
+    out = set_policy(api, p["id"], {"allowed": ["microvm", "gvisor", "container", "gvisor"]})
     assert out["isolation"] == {"allowed": ALL, "default": None}
     out = api.ok("PATCH", f"/v1/projects/{p['id']}", {"name": "iso-canon2"}).json()
     assert out["isolation"] == {"allowed": ALL, "default": None}  # untouched by a rename
@@ -335,7 +335,7 @@ def test_a_container_pool_does_not_serve_gvisor(tmp_path):
 
 
 @pytest.mark.parametrize("value, needle", [
-    ("minimal:small:1:kvm", "the isolation must be container or gvisor"),
+    ("minimal:small:1:kvm", "the isolation must be container, gvisor or microvm"),
     ("minimal:small:1:", "is not TEMPLATE:TARIFF:COUNT[:ISOLATION]"),
     ("minimal:small:1:gvisor:x", "is not TEMPLATE:TARIFF:COUNT[:ISOLATION]"),
 ])

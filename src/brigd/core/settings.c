@@ -243,9 +243,11 @@ static int parse_warm_pool(brig_config *cfg, brig_error **err)
                                   "warm_pool: '%s' is not TEMPLATE:TARIFF:COUNT[:ISOLATION] "
                                   "(TEMPLATE: a built-in one or ACCOUNT/NAME:TAG)",
                                   item);
-        if (strcmp(iso, "container") != 0 && strcmp(iso, "gvisor") != 0)
+        if (strcmp(iso, "container") != 0 && strcmp(iso, "gvisor") != 0 &&
+            strcmp(iso, "microvm") != 0)
             return brig_error_set(err, BRIG_E_INVALID, 0,
-                                  "warm_pool: '%s': the isolation must be container or gvisor",
+                                  "warm_pool: '%s': the isolation must be container, gvisor or "
+                                  "microvm",
                                   item);
         if (brig_config_tariff(cfg, tariff) == NULL)
             return brig_error_set(err, BRIG_E_INVALID, 0, "warm_pool: no tariff '%s'", tariff);

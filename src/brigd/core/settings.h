@@ -36,6 +36,8 @@ typedef struct brig_config {
     char *runsc_platform; /* "systrap" | "ptrace" | "kvm" */
     char *runsc_overlay;  /* "self" | "memory" | "none": where the root's writes live */
     char *runsc_directfs; /* "on" | "off" */
+    char *microvm_accel;  /* "kvm" | "tcg": how isolation "microvm" runs (tcg: emulated) */
+    char *microvm_kernel; /* the guest kernel's directory (scripts/setup-vm) */
     char *default_template;
     int64_t exec_timeout_default_ms;
     int64_t exec_timeout_max_ms;           /* per-call ceiling */

@@ -52,6 +52,26 @@ typedef struct brig_cgroup_ops {
     void (*thaw)(const char *id);
 } brig_cgroup_ops;
 
+/* Limits of a cgroup brigd makes itself (cgroup_place.c). */
+typedef struct brig_cgroup_limits {
+    int64_t memory_bytes; /* memory (and swap: none) */
+    double cpus;          /* CPU quota, in CPUs */
+    int64_t pids;         /* tasks */
+} brig_cgroup_limits;
+
+#define BRIG_CGROUP_PROCS_MAX 6
+
+/* Makes sandbox id's cgroup at /brig/<id> with limits l, for a process no OCI runtime
+ * starts: procs gets the cgroup.procs files (NULL-terminated; caller frees each) the
+ * process must join before it runs anything of the sandbox.  cgroup->remove undoes it. */
+int brig_cgroup_place(const brig_cgroup_ops *cg, const char *id, const brig_cgroup_limits *l,
+                      char *procs[BRIG_CGROUP_PROCS_MAX], brig_error **err);
+
+/* What sandbox id's cgroup says it uses now: CPU time, memory now and at its peak, tasks;
+ * -1 each where unknown. */
+void brig_cgroup_usage(const brig_cgroup_ops *cg, const char *id, int64_t *cpu_ns, int64_t *memory,
+                       int64_t *memory_peak, int64_t *pids);
+
 /* Detects the host's hierarchy (under root, normally /sys/fs/cgroup). */
 const brig_cgroup_ops *brig_cgroup_detect(const char *root);
 

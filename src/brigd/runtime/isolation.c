@@ -6,7 +6,7 @@
 #include "runtime.h"
 #include "util.h"
 
-static const char *const names[BRIG_ISO_COUNT] = {"container", "gvisor"};
+static const char *const names[BRIG_ISO_COUNT] = {"container", "gvisor", "microvm"};
 
 const char *brig_isolation_name(brig_isolation iso)
 {

@@ -48,6 +48,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "agentconn.h"
 #include "frame.h"
 #include "log.h"
 #include "oci_internal.h"
@@ -159,23 +160,15 @@ static int oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return brig_error_sys(err, "socket");
-    /* Bounded handshake: a wedged agent must not hang an API thread forever. */
+    /* Bounded connect: a wedged agent must not hang an API thread forever. */
     struct timeval tv = {READY_TIMEOUT_MS / 1000, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         brig_error_set(err, BRIG_E_UNAVAILABLE, errno, "connect to the agent of %s", sb->id);
         close(fd);
         return -1;
     }
-    if (brig_proto_client_hello(fd, NULL, err) < 0) {
-        if (err && *err)
-            (*err)->kind = BRIG_E_UNAVAILABLE;
-        brig_error_prefix(err, "agent of %s", sb->id);
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return brig_agent_handshake(fd, sb->id, READY_TIMEOUT_MS, err);
 }
 
 static void sb_free(brig_rt_sandbox *sb)
@@ -189,25 +182,6 @@ static void sb_free(brig_rt_sandbox *sb)
     free(sb);
 }
 
-/* Waits until the process behind pidfd has exited (it may stay a zombie). */
-static int wait_pidfd(int pidfd, int timeout_ms)
-{
-    struct pollfd p = {pidfd, POLLIN, 0};
-    int64_t deadline = brig_now_mono_ms() + timeout_ms;
-    for (;;) {
-        int left = (int)(deadline - brig_now_mono_ms());
-        if (left < 0)
-            left = 0;
-        int r = poll(&p, 1, left);
-        if (r > 0)
-            return 0;
-        if (r == 0)
-            return -1;
-        if (errno != EINTR)
-            return -1;
-    }
-}
-
 /* SIGKILL to init: the kernel kills the rest of its pid namespace, and init's
  * exit (the pidfd turns readable) completes only once they are all gone.  A
  * process in uninterruptible sleep keeps it from completing until it wakes. */
@@ -218,7 +192,7 @@ static int oci_kill(brig_runtime *rt, brig_rt_sandbox *sb, int timeout_ms)
         return 0; /* nothing known to wait for: destroy's `runc delete --force` kills */
     if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
         brig_warn("%s: kill init: %s", sb->id, strerror(errno));
-    return wait_pidfd(sb->pidfd, timeout_ms);
+    return brig_pidfd_wait(sb->pidfd, timeout_ms);
 }
 
 static int oci_exit_fd(brig_runtime *rt, brig_rt_sandbox *sb)
@@ -235,7 +209,7 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
     if (sb && sb->pidfd >= 0) {
         if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
             brig_warn("%s: kill init: %s", id, strerror(errno));
-        if (wait_pidfd(sb->pidfd, KILL_TIMEOUT_MS) < 0)
+        if (brig_pidfd_wait(sb->pidfd, KILL_TIMEOUT_MS) < 0)
             brig_warn("%s: init did not exit after SIGKILL", id);
     }
     /* runc delete: kills leftovers (--force), removes cgroups and runc's state (runsc's

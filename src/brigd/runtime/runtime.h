@@ -20,10 +20,16 @@ typedef struct brig_rt_sandbox brig_rt_sandbox; /* driver-defined per-sandbox ha
 
 /* How a sandbox is isolated, a property of each sandbox (docs/security.md): container
  * (the host kernel, under namespaces and a seccomp allow-list: runc or crun) or gvisor
- * (gVisor's user-space kernel: runsc).  The names are the API's. */
-typedef enum brig_isolation { BRIG_ISO_CONTAINER, BRIG_ISO_GVISOR, BRIG_ISO_COUNT } brig_isolation;
+ * (gVisor's user-space kernel: runsc) or microvm (a virtual machine with its own kernel:
+ * QEMU's microvm machine, microvm.c).  The names are the API's. */
+typedef enum brig_isolation {
+    BRIG_ISO_CONTAINER,
+    BRIG_ISO_GVISOR,
+    BRIG_ISO_MICROVM,
+    BRIG_ISO_COUNT
+} brig_isolation;
 
-/* "container", "gvisor"; "?" for no mode. */
+/* "container", "gvisor", "microvm"; "?" for no mode. */
 const char *brig_isolation_name(brig_isolation iso);
 /* The mode a name names; -1 for a name that is none. */
 int brig_isolation_parse(const char *name);
@@ -169,6 +175,9 @@ typedef struct brig_runtime_ops {
     int (*snapshot_list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
     /* Ids of every sandbox this driver holds anything for (running or not). */
     int (*list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);
+    /* How sandboxes of isolation iso are accelerated, where that is a choice (microvm:
+     * "kvm", or "tcg": emulated, slow); NULL elsewhere.  May be NULL. */
+    const char *(*accel)(brig_runtime *rt, brig_isolation iso);
     void (*free)(brig_runtime *rt);
 } brig_runtime_ops;
 
@@ -190,9 +199,16 @@ typedef struct brig_runtime_config {
     int64_t pty_max;                      /* ptys per sandbox */
     int64_t tcp_memory_mib;               /* TCP buffer memory per sandbox, where the cgroup flavour
                                              bounds it apart from memory (v1) */
+    const char *microvm_accel;            /* kvm | tcg: isolation "microvm" (settings.c) */
+    const char *microvm_kernel;           /* the guest kernel's directory; "" is the default */
 } brig_runtime_config;
 
 int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err);
+/* The microVM driver alone (isolation "microvm"; microvm.c). */
+int brig_runtime_microvm_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err);
+/* The driver brigd runs: each sandbox's ops go to the OCI driver or the microVM driver by
+ * its isolation (rtmux.c); owns both. */
+int brig_runtime_mux_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err);
 
 static inline void brig_runtime_free(brig_runtime *rt)
 {

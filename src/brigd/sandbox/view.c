@@ -27,7 +27,7 @@ static json_t *time_or_null(int64_t ms)
 }
 
 /* The API's view of a live sandbox; takes v's env names. */
-static json_t *live_json(brig_sandbox_view *v)
+static json_t *live_json(brigd *d, brig_sandbox_view *v)
 {
     const brig_sandbox_spec *sp = &v->spec;
     char created[32];
@@ -41,6 +41,10 @@ static json_t *live_json(brig_sandbox_view *v)
         (json_int_t)sp->price, "price_per_second", brig_money_json(sp->price), "expires_at",
         time_or_null(v->expires_at), "idle_expires_at", time_or_null(idle_at));
     json_object_set_new(j, "isolation", json_string(brig_isolation_name(sp->isolation)));
+    /* microvm: "tcg" says its VM is emulated (slow: microvm_accel, docs/operations.md) */
+    const char *accel = d->rt->ops->accel ? d->rt->ops->accel(d->rt, sp->isolation) : NULL;
+    if (accel)
+        json_object_set_new(j, "accel", json_string(accel));
     if (sp->egress_none) /* its own, narrower than its project's policy */
         json_object_set_new(j, "egress", json_string("none"));
     json_object_set_new(j, "on_idle", json_string(sp->pause_on_idle ? "pause" : "delete"));
@@ -60,7 +64,7 @@ json_t *brig_sandbox_json(brigd *d, const brig_sandbox *sb)
 {
     brig_sandbox_view v;
     brig_registry_view_of(d, sb, &v);
-    json_t *j = live_json(&v);
+    json_t *j = live_json(d, &v);
     json_object_set_new(j, "volumes", brig_volmounts_of(d, v.spec.id));
     return j;
 }
@@ -71,7 +75,7 @@ json_t *brig_sandbox_list(brigd *d, const brig_caller *c)
     brig_sandbox_view *v = brig_registry_views(d, c, &n);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, live_json(&v[i]));
+        json_array_append_new(arr, live_json(d, &v[i]));
     free(v);
     return arr;
 }
@@ -145,7 +149,7 @@ int brig_sandbox_info(brigd *d, const brig_caller *c, const char *id, json_t **o
 {
     brig_sandbox_view v;
     if (brig_registry_view(d, c, id, &v)) {
-        *out = live_json(&v);
+        *out = live_json(d, &v);
         json_object_set_new(*out, "secrets", brig_vault_names(d->store, id));
         json_object_set_new(*out, "volumes", brig_volmounts_of(d, id));
         return 0;

@@ -1,0 +1,42 @@
+/*
+ * agentconn.c - see agentconn.h.
+ */
+#include "agentconn.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "util.h"
+
+int brig_agent_handshake(int fd, const char *id, int timeout_ms, brig_error **err)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (brig_proto_client_hello(fd, NULL, err) < 0) {
+        if (err && *err)
+            (*err)->kind = BRIG_E_UNAVAILABLE;
+        brig_error_prefix(err, "agent of %s", id);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int brig_pidfd_wait(int pidfd, int timeout_ms)
+{
+    struct pollfd p = {pidfd, POLLIN, 0};
+    int64_t deadline = brig_now_mono_ms() + timeout_ms;
+    for (;;) {
+        int left = (int)(deadline - brig_now_mono_ms());
+        int r = poll(&p, 1, left < 0 ? 0 : left);
+        if (r > 0)
+            return 0;
+        if (r == 0 || errno != EINTR)
+            return -1;
+    }
+}

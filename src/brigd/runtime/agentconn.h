@@ -1,0 +1,19 @@
+/*
+ * agentconn.h - the first steps on a new connection to a sandbox's agent, the same for every
+ * driver (oci.c over a unix socket, microvm.c over the VMM's forward).
+ */
+#ifndef BRIG_AGENTCONN_H
+#define BRIG_AGENTCONN_H
+
+#include "error.h"
+
+/* Bounds fd's sends and receives by timeout_ms (a wedged agent must not hang an API thread)
+ * and does the protocol's handshake.  On failure closes fd and returns -1 with a
+ * BRIG_E_UNAVAILABLE *err naming sandbox id; else returns fd. */
+int brig_agent_handshake(int fd, const char *id, int timeout_ms, brig_error **err);
+
+/* Waits up to timeout_ms until the process behind pidfd has exited (it may stay a
+ * zombie): 0, or -1 when it still runs. */
+int brig_pidfd_wait(int pidfd, int timeout_ms);
+
+#endif

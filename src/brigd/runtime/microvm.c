@@ -1,0 +1,586 @@
+/*
+ * microvm.c - the microVM driver (isolation "microvm"): each sandbox a virtual machine
+ * with its own kernel, started by a VMM (microvm_internal.h; QEMU's microvm machine now).
+ *
+ * A sandbox's VM lives in <state>/microvm/vms/<id>: its copy-on-write disk over the
+ * template's image (disk.qcow2), its console (console.log: the guest kernel's and the
+ * agent's lines), the VMM's own log (vmm.log) and its pid (vm.pid, for a restarted brigd).
+ * The VMM runs in the sandbox's network namespace, made here, and in its cgroup at
+ * /brig/<id>, made here with the tariff's memory (plus the VMM's own overhead) and CPU.
+ *
+ * The accelerator: KVM where /dev/kvm is hardware-backed; elsewhere (a PVM host, which can
+ * not run an ordinary guest) the mode is refused unless the operator set
+ * microvm_accel = tcg: QEMU's emulation, 20-50x slower, for tests and trials.
+ *
+ * The guest's network is the sandbox's own link, bridged to its NIC (microvm_net.c).
+ * Not there yet, refused with a clear error: volumes, pause/resume, snapshots, template
+ * builds (layer_open).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agentconn.h"
+#include "log.h"
+#include "microvm_internal.h"
+#include "spawn.h"
+#include "util.h"
+
+#define READY_TIMEOUT_MS   60000 /* boot to agent: ~2.5 s under TCG here, far more when loaded */
+#define CONNECT_TIMEOUT_MS 30000
+#define KILL_TIMEOUT_MS    10000
+#define VMM_OVERHEAD_MIB   256 /* QEMU itself beside the guest's memory (TCG's cache: 64) */
+#define VMM_PIDS           512 /* QEMU's threads */
+
+/* A sandbox's handle (cast to brig_rt_sandbox: the type is each driver's own). */
+typedef struct vm_sb {
+    char id[BRIG_ID_MAX];
+    int pidfd; /* the VMM's process; -1 when unknown */
+    int netns; /* the sandbox's network namespace (the VMM's) */
+} vm_sb;
+
+static char *vm_path(const microvm *m, const char *id, const char *name)
+{
+    return name ? brig_asprintf("%s/vms/%s/%s", m->dir, id, name)
+                : brig_asprintf("%s/vms/%s", m->dir, id);
+}
+
+/* ---- the network namespace and the agent's socket -------------------------------------- */
+
+typedef struct ns_job {
+    int netns; /* in: enter this one; -1: make a new one (lo up) */
+    int fd;    /* out: the new namespace's fd, or a TCP socket made inside it; -errno */
+} ns_job;
+
+/* A thread of its own: unshare/setns(CLONE_NEWNET) moves only the calling thread. */
+static void *ns_thread(void *arg)
+{
+    ns_job *j = arg;
+    if (j->netns >= 0) {
+        if (setns(j->netns, CLONE_NEWNET) < 0)
+            j->fd = -errno;
+        else if ((j->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+            j->fd = -errno;
+        return NULL;
+    }
+    if (unshare(CLONE_NEWNET) < 0) {
+        j->fd = -errno;
+        return NULL;
+    }
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr = {.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (s < 0 || ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        j->fd = -errno;
+    else if ((j->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+        j->fd = -errno;
+    if (s >= 0)
+        close(s);
+    return NULL;
+}
+
+static int ns_run(int netns, brig_error **err)
+{
+    ns_job j = {netns, -EAGAIN};
+    pthread_t t;
+    if (pthread_create(&t, NULL, ns_thread, &j) != 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, 0, "start a thread");
+    pthread_join(t, NULL);
+    if (j.fd < 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, -j.fd, "network namespace: %s",
+                              strerror(-j.fd));
+    return j.fd;
+}
+
+/* A connection to the agent: 127.0.0.1:AGENT_PORT of the sandbox's namespace, which the
+ * VMM forwards into the guest.  *refused: nothing listens (yet). */
+static int agent_dial(vm_sb *sb, int timeout_ms, bool *refused, brig_error **err)
+{
+    int fd = ns_run(sb->netns, err);
+    if (fd < 0)
+        return -1;
+    int on = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(BRIG_VM_AGENT_PORT),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        *refused = errno == ECONNREFUSED;
+        brig_error_set(err, BRIG_E_UNAVAILABLE, errno, "connect to the agent of %s", sb->id);
+        close(fd);
+        return -1;
+    }
+    /* QEMU accepts for the guest before the guest's agent does: a connection it could not
+     * forward is closed at once, which the handshake sees. */
+    *refused = true;
+    return brig_agent_handshake(fd, sb->id, timeout_ms, err);
+}
+
+static int mv_connect(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
+{
+    (void)rt;
+    bool refused = false;
+    return agent_dial((vm_sb *)h, CONNECT_TIMEOUT_MS, &refused, err);
+}
+
+/* Ready once the agent answers a handshake; fails as soon as the VMM exits. */
+static int agent_ready(vm_sb *sb, brig_error **err)
+{
+    int64_t deadline = brig_now_mono_ms() + READY_TIMEOUT_MS;
+    for (int delay_ms = 20;; delay_ms = delay_ms < 100 ? delay_ms * 2 : delay_ms) {
+        brig_error *e = NULL;
+        bool refused = false;
+        /* Short tries: a connection QEMU accepted while the guest's link was not up yet
+         * waits for the guest's TCP to retransmit (seconds); a new one gets through. */
+        int fd = agent_dial(sb, 250, &refused, &e);
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        struct pollfd p = {sb->pidfd, POLLIN, 0};
+        bool gone = poll(&p, 1, 0) != 0;
+        if (!refused || gone || brig_now_mono_ms() > deadline) {
+            brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "the VM of %s %s (%s)", sb->id,
+                           gone ? "exited before its agent answered" : "did not answer in time",
+                           e ? e->msg : "");
+            brig_error_clear(&e);
+            return -1;
+        }
+        brig_error_clear(&e);
+        struct pollfd w = {sb->pidfd, POLLIN, 0};
+        poll(&w, 1, delay_ms);
+    }
+}
+
+/* ---- kill, destroy ---------------------------------------------------------------------- */
+
+/* The VMM is the whole VM: its end is the sandbox's. */
+static int mv_kill(brig_runtime *rt, brig_rt_sandbox *h, int timeout_ms)
+{
+    (void)rt;
+    vm_sb *sb = (vm_sb *)h;
+    if (sb == NULL || sb->pidfd < 0)
+        return 0;
+    if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+        brig_warn("%s: kill the VMM: %s", sb->id, strerror(errno));
+    return brig_pidfd_wait(sb->pidfd, timeout_ms);
+}
+
+static int mv_exit_fd(brig_runtime *rt, brig_rt_sandbox *h)
+{
+    (void)rt;
+    return h ? ((vm_sb *)h)->pidfd : -1;
+}
+
+static void rm_rf(const char *path)
+{
+    const char *argv[] = {"rm", "-rf", "--one-file-system", path, NULL};
+    int st = 0;
+    brig_error *e = NULL;
+    if (brig_proc_run(argv, NULL, 0, &st, &e) < 0 || st != 0)
+        brig_warn("rm -rf %s failed", path);
+    brig_error_clear(&e);
+}
+
+static int mv_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *h, brig_error **err)
+{
+    microvm *m = rt->priv;
+    mv_kill(rt, h, KILL_TIMEOUT_MS);
+    /* Whatever else is in its cgroup: the VMM of a VM whose handle is gone (reconcile). */
+    int left = m->cgroup->kill_all(id, KILL_TIMEOUT_MS);
+    if (left < 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s: its VMM survives SIGKILL", id);
+    if (m->cgroup->remove(id, err) < 0)
+        return -1;
+    _cleanup_free_ char *dir = vm_path(m, id, NULL);
+    rm_rf(dir);
+    if (access(dir, F_OK) == 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s is left", dir);
+    return 0;
+}
+
+static void sb_free(vm_sb *sb)
+{
+    if (sb == NULL)
+        return;
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    if (sb->netns >= 0)
+        close(sb->netns);
+    free(sb);
+}
+
+static void mv_release(brig_runtime *rt, brig_rt_sandbox *h)
+{
+    (void)rt;
+    sb_free((vm_sb *)h);
+}
+
+/* ---- create, attach --------------------------------------------------------------------- */
+
+static int open_in(const char *path, int flags, brig_error **err)
+{
+    int fd = open(path, flags | O_CLOEXEC, 0600);
+    if (fd < 0)
+        brig_error_sys(err, "open %s", path);
+    return fd;
+}
+
+/* What the VM is started with: its disk, its cgroup, its files as descriptors. */
+static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error **err)
+{
+    _cleanup_free_ char *image = brig_vm_template_image(spec->rootfs, spec->disk_mib, err);
+    _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
+    if (image == NULL || brig_vm_overlay(image, disk, spec->uid_base, err) < 0)
+        return -1;
+    char *procs[BRIG_CGROUP_PROCS_MAX];
+    brig_cgroup_limits lim = {(spec->memory_mib + VMM_OVERHEAD_MIB) << 20, spec->cpus, VMM_PIDS};
+    int rc = brig_cgroup_place(m->cgroup, spec->id, &lim, procs, err);
+    _cleanup_free_ char *kernel = brig_asprintf("%s/vmlinuz", m->kernel_dir);
+    _cleanup_free_ char *initrd = brig_asprintf("%s/initrd.cpio", m->dir);
+    _cleanup_free_ char *con = vm_path(m, spec->id, "console.log");
+    _cleanup_free_ char *log = vm_path(m, spec->id, "vmm.log");
+    int fds[5] = {-1, -1, -1, -1, -1};
+    if (rc == 0 && ((fds[0] = open_in(kernel, O_RDONLY, err)) < 0 ||
+                    (fds[1] = open_in(initrd, O_RDONLY, err)) < 0 ||
+                    (fds[2] = open_in(disk, O_RDWR, err)) < 0 ||
+                    (fds[3] = open_in(con, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
+                    (fds[4] = open_in(log, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
+                    fchown(fds[3], spec->uid_base, spec->uid_base) < 0))
+        rc = -1;
+    int cpus = spec->cpus >= 1 ? (int)(spec->cpus + 0.999) : 1;
+    /* The sandbox's link first (runtime.h's net_first), then the guest's tap on it. */
+    brig_vm_net net = {.tap_fd = -1};
+    if (rc == 0 && ((spec->net_first && spec->net_first(spec->net_arg, sb->netns, err) < 0) ||
+                    brig_vm_net_setup(sb->netns, &net, err) < 0))
+        rc = -1;
+    brig_vm_boot b = {.id = spec->id,
+                      .memory_mib = spec->memory_mib,
+                      .cpus = cpus,
+                      .uid = spec->uid_base,
+                      .netns_fd = sb->netns,
+                      .kernel_fd = fds[0],
+                      .initrd_fd = fds[1],
+                      .disk_fd = fds[2],
+                      .console_fd = fds[3],
+                      .log_fd = fds[4],
+                      .net = &net,
+                      .cgroup_procs = (const char *const *)procs};
+    pid_t pid = 0;
+    if (rc == 0)
+        rc = m->vmm->start(m, &b, &pid, err);
+    brig_vm_net_dispose(&net);
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(fds); i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    for (size_t i = 0; i < BRIG_CGROUP_PROCS_MAX; i++)
+        free(procs[i]);
+    if (rc < 0)
+        return -1;
+    _cleanup_free_ char *pidfile = vm_path(m, spec->id, "vm.pid");
+    _cleanup_free_ char *text = brig_asprintf("%d\n", (int)pid);
+    int pf = open_in(pidfile, O_WRONLY | O_CREAT | O_TRUNC, err);
+    if (pf < 0)
+        return -1;
+    ssize_t w = write(pf, text, strlen(text));
+    close(pf);
+    if (w < 0 || (sb->pidfd = pidfd_open(pid, 0)) < 0)
+        return brig_error_sys(err, "the VMM of %s (pid %d) is gone", spec->id, (int)pid);
+    return 0;
+}
+
+static void mv_last_words(brig_runtime *rt, const char *id, char *buf, size_t n);
+
+static int mv_refuse(const char *what, brig_error **err)
+{
+    return brig_error_set(err, BRIG_E_INVALID, 0, "%s is not available for isolation 'microvm' yet",
+                          what);
+}
+
+static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox **out,
+                     brig_error **err)
+{
+    microvm *m = rt->priv;
+    if (spec->n_volumes > 0)
+        return mv_refuse("volumes", err);
+    if (spec->snapshot)
+        return mv_refuse("starting from a snapshot", err);
+    if (brig_vm_ready(m, err) < 0)
+        return -1;
+    _cleanup_free_ char *dir = vm_path(m, spec->id, NULL);
+    if (mkdir(dir, 0700) < 0)
+        return brig_error_sys(err, "mkdir %s", dir);
+    vm_sb *sb = brig_xcalloc(1, sizeof(*sb));
+    snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
+    sb->pidfd = -1;
+    int64_t t0 = brig_now_mono_ms();
+    if ((sb->netns = ns_run(-1, err)) < 0 || vm_boot(m, spec, sb, err) < 0 ||
+        agent_ready(sb, err) < 0) {
+        char said[1024];
+        mv_last_words(rt, spec->id, said, sizeof(said));
+        if (said[0])
+            brig_warn("%s: its VM's console said: %s", spec->id, said);
+        brig_error *derr = NULL;
+        if (mv_destroy(rt, spec->id, (brig_rt_sandbox *)sb, &derr) < 0) {
+            brig_err("%s: cleanup after failed create: %s", spec->id, derr->msg);
+            brig_error_clear(&derr);
+        }
+        sb_free(sb);
+        return -1;
+    }
+    brig_info("%s: VM ready in %lld ms (%s, %s)", spec->id, (long long)(brig_now_mono_ms() - t0),
+              m->vmm->name, m->accel);
+    *out = (brig_rt_sandbox *)sb;
+    return 0;
+}
+
+/* The VMM of a VM left by a previous brigd: its recorded pid, still in the sandbox's cgroup
+ * (a pid reused since is another process's). */
+static int vmm_find(microvm *m, const char *id, pid_t *out, brig_error **err)
+{
+    _cleanup_free_ char *pidfile = vm_path(m, id, "vm.pid");
+    char buf[32] = {0};
+    int fd = open(pidfile, O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    pid_t pid = r > 0 ? (pid_t)atoi(buf) : 0;
+    _cleanup_free_ char *cgf = brig_asprintf("/proc/%d/cgroup", (int)pid);
+    _cleanup_free_ char *want = brig_asprintf("/brig/%s\n", id);
+    char text[4096] = {0};
+    fd = pid > 0 ? open(cgf, O_RDONLY | O_CLOEXEC) : -1;
+    r = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    int pidfd = r > 0 && strstr(text, want) ? pidfd_open(pid, 0) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (pidfd < 0)
+        brig_error_set(err, BRIG_E_NOT_FOUND, 0, "the VM of %s is not running", id);
+    *out = pid;
+    return pidfd;
+}
+
+static int mv_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, brig_error **err)
+{
+    microvm *m = rt->priv;
+    vm_sb *sb = brig_xcalloc(1, sizeof(*sb));
+    snprintf(sb->id, sizeof(sb->id), "%s", id);
+    sb->netns = -1;
+    bool refused = false;
+    pid_t pid = 0;
+    if ((sb->pidfd = vmm_find(m, id, &pid, err)) < 0)
+        goto fail;
+    /* Its namespace, through the VMM's (the pidfd, still live after, says it is that one). */
+    _cleanup_free_ char *ns = brig_asprintf("/proc/%d/ns/net", (int)pid);
+    sb->netns = open(ns, O_RDONLY | O_CLOEXEC);
+    struct pollfd p = {sb->pidfd, POLLIN, 0};
+    if (sb->netns < 0 || poll(&p, 1, 0) != 0) {
+        brig_error_sys(err, "open %s", ns);
+        goto fail;
+    }
+    int fd = agent_dial(sb, CONNECT_TIMEOUT_MS, &refused, err);
+    if (fd < 0)
+        goto fail;
+    close(fd);
+    *out = (brig_rt_sandbox *)sb;
+    return 0;
+fail:
+    sb_free(sb);
+    return -1;
+}
+
+/* ---- what it uses, what it said --------------------------------------------------------- */
+
+static int mv_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err)
+{
+    microvm *m = rt->priv;
+    *ids = NULL;
+    *n = 0;
+    _cleanup_free_ char *vms = brig_asprintf("%s/vms", m->dir);
+    DIR *d = opendir(vms);
+    if (d == NULL)
+        return errno == ENOENT ? 0 : brig_error_sys(err, "open %s", vms);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        *ids = brig_xrealloc(*ids, (*n + 1) * sizeof(char *));
+        (*ids)[(*n)++] = brig_xstrdup(e->d_name);
+    }
+    closedir(d);
+    return 0;
+}
+
+bool brig_microvm_has(brig_runtime *rt, const char *id)
+{
+    microvm *m = rt->priv;
+    _cleanup_free_ char *dir = vm_path(m, id, NULL);
+    return access(dir, F_OK) == 0;
+}
+
+static int mv_netns(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
+{
+    (void)rt;
+    int fd = fcntl(((vm_sb *)h)->netns, F_DUPFD_CLOEXEC, 3);
+    return fd < 0 ? brig_error_sys(err, "dup") : fd;
+}
+
+static int mv_stats(brig_runtime *rt, brig_rt_sandbox *h, brig_rt_stats *out)
+{
+    microvm *m = rt->priv;
+    vm_sb *sb = (vm_sb *)h;
+    *out = (brig_rt_stats){-1, -1, -1, -1, -1, -1};
+    if (sb == NULL)
+        return -1;
+    brig_cgroup_usage(m->cgroup, sb->id, &out->cpu_ns, &out->memory_bytes, &out->memory_peak_bytes,
+                      &out->pids);
+    /* The disk: what its copy-on-write layer holds on the host. */
+    _cleanup_free_ char *disk = vm_path(m, sb->id, "disk.qcow2");
+    struct stat st;
+    if (stat(disk, &st) == 0)
+        out->disk_bytes = (int64_t)st.st_blocks * 512;
+    return out->cpu_ns < 0 && out->memory_bytes < 0 ? -1 : 0;
+}
+
+/* The cgroup's OOM kills are the VMM's (the whole VM): the guest's own OOM kills happen
+ * inside, where its agent sees them. */
+static void mv_events(brig_runtime *rt, const char *id, brig_rt_events *out)
+{
+    microvm *m = rt->priv;
+    *out = (brig_rt_events){-1, -1, -1, -1};
+    m->cgroup->events(id, &out->oom_kills, &out->pids_max);
+}
+
+/* The console's last bytes: the guest kernel's and its agent's last lines. */
+static void mv_last_words(brig_runtime *rt, const char *id, char *buf, size_t n)
+{
+    microvm *m = rt->priv;
+    buf[0] = '\0';
+    _cleanup_free_ char *path = vm_path(m, id, "console.log");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 || n < 2) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    off_t end = lseek(fd, 0, SEEK_END);
+    off_t from = end > (off_t)(n - 1) ? end - (off_t)(n - 1) : 0;
+    ssize_t got = end > 0 ? pread(fd, buf, (size_t)(end - from), from) : 0;
+    close(fd);
+    buf[got > 0 ? got : 0] = '\0';
+    for (char *p = buf; *p; p++)
+        if ((*p < ' ' && *p != '\n') || *p == 0x7f)
+            *p = ' ';
+}
+
+/* ---- what a VM cannot do yet ------------------------------------------------------------ */
+
+static int no_layer(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+{
+    (void)rt, (void)sb;
+    return mv_refuse("building a template from a sandbox", err);
+}
+
+static int no_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err)
+{
+    (void)rt, (void)sb, (void)memory;
+    return mv_refuse("pausing", err);
+}
+
+static int no_resume(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+{
+    (void)rt, (void)sb;
+    return mv_refuse("resuming", err);
+}
+
+static int mv_paused(brig_runtime *rt, const char *id)
+{
+    return brig_microvm_has(rt, id) ? 0 : -1;
+}
+
+static int no_snapshot(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                       char digest[65], int64_t *bytes, brig_error **err)
+{
+    (void)rt, (void)sb, (void)id, (void)durable, (void)digest, (void)bytes;
+    return mv_refuse("snapshots", err);
+}
+
+/* ---- the driver ------------------------------------------------------------------------- */
+
+static int mv_available(brig_runtime *rt, brig_isolation iso, brig_error **err)
+{
+    microvm *m = rt->priv;
+    if (iso != BRIG_ISO_MICROVM)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "isolation '%s' is not a microVM",
+                              brig_isolation_name(iso));
+    if (m->missing)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "%s", m->missing);
+    if (strcmp(m->accel, "kvm") == 0 && !m->host_kvm)
+        return brig_error_set(
+            err, BRIG_E_INVALID, 0,
+            "isolation 'microvm' needs hardware KVM, and this host has none (/dev/kvm is "
+            "missing or not hardware-backed, e.g. PVM); an operator may set microvm_accel = tcg "
+            "to run microVMs under QEMU's emulation instead: 20-50x slower, for tests and "
+            "trials only");
+    return brig_vm_ready(m, err);
+}
+
+static const char *mv_accel(brig_runtime *rt, brig_isolation iso)
+{
+    microvm *m = rt->priv;
+    return iso == BRIG_ISO_MICROVM ? m->accel : NULL;
+}
+
+static void mv_free(brig_runtime *rt)
+{
+    microvm *m = rt->priv;
+    free(m->dir);
+    free(m->kernel_dir);
+    free(m->agent_path);
+    free(m->vmm_path);
+    free(m->accel);
+    free(m->missing);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+    free(rt);
+}
+
+const brig_runtime_ops brig_microvm_ops = {
+    .name = "microvm",
+    .available = mv_available,
+    .create = mv_create,
+    .attach = mv_attach,
+    .connect = mv_connect,
+    .destroy = mv_destroy,
+    .kill = mv_kill,
+    .exit_fd = mv_exit_fd,
+    .netns = mv_netns,
+    .release = mv_release,
+    .stats = mv_stats,
+    .events = mv_events,
+    .last_words = mv_last_words,
+    .layer_open = no_layer,
+    .pause = no_pause,
+    .resume = no_resume,
+    .paused = mv_paused,
+    .snapshot_take = no_snapshot,
+    .list = mv_list,
+    .accel = mv_accel,
+    .free = mv_free,
+};

@@ -1,0 +1,99 @@
+/*
+ * microvm_internal.h - what the microVM driver's files share (microvm.c, the driver's
+ * lifecycle ops; microvm_image.c, the guest's initramfs and disks; microvm_qemu.c, QEMU as
+ * its VMM), and nothing else includes.  runtime.h stays the driver interface.
+ *
+ * A sandbox of isolation "microvm" is a virtual machine with its own kernel (Debian's cloud
+ * kernel, scripts/setup-vm), whose PID 1 is brig-agent on the template's root file system.
+ * The VMM that runs it is an ops table of its own (brig_vmm_ops): QEMU's microvm machine
+ * now; Firecracker or Cloud Hypervisor can be another on hosts that install them.
+ */
+#ifndef BRIG_MICROVM_INTERNAL_H
+#define BRIG_MICROVM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "core/id.h"
+#include "runtime.h"
+
+/* The agent's TCP port inside the guest, forwarded by the VMM to 127.0.0.1:AGENT_PORT of
+ * the sandbox's own network namespace (only brigd enters it). */
+#define BRIG_VM_AGENT_PORT   5000
+#define BRIG_VM_AGENT_PORT_S "5000"
+
+typedef struct microvm microvm;
+
+/* The guest's network (microvm_net.c): a tap bridged to the sandbox's eth0, whose address,
+ * gateway and MAC the guest takes.  tap_fd -1: no network (brigd's networking is off). */
+typedef struct brig_vm_net {
+    int tap_fd;
+    uint32_t addr, gw; /* network byte order */
+    unsigned char mac[6];
+} brig_vm_net;
+
+/* Sets it up in namespace netns, after the network layer attached eth0 there. */
+int brig_vm_net_setup(int netns, brig_vm_net *out, brig_error **err);
+void brig_vm_net_dispose(brig_vm_net *n);
+/* " brig.ip=A brig.gw=G brig.mac=M" for the guest's /init, or "" (caller frees). */
+char *brig_vm_net_cmdline(const brig_vm_net *n);
+
+/* What a VMM is given to start one VM; every file is an open descriptor (the VMM runs as
+ * the sandbox's uid and reopens them through /proc/self/fd: no host path of ours needs to
+ * be reachable by it). */
+typedef struct brig_vm_boot {
+    const char *id;
+    int64_t memory_mib;
+    int cpus;
+    unsigned uid; /* the VMM's uid and gid */
+    int netns_fd; /* the sandbox's network namespace: the VMM runs inside it */
+    int kernel_fd, initrd_fd, disk_fd, console_fd, log_fd;
+    const brig_vm_net *net;          /* the guest's NIC: its tap_fd, MAC and /init's arguments */
+    const char *const *cgroup_procs; /* cgroup.procs files the VMM joins, NULL-terminated */
+} brig_vm_boot;
+
+typedef struct brig_vmm_ops {
+    const char *name; /* "qemu" */
+    /* Finds the VMM on this host: 0, or -1 with *why (caller frees) saying what is missing. */
+    int (*probe)(microvm *m, char **why);
+    /* Starts the VM in the background; *pid is its process (reparented to brigd). */
+    int (*start)(microvm *m, const brig_vm_boot *b, pid_t *pid, brig_error **err);
+} brig_vmm_ops;
+
+extern const brig_vmm_ops brig_vmm_qemu;
+
+struct microvm {
+    const brig_cgroup_ops *cgroup;
+    const brig_vmm_ops *vmm;
+    char *dir;            /* <state>/microvm */
+    char *kernel_dir;     /* the guest kernel: vmlinuz, modules/ (scripts/setup-vm) */
+    char *agent_path;     /* brig-agent, copied into the initramfs */
+    char *vmm_path;       /* the VMM binary, once probed */
+    char *accel;          /* "kvm" | "tcg" (setting microvm_accel) */
+    bool host_kvm;        /* /dev/kvm is hardware-backed */
+    long tsc_khz;         /* the host's TSC (tcg: the guest kernel is told it), 0 if unknown */
+    char *missing;        /* why isolation microvm cannot run here, or NULL */
+    pthread_mutex_t lock; /* initrd_built */
+    bool initrd_built;    /* <dir>/initrd.cpio is this brigd's (brig_vm_ready) */
+};
+
+/* 0 once the initramfs is built (the first call builds it); -1 with *err. */
+int brig_vm_ready(microvm *m, brig_error **err);
+
+extern const brig_runtime_ops brig_microvm_ops;
+
+/* ---- the guest's files (microvm_image.c) ---------------------------------------------- */
+
+/* Builds <dir>/initrd.cpio from busybox, the kernel's modules and the agent (at start-up). */
+int brig_vm_initrd_build(microvm *m, brig_error **err);
+/* The template's root disk image for VMs of disk_mib (<rootfs>.<disk_mib>M.ext4 beside it:
+ * the template's files and disk_mib free, made once, shared by those VMs): returns its path
+ * (caller frees). */
+char *brig_vm_template_image(const char *rootfs, int64_t disk_mib, brig_error **err);
+/* A copy-on-write disk at path over image, owned by uid. */
+int brig_vm_overlay(const char *image, const char *path, unsigned uid, brig_error **err);
+
+#endif
