@@ -1,7 +1,7 @@
 # brig - the README's commands live here.
 #
 #   make up      setup, build, base template (cached), then brigd in the foreground
-#   make check   setup, sanitized build, unit tests, integration + security tests, brig's own
+#   make check   setup, release build (warnings are errors there too), sanitized build, unit tests, integration + security tests, brig's own
 #                Node.js (scripts/check-node), the SDKs, the dashboard in headless Chromium (tests/ui)
 #   make screenshots  the dashboard's screenshots in docs/img/ (from a run of tests/ui)
 #
@@ -95,7 +95,7 @@ DOC_SHOTS = signin sandboxes sandbox terminal money projects host-operator
 screenshots: ui-test
 	for s in $(DOC_SHOTS); do cp $(BUILD)/ui-screenshots/$$s.png docs/img/dashboard-$$s.png; done
 
-check: build-check format-check
+check: build build-check format-check
 	scripts/check-structure $(CHECK_BUILD)
 	scripts/check-docs
 	templates/build --cache $(TEMPLATE_CACHE) minimal >/dev/null

@@ -384,10 +384,11 @@ static int mv_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, br
     sb->netns = -1;
     bool refused = false;
     pid_t pid = 0;
+    _cleanup_free_ char *ns = NULL; /* before the first goto: fail frees it */
     if ((sb->pidfd = vmm_find(m, id, &pid, err)) < 0)
         goto fail;
     /* Its namespace, through the VMM's (the pidfd, still live after, says it is that one). */
-    _cleanup_free_ char *ns = brig_asprintf("/proc/%d/ns/net", (int)pid);
+    ns = brig_asprintf("/proc/%d/ns/net", (int)pid);
     sb->netns = open(ns, O_RDONLY | O_CLOEXEC);
     struct pollfd p = {sb->pidfd, POLLIN, 0};
     if (sb->netns < 0 || poll(&p, 1, 0) != 0) {
