@@ -1,8 +1,9 @@
 # brig - the README's commands live here.
 #
 #   make up      setup, build, base template (cached), then brigd in the foreground
-#   make check   setup, release build (warnings are errors there too), sanitized build, unit tests, integration + security tests, brig's own
-#                Node.js (scripts/check-node), the SDKs, the dashboard in headless Chromium (tests/ui)
+#   make check   setup, release and sanitized builds (warnings are errors in both), unit tests,
+#                integration + security tests, brig's own Node.js (scripts/check-node), the SDKs,
+#                the dashboard in headless Chromium (tests/ui)
 #   make screenshots  the dashboard's screenshots in docs/img/ (from a run of tests/ui)
 #
 # Overridable: LISTEN, STATE_DIR, TEMPLATE_CACHE, PYTEST_ARGS, FUZZ_SECONDS.
