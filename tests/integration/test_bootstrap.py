@@ -632,7 +632,8 @@ def test_brigd_stops_a_running_build_and_forgets_it(tmp_path):
 
 def test_a_build_keeps_the_newest_output(tmp_path):
     """brigd keeps the last 1 MiB of a build's output at most: a follower that starts at
-    the beginning is told how much was dropped, then gets the rest line by line; the
+    the beginning is told how much was dropped (again if it falls that far behind), then
+    gets the rest line by line; the
     record's log_tail is the last 16 KiB at most, from a line's start."""
     minimal = read(os.path.join(REPO, "templates", "minimal", "spec"))
     # (the spec is sourced under pipefail: yes ends by SIGPIPE, which is no failure here)
@@ -649,8 +650,10 @@ def test_a_build_keeps_the_newest_output(tmp_path):
         f.events = [e for e in f.events if e["type"] != "dropped"]
         log, end = f.result()
         assert end["state"] == "succeeded", end
-        assert len(dropped) == 1 and f.events is not None, dropped
-        assert dropped[0]["bytes"] + len(log.encode()) == end["log_bytes"] > 3_000_000
+        # once at the start; again whenever this follower fell 1 MiB behind (a loaded host)
+        assert len(dropped) >= 1 and f.events is not None, dropped
+        lost = sum(e["bytes"] for e in dropped)
+        assert lost + len(log.encode()) == end["log_bytes"] > 3_000_000
         assert len(log.encode()) <= 1 << 20
         assert log.endswith(f"{cache}/chatty/{key}/rootfs\n"), log[-300:]
         rec = build_record(op, loc)

@@ -128,16 +128,24 @@ done:
     return r;
 }
 
+/* LOOP_CTL_GET_FREE hands every caller the same free device until one configures it: the
+ * creates of a burst would race for it (all but one EBUSY, again and again).  brigd's own
+ * threads take turns here; another process can still win one, and then we try the next. */
+static pthread_mutex_t loop_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int brig_disk_loop(int img, bool direct, char dev[32], brig_error **err)
 {
     int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
     if (ctl < 0)
         return brig_error_sys(err, "open /dev/loop-control");
     int r = -1;
+    bool failed = false; /* *err says why */
+    pthread_mutex_lock(&loop_lock);
     for (int attempt = 0; attempt < 16; attempt++) {
         int n = ioctl(ctl, LOOP_CTL_GET_FREE);
         if (n < 0) {
             brig_error_sys(err, "find a free loop device");
+            failed = true;
             break;
         }
         snprintf(dev, 32, "/dev/loop%d", n);
@@ -146,6 +154,7 @@ int brig_disk_loop(int img, bool direct, char dev[32], brig_error **err)
             fd = open(dev, O_RDWR | O_CLOEXEC);
         if (fd < 0) {
             brig_error_sys(err, "open %s", dev);
+            failed = true;
             break;
         }
         struct loop_config cfg;
@@ -163,12 +172,17 @@ int brig_disk_loop(int img, bool direct, char dev[32], brig_error **err)
             break;
         }
         close(fd);
-        if (e != EBUSY) { /* EBUSY: another thread took it first; try the next one */
+        if (e != EBUSY) { /* EBUSY: another process took it first; try the next one */
             brig_error_set(err, BRIG_E_INTERNAL, e, "configure %s", dev);
+            failed = true;
             break;
         }
     }
+    pthread_mutex_unlock(&loop_lock);
     close(ctl);
+    if (r < 0 && !failed)
+        brig_error_set(err, BRIG_E_UNAVAILABLE, EBUSY,
+                       "no loop device could be configured in 16 tries: others took each one");
     return r;
 }
 
