@@ -134,6 +134,7 @@ extern const cli_cmd cli_tariff_commands[];
 extern const cli_cmd cli_timeout_commands[];
 extern const cli_cmd cli_pause_commands[];
 extern const cli_cmd cli_netlog_commands[];
+extern const cli_cmd cli_template_commands[];
 
 /* The last value of option key, NULL when absent ("" for a given flag). */
 const char *cli_opt_get(const cli_args *a, int key);

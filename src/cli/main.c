@@ -272,9 +272,9 @@ static const cli_cmd commands[] = {
 
 /* The families' tables (cli.h), listed after this file's. */
 static const cli_cmd *const families[] = {
-    cli_account_commands, cli_project_commands, cli_key_commands,     cli_secret_commands,
-    cli_policy_commands,  cli_tariff_commands,  cli_timeout_commands, cli_netlog_commands,
-    cli_inject_commands,  cli_pause_commands,
+    cli_account_commands, cli_project_commands, cli_key_commands,      cli_secret_commands,
+    cli_policy_commands,  cli_tariff_commands,  cli_timeout_commands,  cli_netlog_commands,
+    cli_inject_commands,  cli_pause_commands,   cli_template_commands,
 };
 
 /* The i-th command row of all tables, NULL past the last. */

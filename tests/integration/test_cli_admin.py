@@ -499,7 +499,8 @@ def test_progress_on_a_terminal_and_silence_in_a_pipe(api, tmp_path):
 
 @pytest.mark.parametrize("cmd", [
     "account create", "account credit", "account configure", "account limits", "project ls",
-    "project create", "project show", "project rename", "project isolation", "key create", "key revoke", "secret set", "secret ls",
+    "project create", "project show", "project rename", "project isolation",
+    "template show", "template log", "template rm", "key create", "key revoke", "secret set", "secret ls",
     "secret rm", "policy show", "policy mode", "policy add", "policy remove", "tariff ls",
     "timeout", "netlog"])
 def test_every_new_command_has_help(cmd):
