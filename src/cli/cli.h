@@ -74,6 +74,8 @@ enum cli_opt_key {
     OPT_BEFORE,
     OPT_VOLUME,
     OPT_SIZE,
+    OPT_SNAPSHOT,
+    OPT_GRANT,
 };
 
 /* Whether a command takes a remote command after its operands. */
