@@ -74,6 +74,8 @@ enum cli_opt_key {
     OPT_BEFORE,
     OPT_VOLUME,
     OPT_SIZE,
+    OPT_SNAPSHOT,
+    OPT_GRANT,
 };
 
 /* Whether a command takes a remote command after its operands. */
@@ -134,6 +136,7 @@ extern const cli_cmd cli_tariff_commands[];
 extern const cli_cmd cli_timeout_commands[];
 extern const cli_cmd cli_pause_commands[];
 extern const cli_cmd cli_netlog_commands[];
+extern const cli_cmd cli_template_commands[];
 
 /* The last value of option key, NULL when absent ("" for a given flag). */
 const char *cli_opt_get(const cli_args *a, int key);

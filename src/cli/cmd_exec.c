@@ -42,6 +42,85 @@ json_t *cli_pty_size(void)
 
 /* the request */
 
+/* The --env K=V options into b's "env": 0, or CLI_EXIT_USAGE (printed). */
+static int add_env(const cli_args *a, json_t *b)
+{
+    json_t *env = NULL;
+    for (int i = 0; i < a->nopts; i++) {
+        if (a->opts[i].key != OPT_ENV)
+            continue;
+        const char *kv = a->opts[i].val;
+        const char *eq = strchr(kv, '=');
+        _cleanup_free_ char *name = eq ? brig_xstrndup(kv, (size_t)(eq - kv)) : brig_xstrdup(kv);
+        const char *value = eq ? eq + 1 : getenv(name);
+        if (*name == '\0') {
+            json_decref(env);
+            return cli_usage_error(a->cmd, "--env '%s': empty variable name", kv);
+        }
+        if (value == NULL) {
+            json_decref(env);
+            return cli_usage_error(a->cmd, "--env %s: %s is not set in this environment", name,
+                                   name);
+        }
+        if (env == NULL)
+            env = json_object();
+        json_object_set_new(env, name, json_string(value));
+    }
+    if (env != NULL)
+        json_object_set_new(b, "env", env);
+    return 0;
+}
+
+/* One --grant NAME:SECONDS[:VAR]: the credentials' entry, into *name (caller frees) and
+ * *grant (caller owns); with VAR its value is brig's own environment variable VAR (so it is
+ * never on a command line).  brigd checks the name and the bounds.  0, or CLI_EXIT_USAGE
+ * (printed). */
+static int parse_grant(const cli_args *a, const char *g, char **name, json_t **grant)
+{
+    const char *colon = strchr(g, ':');
+    char *end = NULL;
+    long long ttl = 0;
+    if (colon != NULL && colon != g && colon[1] >= '0' && colon[1] <= '9')
+        ttl = strtoll(colon + 1, &end, 10);
+    if (ttl < 1 || (*end != '\0' && *end != ':'))
+        return cli_usage_error(a->cmd, "--grant takes NAME:SECONDS[:VAR], not '%s'", g);
+    json_t *v = NULL;
+    if (*end == ':') {
+        const char *value = getenv(end + 1);
+        v = value ? json_string(value) : NULL; /* NULL: not UTF-8 */
+        if (v == NULL)
+            return cli_usage_error(a->cmd, "--grant %s: %s is not set here (or not UTF-8)", g,
+                                   end + 1);
+    }
+    *grant = json_pack("{s:I}", "ttl_seconds", (json_int_t)ttl);
+    if (v != NULL)
+        json_object_set_new(*grant, "value", v);
+    *name = brig_xstrndup(g, (size_t)(colon - g));
+    return 0;
+}
+
+/* The --grant options into b's "credentials" (docs/secrets.md): 0, or CLI_EXIT_USAGE. */
+static int add_grants(const cli_args *a, json_t *b)
+{
+    json_t *creds = NULL;
+    for (int i = 0; i < a->nopts; i++) {
+        if (a->opts[i].key != OPT_GRANT)
+            continue;
+        _cleanup_free_ char *name = NULL;
+        json_t *grant = NULL;
+        if (parse_grant(a, a->opts[i].val, &name, &grant) != 0) {
+            json_decref(creds);
+            return CLI_EXIT_USAGE;
+        }
+        if (creds == NULL)
+            creds = json_object();
+        json_object_set_new(creds, name, grant);
+    }
+    if (creds != NULL)
+        json_object_set_new(b, "credentials", creds);
+    return 0;
+}
+
 /* Builds the exec request from the options and the remote command into *body
  * (caller owns) and the client's time limit into *timeout_ms.  Returns 0, or
  * CLI_EXIT_USAGE after printing a usage error. */
@@ -83,31 +162,10 @@ static int exec_request(const cli_args *a, json_t **body, long *timeout_ms)
     if (cli_opt_has(a, OPT_PTY))
         json_object_set_new(b, "pty", cli_pty_size());
 
-    json_t *env = NULL;
-    for (int i = 0; i < a->nopts; i++) {
-        if (a->opts[i].key != OPT_ENV)
-            continue;
-        const char *kv = a->opts[i].val;
-        const char *eq = strchr(kv, '=');
-        _cleanup_free_ char *name = eq ? brig_xstrndup(kv, (size_t)(eq - kv)) : brig_xstrdup(kv);
-        const char *value = eq ? eq + 1 : getenv(name);
-        if (*name == '\0') {
-            json_decref(env);
-            json_decref(b);
-            return cli_usage_error(a->cmd, "--env '%s': empty variable name", kv);
-        }
-        if (value == NULL) {
-            json_decref(env);
-            json_decref(b);
-            return cli_usage_error(a->cmd, "--env %s: %s is not set in this environment", name,
-                                   name);
-        }
-        if (env == NULL)
-            env = json_object();
-        json_object_set_new(env, name, json_string(value));
+    if (add_env(a, b) != 0 || add_grants(a, b) != 0) {
+        json_decref(b);
+        return CLI_EXIT_USAGE;
     }
-    if (env != NULL)
-        json_object_set_new(b, "env", env);
 
     *timeout_ms = CLI_EXEC_NO_LIMIT_MS;
     const char *t = cli_opt_get(a, OPT_TIMEOUT);

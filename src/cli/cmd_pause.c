@@ -151,8 +151,8 @@ const cli_cmd cli_pause_commands[] = {
     {"snapshot", snapshot_cmd, "[--json] ID [NAME]",
      "take a snapshot of a sandbox's file system (it goes on)",
      "Crash-consistent: its processes stand still while it is copied.  Prints\n"
-     "\"SNAPSHOT_ID N bytes\".  New sandboxes start from it: POST /v1/sandboxes\n"
-     "{\"snapshot\": ID} (docs/snapshots.md).\n",
+     "\"SNAPSHOT_ID N bytes\".  New sandboxes start from it: brig create --snapshot\n"
+     "SNAPSHOT_ID (docs/snapshots.md).\n",
      opts_pause, 1, 2, CLI_REST_NONE},
     {"snapshots", snapshots_cmd, "[--json]", "list the snapshots",
      "One a line: id, name, source sandbox, template, created.\n", opts_pause, 0, 0, CLI_REST_NONE},

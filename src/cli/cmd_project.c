@@ -2,7 +2,8 @@
  * cmd_project.c - an account's projects (docs/api.md "Projects, keys and secrets"):
  * `brig project ls`, `project create NAME`, `project show [ID]` (its egress and isolation
  * policies; default: the account's default project), `project rename ID NAME` and `project
- * isolation ID MODES|all` (the isolation policy).  Changes need an admin key.
+ * isolation ID MODES|all` (the isolation policy), `project on-idle ID delete|pause`.  Changes
+ * need an admin key.
  */
 #include <stdio.h>
 #include <string.h>
@@ -100,7 +101,9 @@ static int print_project(const cli_args *a, json_t *p)
     cli_print_clean(stdout, modes);
     printf(" (default: ");
     cli_print_clean(stdout, cli_str(json_object_get(p, "isolation"), "default", "-"));
-    printf(")\n");
+    printf(")\n%-12s", "on idle");
+    cli_print_clean(stdout, cli_str(p, "on_idle", "-"));
+    putchar('\n');
     cli_print_egress(json_object_get(p, "egress"));
     json_decref(p);
     return CLI_EXIT_OK;
@@ -149,6 +152,12 @@ static int project_isolation(const cli_args *a)
     return patch(a, json_pack("{s:o}", "isolation", pol));
 }
 
+/* What the project's new sandboxes' idle timeout does: delete or pause (brigd checks it). */
+static int project_on_idle(const cli_args *a)
+{
+    return patch(a, json_pack("{s:s}", "on_idle", a->pos[1]));
+}
+
 static const int opts_json[] = {OPT_JSON, 0};
 static const int opts_isolation[] = {OPT_DEFAULT, OPT_JSON, 0};
 
@@ -168,5 +177,10 @@ const cli_cmd cli_project_commands[] = {
      "that names none (none: the operator's isolation_default if allowed, else the first).\n"
      "all removes the policy.  Running sandboxes keep their mode.\n",
      opts_isolation, 2, 2, CLI_REST_NONE},
+    {"project on-idle", project_on_idle, "[--json] ID delete|pause",
+     "what the idle timeout of the project's sandboxes does (an admin key)",
+     "The default of the sandboxes created from then on (create --on-idle overrides it);\n"
+     "pause keeps a sandbox paused up to brigd's paused_max_age (docs/snapshots.md).\n",
+     opts_json, 2, 2, CLI_REST_NONE},
     {0},
 };

@@ -51,6 +51,9 @@ int brig_cmd_create(const cli_args *a)
     const char *tpl = cli_opt_get(a, OPT_TEMPLATE);
     if (tpl != NULL)
         json_object_set_new(body, "template", json_string(tpl));
+    const char *snap = cli_opt_get(a, OPT_SNAPSHOT); /* brigd checks it, and with --template */
+    if (snap != NULL)
+        json_object_set_new(body, "snapshot", json_string(snap));
     const char *iso = cli_opt_get(a, OPT_ISOLATION); /* brigd checks it */
     if (iso != NULL)
         json_object_set_new(body, "isolation", json_string(iso));

@@ -1,5 +1,6 @@
 /*
- * cmd_template.c - templates (list, build) and brigd's health check.
+ * cmd_template.c - templates (list, build; an account's own: show, log, rm) and brigd's
+ * health check.
  */
 #include <stdio.h>
 #include <string.h>
@@ -66,12 +67,17 @@ int brig_cmd_template_ls(const cli_args *a)
     return CLI_EXIT_OK;
 }
 
-/* Prints a build's output as it comes (to stderr: stdout is for the result); control
- * characters but newline and tab show as '?'. */
-static void print_log(const char *s)
+/* Prints a build's output to f; control characters but newline and tab show as '?'. */
+static void print_text(FILE *f, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        fputc((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f ? '?' : *p, stderr);
+        fputc((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f ? '?' : *p, f);
+}
+
+/* A build's output as it comes goes to stderr: stdout is for the result. */
+static void print_log(const char *s)
+{
+    print_text(stderr, s);
 }
 
 static int on_build_event(json_t *ev, void *ctx, brig_error **err)
@@ -241,6 +247,189 @@ int brig_cmd_template_build(const cli_args *a)
     json_decref(end);
     return code;
 }
+
+/* GET /v1/templates/<ref escaped><suffix> into *out (NULL and *err when it failed). */
+static int get_template(brig_client *c, const char *ref, const char *suffix, json_t **out,
+                        brig_error **err)
+{
+    _cleanup_free_ char *esc = brig_client_escape(ref);
+    _cleanup_free_ char *path = brig_asprintf("/v1/templates/%s%s", esc, suffix);
+    *out = NULL;
+    return brig_client_call(c, "GET", path, NULL, CLI_TIMEOUT_MS, out, err) < 0 ? -1 : 0;
+}
+
+/* One "label  value" line of show (the value cleaned). */
+static void field_line(const char *label, const char *value)
+{
+    printf("%-12s", label);
+    cli_print_clean(stdout, value);
+    putchar('\n');
+}
+
+/* The layer's own bytes for people: "10.0 MiB (10485760 bytes of its own)". */
+static void size_line(json_t *t)
+{
+    json_t *v = json_object_get(t, "size_bytes");
+    if (!json_is_integer(v)) {
+        field_line("size", "-");
+        return;
+    }
+    long long n = (long long)json_integer_value(v);
+    printf("%-12s%.1f MiB (%lld bytes of its own)\n", "size", (double)n / (1 << 20), n);
+}
+
+/* The layers under t, top first: each template it was built from, until a built-in one
+ * (at most 16 deep).  A parent rebuilt since (another key) is said, and ends the walk. */
+static void layers_lines(brig_client *c, json_t *t)
+{
+    printf("%-12s", "layers");
+    cli_print_clean(stdout, row_name(t));
+    fputs("  ", stdout);
+    cli_print_clean(stdout, str_cell(t, "key"));
+    putchar('\n');
+    json_t *cur = json_incref(t);
+    for (int depth = 0; depth < 16 && json_object_get(cur, "parent") != NULL; depth++) {
+        const char *parent = str_cell(cur, "parent"), *pkey = str_cell(cur, "parent_key");
+        brig_error *err = NULL;
+        json_t *p = NULL;
+        printf("%-12s", "");
+        cli_print_clean(stdout, parent);
+        printf("  ");
+        cli_print_clean(stdout, pkey);
+        if (get_template(c, parent, "", &p, &err) < 0) {
+            printf(" (");
+            cli_print_clean(stdout, err->msg);
+            printf(")\n");
+            brig_error_clear(&err);
+            break;
+        }
+        bool same = strcmp(str_cell(p, "key"), pkey) == 0;
+        if (!same) {
+            printf(" (rebuilt since: now ");
+            cli_print_clean(stdout, str_cell(p, "key"));
+            putchar(')');
+        } else if (json_object_get(p, "parent") == NULL) {
+            fputs(" (built-in)", stdout);
+        }
+        putchar('\n');
+        json_decref(cur);
+        cur = p;
+        if (!same)
+            break;
+    }
+    json_decref(cur);
+}
+
+/* brig template show NAME[:TAG]: GET /v1/templates/{ref}, for people (--json: as it is). */
+static int template_show(const cli_args *a)
+{
+    brig_error *err = NULL;
+    brig_client *c = cli_client(true, &err);
+    json_t *t = NULL;
+    if (c == NULL || get_template(c, a->pos[0], "", &t, &err) < 0)
+        return cli_fail(&err);
+    if (cli_opt_has(a, OPT_JSON)) {
+        cli_print_json(t);
+        json_decref(t);
+        return CLI_EXIT_OK;
+    }
+    field_line("template", row_name(t));
+    field_line("key", str_cell(t, "key"));
+    if (json_object_get(t, "parent") == NULL) { /* a built-in one: its record is all */
+        field_line("built", built_cell(t));
+        json_decref(t);
+        return CLI_EXIT_OK;
+    }
+    field_line("from", str_cell(t, "parent"));
+    size_line(t);
+    json_t *ms = json_object_get(t, "build_ms");
+    printf("%-12s%.1f s\n", "build time", (double)json_integer_value(ms) / 1000);
+    field_line("built at", str_cell(t, "built_at"));
+    field_line("built by", str_cell(t, "built_by"));
+    layers_lines(c, t);
+    printf("%-12s", "spec");
+    _cleanup_free_ char *spec =
+        json_dumps(json_object_get(t, "spec"), JSON_INDENT(2) | JSON_SORT_KEYS);
+    print_text(stdout, spec ? spec : "-");
+    putchar('\n');
+    json_decref(t);
+    return CLI_EXIT_OK;
+}
+
+/* brig template log NAME[:TAG]: the stored steps (GET .../log) as the live log showed them. */
+static int template_log(const cli_args *a)
+{
+    brig_error *err = NULL;
+    brig_client *c = cli_client(true, &err);
+    json_t *log = NULL;
+    if (c == NULL || get_template(c, a->pos[0], "/log", &log, &err) < 0)
+        return cli_fail(&err);
+    json_t *steps = json_object_get(log, "steps");
+    if (cli_opt_has(a, OPT_JSON) || !json_is_array(steps)) {
+        cli_print_json(log);
+        json_decref(log);
+        return CLI_EXIT_OK;
+    }
+    size_t i;
+    json_t *st;
+    json_array_foreach(steps, i, st)
+    {
+        long long n = (long long)json_integer_value(json_object_get(st, "step"));
+        printf("==> step %lld (", n);
+        cli_print_clean(stdout, str_cell(st, "kind"));
+        fputs("): ", stdout);
+        cli_print_clean(stdout, str_cell(st, "command"));
+        putchar('\n');
+        const char *out = cli_str(st, "output", "");
+        print_text(stdout, out);
+        printf("%s==> step %lld: %s %lld (%lld ms)\n",
+               *out && out[strlen(out) - 1] != '\n' ? "\n" : "", n,
+               json_is_true(json_object_get(st, "timed_out")) ? "timed out, exit code"
+                                                              : "exit code",
+               (long long)json_integer_value(json_object_get(st, "exit_code")),
+               (long long)json_integer_value(json_object_get(st, "duration_ms")));
+    }
+    json_decref(log);
+    return CLI_EXIT_OK;
+}
+
+/* brig template rm NAME[:TAG]...: DELETE each; every failure is told, exit 1 if any. */
+static int template_rm(const cli_args *a)
+{
+    brig_error *err = NULL;
+    brig_client *c = cli_client(true, &err);
+    if (c == NULL)
+        return cli_fail(&err);
+    int code = CLI_EXIT_OK;
+    for (int i = 0; i < a->npos; i++) {
+        _cleanup_free_ char *esc = brig_client_escape(a->pos[i]);
+        _cleanup_free_ char *path = brig_asprintf("/v1/templates/%s", esc);
+        if (brig_client_call(c, "DELETE", path, NULL, CLI_DELETE_TIMEOUT_MS, NULL, &err) < 0) {
+            brig_error_prefix(&err, "%s", a->pos[i]);
+            code = cli_fail(&err);
+        }
+    }
+    return code;
+}
+
+static const int opts_json[] = {OPT_JSON, 0};
+static const int opts_none[] = {0};
+
+const cli_cmd cli_template_commands[] = {
+    {"template show", template_show, "[--json] NAME[:TAG]",
+     "a template: spec, size, layers, build time, who built it",
+     "An account's own template (tag latest when none is given): its spec (files by their\n"
+     "SHA-256), the bytes its layer holds, the templates it was built on, how long the\n"
+     "build took, when and by which key.  A built-in one: its key.  --json: brigd's answer.\n",
+     opts_json, 1, 1, CLI_REST_NONE},
+    {"template log", template_log, "[--json] NAME[:TAG]",
+     "the kept log of an account's template's build",
+     "Each step as the build's live log showed it, with the last 4 KiB of its output.\n", opts_json,
+     1, 1, CLI_REST_NONE},
+    {"template rm", template_rm, "NAME[:TAG] [NAME[:TAG]...]", "delete an account's templates",
+     "Refused (exit 1) while sandboxes of a template run.\n", opts_none, 1, -1, CLI_REST_NONE},
+    {0},
+};
 
 int brig_cmd_health(const cli_args *a)
 {

@@ -32,6 +32,7 @@ static const cli_opt options[] = {
     {OPT_TEMPLATE, "template", "NAME", "template to start from (brigd's default: base)"},
     {OPT_ISOLATION, "isolation", "MODE",
      "container, gvisor or microvm (default: the project's, else the operator's)"},
+    {OPT_SNAPSHOT, "snapshot", "SNAPSHOT", "start from this snapshot's file system (and template)"},
     {OPT_ON_IDLE, "on-idle", "WHAT",
      "what its idle timeout does: delete or pause (default: the project's, else delete)"},
     {OPT_PROJECT, "project", "ID", "the project (default: the account's default project)"},
@@ -47,6 +48,8 @@ static const cli_opt options[] = {
     {OPT_JSON, "json", NULL, "print brigd's JSON answer as it is"},
     {OPT_CWD, "cwd", "DIR", "working directory of the command"},
     {OPT_ENV, "env", "K=V", "set a variable for the command (repeatable; K alone: its value here)"},
+    {OPT_GRANT, "grant", "NAME:SECONDS[:VAR]",
+     "grant credential NAME to the proxy for SECONDS (repeatable; VAR: its value here)"},
     {OPT_TIMEOUT, "timeout", "SECONDS", "stop the command after this long (brigd's default: 55)"},
     {OPT_SHELL, "shell", NULL, "join CMD and ARGs with spaces and run them with bash -lc"},
     {OPT_MODE, "mode", "MODE", "octal permission bits of what is created (e.g. 0755)"},
@@ -82,14 +85,16 @@ static const cli_opt *option_row(int key)
 /* command rows */
 
 static const int opts_none[] = {0};
-static const int opts_create[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_ON_IDLE,
-                                  OPT_VOLUME,   OPT_JSON,      0};
+static const int opts_create[] = {
+    OPT_TEMPLATE, OPT_SNAPSHOT, OPT_ISOLATION, OPT_ON_IDLE, OPT_VOLUME, OPT_JSON, 0};
 static const int opts_json[] = {OPT_JSON, 0};
 static const int opts_tbuild[] = {OPT_FILE, OPT_JSON, 0};
-static const int opts_exec[] = {OPT_CWD,   OPT_ENV,        OPT_TIMEOUT, OPT_SHELL, OPT_USER,
-                                OPT_STDIN, OPT_BACKGROUND, OPT_PTY,     OPT_JSON,  0};
-static const int opts_run[] = {OPT_TEMPLATE, OPT_ISOLATION, OPT_VOLUME, OPT_CWD,   OPT_ENV,
-                               OPT_TIMEOUT,  OPT_SHELL,     OPT_USER,   OPT_STDIN, 0};
+static const int opts_exec[] = {OPT_CWD,   OPT_ENV,  OPT_GRANT, OPT_TIMEOUT,
+                                OPT_SHELL, OPT_USER, OPT_STDIN, OPT_BACKGROUND,
+                                OPT_PTY,   OPT_JSON, 0};
+static const int opts_run[] = {
+    OPT_TEMPLATE, OPT_ISOLATION, OPT_VOLUME, OPT_CWD,   OPT_ENV, OPT_GRANT,
+    OPT_TIMEOUT,  OPT_SHELL,     OPT_USER,   OPT_STDIN, 0};
 static const int opts_volume_create[] = {OPT_SIZE, OPT_PROJECT, OPT_JSON, 0};
 static const int opts_upload[] = {OPT_MODE, OPT_RECURSIVE, 0};
 static const int opts_download[] = {OPT_RECURSIVE, 0};
@@ -118,7 +123,11 @@ static int cmd_help(const cli_args *a);
     "--stdin sends brig's stdin along (read to its end first; at most 1 MiB once encoded\n"        \
     "in the request).  With --background the command keeps running on its own: brig\n"             \
     "prints its pid (see ps, logs, wait, kill, stdin), and --stdin streams brig's stdin\n"         \
-    "to it, then closes its stdin.\n"
+    "to it, then closes its stdin.\n\n"                                                            \
+    "--grant NAME:SECONDS grants a credential for SECONDS (docs/secrets.md): brigd's egress\n"     \
+    "proxy injects the project's secret NAME (with :VAR, brig's environment variable VAR's\n"      \
+    "value, for this grant only) where an injection rule names it; the command holds a\n"          \
+    "placeholder, never the value.\n"
 #define PS_DETAILS                                                                                 \
     "STATE is running, exited(CODE) or killed(SIGNAL).  brigd keeps finished processes\n"          \
     "for a while (the last 64).\n"
@@ -177,8 +186,8 @@ static int cmd_help(const cli_args *a);
 
 static const cli_cmd commands[] = {
     {"create", brig_cmd_create,
-     "[--template NAME] [--isolation MODE] [--on-idle delete|pause] [--volume NAME:/PATH[:ro]]... "
-     "[--json]",
+     "[--template NAME] [--snapshot SNAPSHOT] [--isolation MODE] [--on-idle delete|pause] "
+     "[--volume NAME:/PATH[:ro]]... [--json]",
      "create a sandbox and print its id", NULL, opts_create, 0, 0, CLI_REST_NONE},
     {"ls", brig_cmd_ls, "[--ended [--since TIME]] [--json]",
      "list the live sandboxes, or (--ended) the ended ones", LS_DETAILS, opts_ls, 0, 0,
@@ -186,8 +195,8 @@ static const cli_cmd commands[] = {
     {"inspect", brig_cmd_inspect, "ID", "print a sandbox as JSON", NULL, opts_none, 1, 1,
      CLI_REST_NONE},
     {"exec", brig_cmd_exec,
-     "[--cwd DIR] [--env K=V]... [--timeout SECONDS] [--shell] [--user NAME] [--stdin] "
-     "[--background] [--pty] [--json] ID -- CMD [ARG...]",
+     "[--cwd DIR] [--env K=V]... [--grant NAME:SECONDS[:VAR]]... [--timeout SECONDS] [--shell] "
+     "[--user NAME] [--stdin] [--background] [--pty] [--json] ID -- CMD [ARG...]",
      "run a command in a sandbox; exits with its exit code", EXEC_DETAILS, opts_exec, 1, 1,
      CLI_REST_REQUIRED},
     {"shell", brig_cmd_shell, "[--user NAME] ID [-- CMD [ARG...]]",
@@ -223,7 +232,8 @@ static const cli_cmd commands[] = {
     {"rm", brig_cmd_rm, "ID [ID...]", "delete sandboxes", NULL, opts_none, 1, -1, CLI_REST_NONE},
     {"run", brig_cmd_run,
      "[--template NAME] [--isolation MODE] [--volume NAME:/PATH[:ro]]... [--cwd DIR] "
-     "[--env K=V]... [--timeout SECONDS] [--shell] [--user NAME] [--stdin] -- CMD [ARG...]",
+     "[--env K=V]... [--grant NAME:SECONDS[:VAR]]... [--timeout SECONDS] [--shell] "
+     "[--user NAME] [--stdin] -- CMD [ARG...]",
      "create a sandbox, run one command in it, delete it", RUN_DETAILS, opts_run, 0, 0,
      CLI_REST_REQUIRED},
     {"template ls", brig_cmd_template_ls, "[--json]", "list templates", NULL, opts_json, 0, 0,
@@ -272,9 +282,9 @@ static const cli_cmd commands[] = {
 
 /* The families' tables (cli.h), listed after this file's. */
 static const cli_cmd *const families[] = {
-    cli_account_commands, cli_project_commands, cli_key_commands,     cli_secret_commands,
-    cli_policy_commands,  cli_tariff_commands,  cli_timeout_commands, cli_netlog_commands,
-    cli_inject_commands,  cli_pause_commands,
+    cli_account_commands, cli_project_commands, cli_key_commands,      cli_secret_commands,
+    cli_policy_commands,  cli_tariff_commands,  cli_timeout_commands,  cli_netlog_commands,
+    cli_inject_commands,  cli_pause_commands,   cli_template_commands,
 };
 
 /* The i-th command row of all tables, NULL past the last. */

@@ -499,7 +499,8 @@ def test_progress_on_a_terminal_and_silence_in_a_pipe(api, tmp_path):
 
 @pytest.mark.parametrize("cmd", [
     "account create", "account credit", "account configure", "account limits", "project ls",
-    "project create", "project show", "project rename", "project isolation", "key create", "key revoke", "secret set", "secret ls",
+    "project create", "project show", "project rename", "project isolation", "project on-idle",
+    "template show", "template log", "template rm", "key create", "key revoke", "secret set", "secret ls",
     "secret rm", "policy show", "policy mode", "policy add", "policy remove", "tariff ls",
     "timeout", "netlog"])
 def test_every_new_command_has_help(cmd):
@@ -527,3 +528,58 @@ def test_inject_rules(api):
     refused(api, "inject", "set", "--project", pid, "API.example.com", "A=1", says=b"rule 1")
     sk = sandbox_key(api, pid)
     refused(sk, "inject", "show", "--project", pid, says=b"403")
+
+
+def test_project_on_idle(api):
+    """project on-idle: the default of the project's new sandboxes; project show says it."""
+    pid = api.ok("POST", "/v1/projects", {"name": "cli-on-idle"}).json()["id"]
+    assert field(brig(api, "project", "show", pid).stdout.decode(), "on idle") == "delete"
+    out = brig(api, "project", "on-idle", pid, "pause").stdout.decode()
+    assert field(out, "on idle") == "pause"
+    assert api.ok("GET", f"/v1/projects/{pid}").json()["on_idle"] == "pause"
+    sb = api.create("minimal", project=pid)
+    try:
+        assert sb["on_idle"] == "pause"
+    finally:
+        api.delete(sb["id"])
+    got = json.loads(brig(api, "project", "on-idle", "--json", pid, "delete").stdout)
+    assert got["on_idle"] == "delete"
+    refused(api, "project", "on-idle", pid, "sleep", says=b"(HTTP 400 invalid_request)")
+    refused(sandbox_key(api, pid), "project", "on-idle", pid, "pause",
+            says=b"(HTTP 403 forbidden)")
+    refused(api, "project", "on-idle", pid, code=2, says=b"missing operand")
+
+
+def test_exec_grants_per_step_credentials(api):
+    """exec --grant NAME:SECONDS (the project's secret) and NAME:SECONDS:VAR (brig's own
+    variable's value, which brigd otherwise lacks): the command holds a placeholder."""
+    pid = api.ok("POST", "/v1/projects", {"name": "cli-grant"}).json()["id"]
+    api.ok("PUT", f"/v1/projects/{pid}/secrets/TEMP_KEY", {"value": "tmp_4Xk9Qw2Lr7Zp"})
+    api.ok("PUT", f"/v1/projects/{pid}/injections", {"rules": [
+        {"host": "api.example.test",
+         "headers": {"X-Temp": "{{secret:TEMP_KEY}}", "X-Given": "{{secret:GIVEN}}"}}]})
+    sb = api.create("minimal", project=pid)
+    try:
+        sid = sb["id"]
+        r = brig(api, "exec", "--grant", "TEMP_KEY:30", sid, "--", "sh", "-c", "echo $TEMP_KEY")
+        assert r.stdout.startswith(b"brig-placeholder-"), r
+        # GIVEN is no secret of the project: without a value brigd refuses it
+        refused(api, "exec", "--grant", "GIVEN:30", sid, "--", "true",
+                says=b"no 'value' given")
+        r = brig(api, "exec", "--grant", "GIVEN:5:MY_VALUE", "--grant", "TEMP_KEY:10", sid, "--",
+                 "sh", "-c", "echo $GIVEN $TEMP_KEY", env=env_for(api, MY_VALUE="given-77"))
+        given, temp = r.stdout.decode().split()
+        assert given.startswith("brig-placeholder-") and temp.startswith("brig-placeholder-")
+        assert b"given-77" not in r.stdout
+        r = brig(api, "run", "--grant", "TEMP_KEY:30", "--", "true", check=False)
+        assert r.returncode == 1 and b"no rule of the project names it" in r.stderr, r
+        grants = [e for e in api.ok("GET", f"/v1/sandboxes/{sid}/network-log").json()["entries"]
+                  if e.get("verdict") == "granted"]
+        assert len(grants) == 3, grants
+        for bad in ("TEMP_KEY", "TEMP_KEY:", ":30", "TEMP_KEY:0", "TEMP_KEY:-5", "TEMP_KEY:3x",
+                    "TEMP_KEY:30:NO_SUCH_VARIABLE_HERE"):
+            refused(api, "exec", "--grant", bad, sid, "--", "true", code=2, says=b"--grant")
+        refused(api, "exec", "--grant", "TEMP_KEY:86401", sid, "--", "true",
+                says=b"(HTTP 400 invalid_request)")
+    finally:
+        api.delete(sid)

@@ -382,11 +382,23 @@ def test_cli_snapshot_fork_and_rm(api):
                               capture_output=True, timeout=120)
 
     with Sandbox(api) as src:
+        src.exec("echo from-the-source > /root/mark")
         r = cli("snapshot", src.id, "cli-snap")
         assert r.returncode == 0, r
         snap_id, size, unit = r.stdout.decode().split()
         assert unit == "bytes"
         assert snap_id.startswith("snp_") and int(size) > 0
+        # create --snapshot: a sandbox of its file system
+        r = cli("create", "--snapshot", snap_id)
+        assert r.returncode == 0, r
+        made = r.stdout.decode().strip()
+        try:
+            assert api.exec(made, "cat /root/mark")["stdout"] == "from-the-source\n"
+            assert api.ok("GET", f"/v1/sandboxes/{made}").json()["template"] == "minimal"
+        finally:
+            api.delete(made)
+        r = cli("create", "--snapshot", "snp_nosuchsnapshot")
+        assert r.returncode == 1 and b"(HTTP 400 invalid_request)" in r.stderr, r
         r = cli("snapshots")
         assert r.returncode == 0 and f"{snap_id} cli-snap {src.id} minimal" in r.stdout.decode()
         r = cli("fork", src.id, "2")

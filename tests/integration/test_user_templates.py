@@ -538,6 +538,64 @@ def test_cli_builds_a_spec_file(api, tmp_path):
         api.request("DELETE", f"/v1/templates/{name}")
 
 
+def test_cli_template_show_log_and_rm(api, templates):
+    """brig template show (readable, and --json as brigd answers), log (the kept steps as the
+    live log showed them) and rm (refused while a sandbox of it runs)."""
+    brig = os.path.join(BUILD, "brig")
+    env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY=api.key)
+
+    def cli(*args):
+        return subprocess.run([brig, *args], env=env, capture_output=True, text=True, timeout=120)
+
+    a, b = unique("a"), unique("b")
+    ta = templates({"name": a, "from": "minimal", "run": ["echo a > /a"]}, expect=(201,)).json()
+    tb = templates({"name": b, "tag": "v1", "from": f"{a}:latest", "workdir": "/w",
+                    "files": [{"path": "/f", "content_b64": b64(b"f")}],
+                    "run": ["echo out-of-step-1", "printf no-newline; exit 0"]},
+                   expect=(201,)).json()
+    minimal = api.ok("GET", "/v1/templates/minimal").json()
+    r = cli("template", "show", f"{b}:v1")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[:3] == [f"template    {b}:v1", f"key         {tb['key']}", f"from        {a}:latest"]
+    assert lines[3] == f"size        {tb['size_bytes'] / 2**20:.1f} MiB ({tb['size_bytes']} bytes of its own)"
+    assert lines[4] == f"build time  {tb['build_ms'] / 1000:.1f} s"
+    assert lines[5:7] == [f"built at    {tb['built_at']}", f"built by    {tb['built_by']}"]
+    assert lines[7:10] == [f"layers      {b}:v1  {tb['key']}",
+                           f"            {a}:latest  {ta['key']}",
+                           f"            minimal  {minimal['key']} (built-in)"], r.stdout
+    spec = json.loads(r.stdout.split("spec        ", 1)[1])
+    assert spec == api.ok("GET", f"/v1/templates/{b}:v1").json()["spec"] and spec["workdir"] == "/w"
+    r = cli("template", "show", "--json", f"{b}:v1")
+    assert r.returncode == 0 and json.loads(r.stdout) == api.ok("GET", f"/v1/templates/{b}:v1").json()
+    r = cli("template", "show", "minimal")
+    assert r.stdout == f"template    minimal\nkey         {minimal['key']}\nbuilt       yes\n", r
+    # the parent rebuilt: the child's layers say it was built on the older key
+    ta2 = templates({"name": a, "from": "minimal", "run": ["echo A > /a"]}, expect=(201,)).json()
+    r = cli("template", "show", f"{b}:v1")
+    assert f"            {a}:latest  {ta['key']} (rebuilt since: now {ta2['key']})\n" in r.stdout
+    assert "(built-in)" not in r.stdout
+    r = cli("template", "log", f"{b}:v1")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    steps = api.ok("GET", f"/v1/templates/{b}:v1/log").json()["steps"]
+    assert [s["exit_code"] for s in steps] == [0, 0]
+    assert out.startswith(f"==> step 1 (run): echo out-of-step-1\nout-of-step-1\n==> step 1: exit "
+                          f"code 0 ({steps[0]['duration_ms']} ms)\n"), out
+    assert "==> step 2 (run): printf no-newline; exit 0\nno-newline\n==> step 2: exit code 0" in out
+    r = cli("template", "log", "--json", f"{b}:v1")
+    assert json.loads(r.stdout)["steps"] == steps
+    for cmd in ("show", "log", "rm"):
+        r = cli("template", cmd, f"{b}:nosuch")
+        assert r.returncode == 1 and "(HTTP 404 not_found)" in r.stderr, (cmd, r)
+    with Sandbox(api, f"{b}:v1"):
+        r = cli("template", "rm", f"{b}:v1")
+        assert r.returncode == 1 and "(HTTP 409 conflict)" in r.stderr, r
+    r = cli("template", "rm", f"{b}:v1")
+    assert r.returncode == 0 and r.stdout == "", r
+    assert api.request("GET", f"/v1/templates/{b}:v1").status == 404
+
+
 def followed_sandbox(api, r):
     return api.ok("GET", r.headers["location"]).json()["sandbox_id"]
 

@@ -74,3 +74,36 @@ def test_template_asyncio(daemon):
         finally:
             await t.delete(missing_ok=True)
     asyncio.run(main())
+
+
+def test_template_asyncio_build_log_live(daemon):
+    """aio's on_log (a function or a coroutine function) gets the followed build's log;
+    a failing step still raises BuildFailed with its step."""
+    import asyncio
+    from brig import aio
+    name = f"aio-{secrets.token_hex(3)}"
+    got = []
+
+    async def collect(piece):
+        await asyncio.sleep(0)
+        got.append(piece)
+
+    async def main():
+        t = await aio.Template.build(name, from_="minimal", run=["echo one", "echo two"],
+                                     on_log=collect)
+        try:
+            log = "".join(got)
+            assert "==> step 1 (run): echo one\none\n" in log and "==> step 2: exit code 0" in log
+            assert not t.cached and t.ref == f"{name}:latest"
+            assert [s["exit_code"] for s in await t.log()] == [0, 0]
+            plain = []
+            assert (await aio.Template.build(name, from_="minimal", run=["echo one", "echo two"],
+                                             on_log=plain.append)).cached
+            with pytest.raises(brig.BuildFailed) as e:
+                await aio.Template.build(f"{name}-bad", from_="minimal",
+                                         run=["echo nope; exit 4"], on_log=plain.append)
+            assert e.value.step == 1 and e.value.exit_code == 4
+            assert "nope" in "".join(plain)
+        finally:
+            await t.delete(missing_ok=True)
+    asyncio.run(main())

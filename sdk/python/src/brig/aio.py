@@ -39,7 +39,7 @@ from ._async_http import AsyncResponse, AsyncTransport
 from ._errors import BrigError, NotFound, ProtocolError, Timeout
 from ._models import Chunk, ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo, \
     VolumeInfo
-from ._templates import FileSpec, TemplateInfo, quoted, template_spec
+from ._templates import FileSpec, TemplateInfo, build_outcome, quoted, template_spec
 
 __all__ = ["Client", "Sandbox", "Process", "ExecStream", "OutputStream", "Volume", "Template"]
 
@@ -918,6 +918,24 @@ class Process:
         return col.result()
 
 
+async def _follow_build(cl: Client, location: str,
+                        on_log: Callable[[str], Union[Any, Awaitable[Any]]],
+                        timeout: Optional[float]) -> dict[str, Any]:
+    """Follows a build started with ``?wait=0`` (its NDJSON log), handing each
+    log piece to ``on_log``; the template, or the build's error raised."""
+    end = None
+    resp = await cl.transport.stream("GET", location, query={"follow": "1"}, timeout=timeout)
+    async with resp:
+        async for ev in resp.json_lines():
+            if ev.get("type") == "log":
+                r = on_log(ev.get("data", ""))
+                if inspect.isawaitable(r):
+                    await r
+            elif ev.get("type") == "end":
+                end = ev
+    return build_outcome(end)
+
+
 class Template(TemplateInfo):
     """The asyncio twin of :class:`brig.Template`; every call is awaited."""
 
@@ -930,18 +948,26 @@ class Template(TemplateInfo):
                     env: Optional[Mapping[str, str]] = None, workdir: Optional[str] = None,
                     start: Optional[str] = None, ready: Optional[Mapping[str, Any]] = None,
                     timeout: Optional[float] = None, url: Optional[str] = None,
-                    api_key: Optional[str] = None,
-                    client: Optional[Client] = None) -> "Template":
+                    api_key: Optional[str] = None, client: Optional[Client] = None,
+                    on_log: Optional[Callable[[str], Union[Any, Awaitable[Any]]]] = None
+                    ) -> "Template":
+        """See :meth:`brig.Template.build`; ``on_log`` may be a function or a
+        coroutine function, handed the build's log piece by piece (whole lines)."""
         spec = template_spec(name, tag=tag, from_=from_, apt=apt, pip=pip, npm=npm, files=files,
                              run=run, env=env, workdir=workdir, start=start, ready=ready)
         cl, owns = _client(client, url, api_key)
         try:
-            r = await cl.transport.request("POST", "/v1/templates", json=spec, timeout=timeout)
+            query = {"wait": "0"} if on_log is not None else None
+            r = await cl.transport.request("POST", "/v1/templates", query=query, json=spec,
+                                           timeout=timeout)
+            j = r.json()
+            if on_log is not None and r.status == 202:
+                j = await _follow_build(cl, r.headers["location"], on_log, timeout)
         except BaseException:
             if owns:
                 await cl.aclose()
             raise
-        return cls(cl, r.json(), owns_client=owns)
+        return cls(cl, j, owns_client=owns)
 
     @classmethod
     async def get(cls, ref: str, *, url: Optional[str] = None, api_key: Optional[str] = None,
