@@ -14,7 +14,7 @@
  *   proxy.c     the one thread: an epoll loop over every sandbox's DNS
  *               sockets, the upstream queries and NFLOG; the graveyard
  *   dnsserve.c  the proxy's sandbox side: UDP and TCP port 53, the policy's
- *               verdict, replies, opening what an answer names (proxy_internal.h)
+ *               verdict, replies, opening what an answer names (dnsproxy.h)
  *   upstream.c  the proxy's upstream side: one socket per query in flight,
  *               answers read and checked, their conntrack entries deleted
  *   nflog.c     NFLOG: denied packets into the network log
@@ -29,7 +29,7 @@
  *   policy.c    egress policies: JSON, copies, normalised CIDRs
  *   inject.c    the egress proxy of credential injection: its rules per
  *               sandbox, listeners on the gateway, the accept thread
- *               (inject_internal.h)
+ *               (injproxy.h)
  *   injpolicy.c the policy's verdict for a proxied connection, the DNS check
  *               of a rule's host, the log (for injconn.c)
  *   injconn.c   one proxied connection: the request head (httpreq.c), the
