@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 
 #include "httpreq.h"
-#include "net_internal.h"
+#include "netshared.h"
 
 #define BRIG_INJ_CONNS_MAX    64    /* connections in flight per sandbox */
 #define BRIG_INJ_IO_TIMEOUT   30000 /* ms a connection may wait for either side */
