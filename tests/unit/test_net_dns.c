@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/net_internal.h"
+#include "net/netshared.h"
 
 /* A query for name/type with id 0x1234 and RD set; returns its length. */
 static size_t make_query(uint8_t *b, const char *name, uint16_t type)

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "net_internal.h"
+#include "netshared.h"
 
 static brig_fw_sandbox fw_view(const brig_net_sandbox *s, const brig_egress *p, uint32_t gen)
 {

@@ -12,7 +12,7 @@
 #include <ldns/ldns.h>
 #include <string.h>
 
-#include "net_internal.h"
+#include "netshared.h"
 
 static void name_of(const ldns_rdf *rdf, char *out, size_t cap)
 {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "proxy_internal.h"
+#include "dnsproxy.h"
 
 #define TCP_IDLE_MS 10000
 

@@ -49,12 +49,12 @@
 #include <string.h>
 
 #include "log.h"
-#include "net_internal.h"
+#include "netshared.h"
 
 /* The lock is first come, first served (a ticket lock): a revocation's series
  * of transactions lets every waiter in between two of them.  It is taken for
  * one nft_run_cmd_from_buffer and its error buffer, nothing else: its holder
- * never waits for another lock (net_internal.h's order). */
+ * never waits for another lock (netshared.h's order). */
 struct brig_fw {
     struct nft_ctx *ctx;
     pthread_mutex_t m;

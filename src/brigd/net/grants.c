@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "net_internal.h"
+#include "netshared.h"
 
 static void grant_dispose(brig_net_grant *g)
 {

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 
 #include "log.h"
-#include "net_internal.h"
+#include "netshared.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "httpreq.h"
-#include "inject_internal.h"
+#include "injproxy.h"
 #include "log.h"
 
 /* ---- I/O ------------------------------------------------------------------------------ */

@@ -16,7 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "inject_internal.h"
+#include "injproxy.h"
 #include "log.h"
 
 #ifndef SO_ORIGINAL_DST

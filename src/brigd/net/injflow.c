@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inject_internal.h"
+#include "injproxy.h"
 
 /* ---- streams scanned for values ------------------------------------------------------ */
 

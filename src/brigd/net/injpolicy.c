@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inject_internal.h"
+#include "injproxy.h"
 
 static bool in4(uint32_t h, uint32_t net, int len)
 {

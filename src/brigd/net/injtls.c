@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "httpreq.h"
-#include "inject_internal.h"
+#include "injproxy.h"
 #include "log.h"
 
 #define LEAF_CACHE 128

@@ -14,7 +14,8 @@
  * none flavour too.  A NULL sandbox handle (a sandbox without a network) is
  * nothing to do for either flavour.
  */
-#include "net_internal.h"
+#include "net.h"
+#include "netshared.h"
 
 #include <linux/if_link.h>
 

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "net_internal.h"
+#include "netshared.h"
 
 json_t *brig_net_time_now(void)
 {

@@ -13,7 +13,7 @@
 #include <netinet/ip.h>
 #include <unistd.h>
 
-#include "proxy_internal.h"
+#include "dnsproxy.h"
 
 static void nflog_record(brig_net_host *n, const char *prefix, int indev, int outdev,
                          const uint8_t *pkt, size_t len)

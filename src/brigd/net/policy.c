@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "net_internal.h"
+#include "netshared.h"
 #include "util.h"
 
 #define MAX_ITEMS 256

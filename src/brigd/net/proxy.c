@@ -15,7 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "proxy_internal.h"
+#include "dnsproxy.h"
 
 /* ---- the loop ----------------------------------------------------------- */
 

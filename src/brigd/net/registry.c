@@ -1,6 +1,6 @@
 /*
  * registry.c - the host flavour's record of one sandbox's network (struct
- * brig_net_sandbox in net_internal.h) and the registry of attached ones:
+ * brig_net_sandbox in netshared.h) and the registry of attached ones:
  * making and freeing a record, its link name, its conntrack generation,
  * lookups by id and by host link.  The list itself (n->sandboxes, then
  * n->graveyard) is linked and unlinked by attach.c and emptied by the proxy
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "net_internal.h"
+#include "netshared.h"
 
 /* "brg" + 12 hex digits of a 64-bit FNV-1a hash of the id: predictable (the
  * next start finds the link again), 15 characters (IFNAMSIZ - 1). */

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "net_internal.h"
+#include "netshared.h"
 
 struct brig_rtnl {
     struct mnl_socket *nl;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "proxy_internal.h"
+#include "dnsproxy.h"
 
 /* Deletes the conntrack entry of an upstream query (best effort: an entry
  * that is not there, or a host without conntrack, is no error). */

@@ -1,11 +1,11 @@
 /*
- * proxy_internal.h - what the DNS proxy's files share (proxy.c, dnsserve.c,
+ * dnsproxy.h - what the DNS proxy's files share (proxy.c, dnsserve.c,
  * upstream.c, nflog.c): the watches of its epoll loop, a sandbox's TCP
  * connections and upstream queries in flight.  Everything here runs on the
- * proxy thread, or under n->lock (net_internal.h).
+ * proxy thread, or under n->lock (netshared.h).
  */
-#ifndef BRIG_PROXY_INTERNAL_H
-#define BRIG_PROXY_INTERNAL_H
+#ifndef BRIG_DNSPROXY_H
+#define BRIG_DNSPROXY_H
 
 #include <errno.h>
 #include <string.h>
@@ -13,7 +13,7 @@
 #include <sys/types.h>
 
 #include "log.h"
-#include "net_internal.h"
+#include "netshared.h"
 
 struct mnl_socket;
 

@@ -1,16 +1,16 @@
 /*
- * inject_internal.h - what the egress proxy's files share (inject.c, injconn.c,
+ * injproxy.h - what the egress proxy's files share (inject.c, injconn.c,
  * injtls.c).  A connection runs on a thread of its own with blocking sockets and
  * timeouts; it holds a reference to its sandbox's rules (brig_inj_cfg), never the
  * sandbox's record, and reaches the record (policy, log) only by id under n->lock.
  */
-#ifndef BRIG_INJECT_INTERNAL_H
-#define BRIG_INJECT_INTERNAL_H
+#ifndef BRIG_INJPROXY_H
+#define BRIG_INJPROXY_H
 
 #include <stdatomic.h>
 
 #include "httpreq.h"
-#include "net_internal.h"
+#include "netshared.h"
 
 #define BRIG_INJ_CONNS_MAX    64    /* connections in flight per sandbox */
 #define BRIG_INJ_IO_TIMEOUT   30000 /* ms a connection may wait for either side */

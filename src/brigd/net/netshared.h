@@ -1,9 +1,12 @@
 /*
- * net_internal.h - what the files of src/brigd/net/ share, and nothing else
- * includes (but the unit tests of the pure parts).  The module is split by
- * concern; each file calls only the ones listed below it:
+ * netshared.h - what the files of src/brigd/net/ share, and nothing else
+ * includes (but the unit tests of the pure parts).  A header without a .c, as
+ * are nettypes.h (net.h's types), dnsproxy.h (the DNS proxy's files) and
+ * injproxy.h (the egress proxy's): so a file of net/ depends on the files it
+ * calls, never on the facade net.c.  The module is split by concern; each file
+ * calls only ones listed below it:
  *
- *   net.c       the backend behind net.h: brig_net_* through a table of
+ *   net.c       the facade behind net.h: brig_net_* through a table of
  *               operations; the "none" flavour (networking off or
  *               unavailable) and the "host" flavour's table
  *   attach.c    host flavour, one sandbox: attach, reattach, policy change,
@@ -14,28 +17,30 @@
  *   proxy.c     the one thread: an epoll loop over every sandbox's DNS
  *               sockets, the upstream queries and NFLOG; the graveyard
  *   dnsserve.c  the proxy's sandbox side: UDP and TCP port 53, the policy's
- *               verdict, replies, opening what an answer names (proxy_internal.h)
+ *               verdict, replies, opening what an answer names (dnsproxy.h)
  *   upstream.c  the proxy's upstream side: one socket per query in flight,
  *               answers read and checked, their conntrack entries deleted
  *   nflog.c     NFLOG: denied packets into the network log
+ *   inject.c    the egress proxy of credential injection: its rules per
+ *               sandbox, listeners on the gateway, the accept thread
+ *               (injproxy.h)
+ *   injconn.c   one proxied connection: the request head (httpreq.c), the
+ *               rule's headers, refusals
+ *   injflow.c   one exchange of it: bodies framed, the relay with redaction
+ *   injpolicy.c the policy's verdict for a proxied connection, the DNS check
+ *               of a rule's host, the log (for injconn.c)
+ *   injtls.c    TLS of the proxy: the brig CA's leaf certificates, upstream
+ *               verification
  *   registry.c  a sandbox's record, its conntrack generation, lookups
  *   grants.c    DNS grants (addresses an allowlist answer opened): adding,
  *               revoking in chunks, reopening
  *   netlog.c    a sandbox's network log (a ring of JSON records)
- *   rtnl.c      rtnetlink over libmnl: veth pair, addresses, routes, links
  *   fw.c        nftables over libnftables: the host-wide table and each
  *               sandbox's set elements; one transaction at a time (FIFO)
+ *   rtnl.c      rtnetlink over libmnl: veth pair, addresses, routes, links
  *   dnsmsg.c    DNS message handling over ldns (pure: no sockets; fuzzed)
  *   policy.c    egress policies: JSON, copies, normalised CIDRs
- *   inject.c    the egress proxy of credential injection: its rules per
- *               sandbox, listeners on the gateway, the accept thread
- *               (inject_internal.h)
- *   injpolicy.c the policy's verdict for a proxied connection, the DNS check
- *               of a rule's host, the log (for injconn.c)
- *   injconn.c   one proxied connection: the request head (httpreq.c), the
- *               rule's headers, refusals, the relay with redaction
- *   injtls.c    TLS of the proxy: the brig CA's leaf certificates, upstream
- *               verification
+ *   httpreq.c   HTTP/1.x heads and body framing, strictly (pure; fuzzed)
  *
  * Locking (host flavour): brig_net_host.lock guards the registry, every
  * sandbox's mutable fields and the proxy's state; fw.c's own lock (first come,
@@ -48,15 +53,15 @@
  * is held long, whatever a sandbox does: the proxy thread, which serves every
  * sandbox's DNS, and attach both wait on them.
  */
-#ifndef BRIG_NET_INTERNAL_H
-#define BRIG_NET_INTERNAL_H
+#ifndef BRIG_NETSHARED_H
+#define BRIG_NETSHARED_H
 
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "net.h"
+#include "nettypes.h"
 #include "util.h"
 
 #define BRIG_NET_IFPREFIX            "brg"  /* host-side links: "brg" + 12 hex digits */
