@@ -259,8 +259,9 @@ class Client:
     def __init__(self, conn, live):
         self.conn, self.live = conn, live
 
-    def create(self, template):
-        sb = self.conn.json("POST", "/v1/sandboxes", {"template": template}, expect=(201,))
+    def create(self, template, **opts):
+        sb = self.conn.json("POST", "/v1/sandboxes", {"template": template, **opts},
+                            expect=(201,))
         self.live.add(sb["id"])
         return sb["id"]
 
@@ -342,13 +343,14 @@ class Bench:
         # Limits that are product features (credit, per-account concurrency) would
         # cap a benchmark account long before the host does: lift them here.  So
         # would the disk budget (every sandbox may fill its disk): the density
-        # phase's idle sandboxes write nothing to theirs.  max_sandboxes stays within
+        # phase's idle sandboxes write nothing to theirs, and the memory budget (2,000
+        # sandboxes' limits are 1 TB; idle, they use a few hundred KiB each).  max_sandboxes stays within
         # what the kernel's ptys allow at the default pty_max (brigd checks), above
         # what the uid ranges allow anyway.
         with open(self.conf, "w") as f:
             f.write("[brigd]\ninitial_credit_micro_usd = 1000000000000\n"
                     "max_live_per_account = 100000\nmax_sandboxes = 16000\n"
-                    "disk_overcommit = 0\n"
+                    "disk_overcommit = 0\nmemory_overcommit = 0\n"
                     f"uid_ranges = 16384\nnet_pool = {BENCH_NET_POOL}\n"
                     + (f"warm_pool = {warm_pool}\n" if warm_pool else ""))
 
@@ -1394,7 +1396,7 @@ class Bench:
         try:
             for _ in range(n):
                 t0 = now()
-                ids.append(c.create("minimal"))
+                ids.append(c.create("minimal", idle_timeout=3600))  # filling up may take minutes
                 create_t.append(now() - t0)
             settle()
             after = {"brigd_rss": rss_kib(pid), "host_used": host_used_kib(),

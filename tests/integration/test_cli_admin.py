@@ -208,14 +208,14 @@ def test_projects_and_keys(api):
     rows = lines(brig(api, "project", "ls"))
     assert rows[0].split() == ["ID", "NAME", "EGRESS", "ISOLATION", "CREATED"]
     mine = [r.split() for r in rows[1:] if r.startswith(pid)]
-    assert mine and mine[0][1:4] == ["cli-proj", "open", "container,gvisor"], rows
+    assert mine and mine[0][1:4] == ["cli-proj", "open", "container,gvisor,microvm"], rows
     assert json.loads(brig(api, "project", "ls", "--json").stdout) == \
         api.ok("GET", "/v1/projects").json()
 
     out = brig(api, "project", "show", pid).stdout.decode()
     assert field(out, "project") == f"{pid} (cli-proj)"
     assert field(out, "account") == acc["id"] and field(out, "egress") == "open"
-    assert field(out, "isolation") == "container,gvisor (default: -)"
+    assert field(out, "isolation") == "container,gvisor,microvm (default: -)"
     assert json.loads(brig(api, "project", "show", "--json", pid).stdout) == \
         api.ok("GET", f"/v1/projects/{pid}").json()
     # without ID: the account's default project
