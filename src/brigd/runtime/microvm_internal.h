@@ -51,6 +51,7 @@ typedef struct brig_vm_boot {
     unsigned uid; /* the VMM's uid and gid */
     int netns_fd; /* the sandbox's network namespace: the VMM runs inside it */
     int kernel_fd, initrd_fd, disk_fd, console_fd, log_fd;
+    int qmp_fd;                      /* the listening control socket (brig_vm_qmp_listen) */
     const brig_vm_net *net;          /* the guest's NIC: its tap_fd, MAC and /init's arguments */
     const char *const *cgroup_procs; /* cgroup.procs files the VMM joins, NULL-terminated */
 } brig_vm_boot;
@@ -84,6 +85,17 @@ struct microvm {
 int brig_vm_ready(microvm *m, brig_error **err);
 
 extern const brig_runtime_ops brig_microvm_ops;
+
+/* ---- the VMM's control channel (microvm_qmp.c) ----------------------------------------- */
+
+#define BRIG_VM_QMP_SOCK "qmp.sock" /* in the VM's directory */
+
+/* A listening socket at <dir>/qmp.sock for the VMM (the caller closes its copy). */
+int brig_vm_qmp_listen(const char *dir, brig_error **err);
+/* Runs QMP command cmd (no arguments: "stop", "cont", "query-status") on the VMM of the VM
+ * whose directory is dir; status (when not NULL): the "status" of its return ("running",
+ * "paused"...), or "".  BRIG_E_UNAVAILABLE when no VMM listens there (the VM is gone). */
+int brig_vm_qmp(const char *dir, const char *cmd, char *status, size_t n, brig_error **err);
 
 /* ---- the guest's files (microvm_image.c) ---------------------------------------------- */
 

@@ -12,8 +12,9 @@
  * The agent's channel: QEMU's user-mode network forwards 127.0.0.1:5000 of the sandbox's
  * namespace to the agent's port in the guest (restrict=on: the guest reaches nothing
  * through it).  Only brigd enters that namespace, so no other local user reaches the port;
- * each connection is a connection (the agent protocol needs many).  No vsock here: this
- * host's kernel has no vhost-vsock (docs/operations.md).
+ * each connection is a connection (the agent protocol needs many).  QEMU's control channel
+ * (QMP: pause, resume) is a unix socket brigd listens on and hands over (microvm_qmp.c).
+ * No vsock here: this host's kernel has no vhost-vsock (docs/operations.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -108,6 +109,11 @@ static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_
     a[n++] = brig_asprintf("file,id=con,path=/proc/self/fd/%d", b->console_fd);
     a[n++] = brig_xstrdup("-serial");
     a[n++] = brig_xstrdup("chardev:con");
+    /* QMP, for pause and resume (microvm_qmp.c): on the socket brigd listens on */
+    a[n++] = brig_xstrdup("-chardev");
+    a[n++] = brig_asprintf("socket,id=qmp,fd=%d,server=on,wait=off", b->qmp_fd);
+    a[n++] = brig_xstrdup("-mon");
+    a[n++] = brig_xstrdup("chardev=qmp,mode=control");
     a[n++] = brig_xstrdup("-drive");
     a[n++] = brig_asprintf("id=root,file=/proc/self/fd/%d,format=qcow2,if=none,cache=unsafe,"
                            "discard=unmap",
@@ -135,14 +141,15 @@ static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_
 
 /* sh joins the cgroups, then starts QEMU in the background (nsenter into the namespace,
  * setpriv to the sandbox's uid) and prints its pid.  The descriptors are 3: the netns,
- * 4..: the files (brig_spawn's extra_fds keep their order). */
+ * 4..: the files, the control socket, the tap (brig_spawn's extra_fds keep their
+ * order). */
 static const char launcher[] =
     "while [ \"$1\" != -- ]; do echo $$ >\"$1\" || exit 1; shift; done; shift; "
     "nsenter --net=/proc/self/fd/3 -- \"$@\" </dev/null >/dev/null & echo $!";
 
 static int qemu_start(microvm *m, const brig_vm_boot *b, pid_t *pid, brig_error **err)
 {
-    char *a[96];
+    char *a[160];
     size_t n = 0;
     a[n++] = brig_xstrdup("/bin/sh");
     a[n++] = brig_xstrdup("-c");
@@ -158,14 +165,16 @@ static int qemu_start(microvm *m, const brig_vm_boot *b, pid_t *pid, brig_error 
     a[n++] = brig_xstrdup("--");
     a[n++] = brig_xstrdup(m->vmm_path);
     brig_vm_boot fds = *b; /* as the child sees them: fds 3.. in extra_fds order */
-    fds.kernel_fd = 4, fds.initrd_fd = 5, fds.disk_fd = 6, fds.console_fd = 7;
+    fds.kernel_fd = 4, fds.initrd_fd = 5, fds.disk_fd = 6, fds.console_fd = 7, fds.qmp_fd = 8;
+    int extra[16] = {b->netns_fd, b->kernel_fd, b->initrd_fd, b->disk_fd, b->console_fd, b->qmp_fd};
+    size_t n_extra = 6;
     brig_vm_net net = *b->net;
-    net.tap_fd = b->net->tap_fd >= 0 ? 8 : -1;
+    net.tap_fd = b->net->tap_fd >= 0 ? 3 + (int)n_extra : -1;
+    if (b->net->tap_fd >= 0)
+        extra[n_extra++] = b->net->tap_fd;
     fds.net = &net;
     n = qemu_args(m, &fds, a, n);
     a[n] = NULL;
-    int extra[] = {b->netns_fd, b->kernel_fd,  b->initrd_fd,
-                   b->disk_fd,  b->console_fd, b->net->tap_fd};
     int pfd[2];
     int rc = -1;
     if (pipe2(pfd, O_CLOEXEC) < 0) {
@@ -177,7 +186,7 @@ static int qemu_start(microvm *m, const brig_vm_boot *b, pid_t *pid, brig_error 
                     .stdout_fd = pfd[1],
                     .stderr_fd = b->log_fd,
                     .extra_fds = extra,
-                    .n_extra = BRIG_ARRAY_LEN(extra)};
+                    .n_extra = n_extra};
     pid_t sh;
     int spawned = brig_proc_spawn(&s, &sh, err);
     close(pfd[1]);
