@@ -172,6 +172,40 @@ def test_pause_stops_the_vm_and_resume_goes_on(api, vm):
     assert api.exec(vm, f"kill -9 {pid} {spin}; echo awake")["stdout"] == "awake\n"
 
 
+def test_volume_written_in_a_vm_is_seen_by_a_container(api):
+    """A volume is one more disk of the VM, mounted by its /init at the path (a path with a
+    space: escaped on the kernel's command line); its files keep the sandbox's ids, so a
+    container sandbox mounting it afterwards sees them as its own.  One file system over an
+    image at a time: while a VM has it, a container's mount of it is a 409."""
+    name = f"v-{os.urandom(4).hex()}"
+    v = api.ok("POST", "/v1/volumes", {"name": name, "size_mib": 32}).json()
+
+    def create(iso, path, ro=False, expect=(201,)):
+        return api.ok("POST", "/v1/sandboxes", {"template": "minimal", "isolation": iso,
+                                                "volumes": [{"name": name, "path": path,
+                                                             "read_only": ro}]}, expect=expect)
+    try:
+        sb = create("microvm", "/my data").json()["id"]
+        r = api.exec(sb, "echo from-vm > '/my data/f' && stat -c %u '/my data/f'")
+        assert r == {**r, "exit_code": 0, "stdout": "0\n"}, r
+        api.ok("DELETE", f"/v1/sandboxes/{sb}", expect=(200, 204))
+        ro = create("microvm", "/data", ro=True).json()["id"]
+        r = api.exec(ro, "cat /data/f; echo x > /data/g")
+        assert r["stdout"] == "from-vm\n" and "Read-only" in r["stderr"], r
+        r = api.request("POST", "/v1/sandboxes", {"template": "minimal", "isolation": "container",
+                                                  "volumes": [{"name": name, "path": "/data",
+                                                               "read_only": True}]})
+        assert r.status == 409 and "microVM" in r.json()["error"]["message"], r.body
+        api.ok("DELETE", f"/v1/sandboxes/{ro}", expect=(200, 204))
+        c = create("container", "/data").json()["id"]
+        r = api.exec(c, "cat /data/f; stat -c %u /data/f")
+        assert r["stdout"] == "from-vm\n0\n", r
+        api.ok("DELETE", f"/v1/sandboxes/{c}", expect=(200, 204))
+    finally:
+        gone = api.request("DELETE", f"/v1/volumes/{v['id']}?project={v['project_id']}")
+    assert gone.status == 204, gone.body
+
+
 def test_memory_bomb_stays_inside_the_vm(api, vm):
     qemu = brigtest.sandbox_processes([vm])
     r = api.exec(vm, "python3 -c 'a = []\nwhile True: a.append(bytearray(32 << 20))'",

@@ -1,6 +1,6 @@
 /*
- * test_microvm.c - the microVM driver's pure parts: the QMP client (microvm_qmp.c) against
- * a scripted QEMU.
+ * test_microvm.c - the microVM driver's pure parts: the volumes' kernel command line
+ * (microvm_vol.c) and the QMP client (microvm_qmp.c) against a scripted QEMU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,31 @@
 #include <unistd.h>
 
 #include "runtime/microvm_internal.h"
+
+static void test_vols_cmdline(void **state)
+{
+    (void)state;
+    brig_vm_vol v[2] = {{-1, -1, false, "/data"}, {-1, -1, true, "/my dir/\xc3\xa9%x"}};
+    brig_error *err = NULL;
+    char *s = brig_vm_vols_cmdline(v, 2, &err);
+    assert_non_null(s);
+    assert_string_equal(s, " brig.vol=0:rw:/data brig.vol=1:ro:/my%20dir/%C3%A9%25x");
+    free(s);
+    s = brig_vm_vols_cmdline(v, 0, &err);
+    assert_string_equal(s, "");
+    free(s);
+    char long_path[256];
+    memset(long_path, ' ', sizeof(long_path) - 1); /* each byte 3 on the command line */
+    long_path[0] = '/';
+    long_path[255] = '\0';
+    brig_vm_vol many[8];
+    for (int i = 0; i < 8; i++)
+        many[i] = (brig_vm_vol){-1, -1, false, long_path};
+    assert_null(brig_vm_vols_cmdline(many, 8, &err));
+    assert_non_null(err);
+    assert_int_equal(err->kind, BRIG_E_INVALID);
+    brig_error_clear(&err);
+}
 
 /* A scripted QEMU: the greeting, an event, then an answer to each command. */
 typedef struct fake {
@@ -94,6 +119,7 @@ static void test_qmp(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vols_cmdline),
         cmocka_unit_test(test_qmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

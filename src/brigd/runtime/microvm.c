@@ -14,8 +14,8 @@
  *
  * The guest's network is the sandbox's own link, bridged to its NIC (microvm_net.c).
  * Pause and resume: the VMM's vCPUs stop and go on (QMP, microvm_qmp.c), memory resident.
- * Not there yet, refused with a clear error: volumes, snapshots, template builds
- * (layer_open).
+ * Volumes: extra disks the guest mounts (microvm_vol.c).  Not there yet, refused with a
+ * clear error: snapshots, template builds (layer_open).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -47,6 +47,7 @@
 #define KILL_TIMEOUT_MS    10000
 #define VMM_OVERHEAD_MIB   256 /* QEMU itself beside the guest's memory (TCG's cache: 64) */
 #define VMM_PIDS           512 /* QEMU's threads */
+#define VM_VOLUMES_MAX     8   /* extra disks (docs/volumes.md's limit) */
 
 /* A sandbox's handle (cast to brig_rt_sandbox: the type is each driver's own). */
 typedef struct vm_sb {
@@ -259,13 +260,21 @@ static int keep_pid(microvm *m, const char *id, pid_t pid, vm_sb *sb, brig_error
     return 0;
 }
 
-/* What the VM is started with: its disk, its cgroup, its files as descriptors. */
+/* What the VM is started with: its disks, its cgroup, its files as descriptors. */
 static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error **err)
 {
-    _cleanup_free_ char *image = brig_vm_template_image(spec->rootfs, spec->disk_mib, err);
-    _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
-    if (image == NULL || brig_vm_overlay(image, disk, spec->uid_base, err) < 0)
+    brig_vm_vol vols[VM_VOLUMES_MAX];
+    if (brig_vm_vols_open(m->state_dir, spec, vols, err) < 0)
         return -1;
+    _cleanup_free_ char *vols_cmdline = brig_vm_vols_cmdline(vols, spec->n_volumes, err);
+    _cleanup_free_ char *image =
+        vols_cmdline ? brig_vm_template_image(spec->rootfs, spec->disk_mib, err) : NULL;
+    _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
+    if (vols_cmdline == NULL || image == NULL ||
+        brig_vm_overlay(image, disk, spec->uid_base, err) < 0) {
+        brig_vm_vols_close(vols, spec->n_volumes);
+        return -1;
+    }
     char *procs[BRIG_CGROUP_PROCS_MAX];
     brig_cgroup_limits lim = {(spec->memory_mib + VMM_OVERHEAD_MIB) << 20, spec->cpus, VMM_PIDS};
     int rc = brig_cgroup_place(m->cgroup, spec->id, &lim, procs, err);
@@ -301,11 +310,15 @@ static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error *
                       .log_fd = fds[4],
                       .qmp_fd = fds[5],
                       .net = &net,
+                      .vols = vols,
+                      .n_vols = spec->n_volumes,
+                      .vols_cmdline = vols_cmdline,
                       .cgroup_procs = (const char *const *)procs};
     pid_t pid = 0;
     if (rc == 0)
         rc = m->vmm->start(m, &b, &pid, err);
     brig_vm_net_dispose(&net);
+    brig_vm_vols_close(vols, spec->n_volumes);
     for (size_t i = 0; i < BRIG_ARRAY_LEN(fds); i++)
         if (fds[i] >= 0)
             close(fds[i]);
@@ -327,8 +340,9 @@ static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox
                      brig_error **err)
 {
     microvm *m = rt->priv;
-    if (spec->n_volumes > 0)
-        return mv_refuse("volumes", err);
+    if (spec->n_volumes > VM_VOLUMES_MAX)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "a microVM mounts at most %d volumes",
+                              VM_VOLUMES_MAX);
     if (spec->snapshot)
         return mv_refuse("starting from a snapshot", err);
     if (brig_vm_ready(m, err) < 0)
@@ -583,6 +597,7 @@ static const char *mv_accel(brig_runtime *rt, brig_isolation iso)
 static void mv_free(brig_runtime *rt)
 {
     microvm *m = rt->priv;
+    free(m->state_dir);
     free(m->dir);
     free(m->kernel_dir);
     free(m->agent_path);
