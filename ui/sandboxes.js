@@ -34,7 +34,7 @@ export function renderSandboxes(view, ctx) {
   const fState = select([["", "all states"], ["running", "running"], ["creating", "creating"],
     ["deleting", "deleting"], ["ended", "ended (deleted or failed)"]], "");
   const fTemplate = select([["", "all templates"]], "");
-  const fIso = select([["", "all isolations"], ["container", "container"], ["gvisor", "gvisor"]], "");
+  const fIso = select([["", "all isolations"], ["container", "container"], ["gvisor", "gvisor"], ["microvm", "microvm"]], "");
   const status = h("p", { class: "status", role: "status" });
   const body = h("div");
   const filterBar = h("form", { class: "filters", "aria-label": "Filter sandboxes", onsubmit: (e) => e.preventDefault() },

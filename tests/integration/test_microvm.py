@@ -137,12 +137,73 @@ def test_secret_is_in_env_and_redacted(api, vm):
 
 
 def test_what_a_vm_cannot_do_yet_is_a_400_that_says_so(api, vm):
-    for path in ("pause", "snapshot"):
-        r = api.request("POST", f"/v1/sandboxes/{vm}/{path}", {})
-        assert r.status == 400, (path, r.body)
-        assert "not available for isolation 'microvm'" in r.json()["error"]["message"], r.body
+    r = api.request("POST", f"/v1/sandboxes/{vm}/snapshot", {})
+    assert r.status == 400, r.body
+    assert "not available for isolation 'microvm'" in r.json()["error"]["message"], r.body
     assert api.exec(vm, "echo still")["stdout"] == "still\n"
     assert api.ok("GET", f"/v1/sandboxes/{vm}").json()["state"] == "running"
+
+
+def test_pause_stops_the_vm_and_resume_goes_on(api, vm):
+    """QMP stop/cont: the guest's vCPUs halt with its memory resident; the same processes
+    go on after the resume, nothing lost (test_pause.py's contract)."""
+    from test_pause import cpu_ns, output, refused_paused, start_counter, ticks
+    pid = start_counter(api, vm)
+    spin = start_counter(api, vm, "while :; do :; done")  # a guest that burns its CPU
+    wait_for(lambda: len(ticks(output(api, vm, pid))) >= 5, what="the counter counting")
+    base = f"/v1/sandboxes/{vm}"
+    p = api.ok("POST", f"{base}/pause").json()
+    assert p["state"] == "paused" and p["memory"] == "resident", p
+    assert api.ok("POST", f"{base}/pause").json()["state"] == "paused"  # idempotent
+    # Nothing of the guest runs: its VMM, which burnt a CPU for it, all but stands still.
+    t, before = time.monotonic(), cpu_ns(vm)
+    time.sleep(0.5)
+    used_s = (cpu_ns(vm) - before) / 1e9
+    assert used_s < 0.1 * (time.monotonic() - t), used_s
+    refused_paused(api, "POST", f"{base}/exec", {"cmd": "true"})
+    refused_paused(api, "GET", f"{base}/files?path=/etc/hostname")
+    assert api.ok("POST", f"{base}/resume").json()["state"] == "running"
+    assert api.ok("POST", f"{base}/resume").json()["state"] == "running"
+    seen = ticks(output(api, vm, pid))
+    wait_for(lambda: len(ticks(output(api, vm, pid))) > len(seen) + 3, timeout=30,
+             what="the counter going on")
+    got = ticks(output(api, vm, pid))
+    assert got == list(range(1, len(got) + 1)), got  # never restarted, nothing lost
+    assert api.exec(vm, f"kill -9 {pid} {spin}; echo awake")["stdout"] == "awake\n"
+
+
+def test_volume_written_in_a_vm_is_seen_by_a_container(api):
+    """A volume is one more disk of the VM, mounted by its /init at the path (a path with a
+    space: escaped on the kernel's command line); its files keep the sandbox's ids, so a
+    container sandbox mounting it afterwards sees them as its own.  One file system over an
+    image at a time: while a VM has it, a container's mount of it is a 409."""
+    name = f"v-{os.urandom(4).hex()}"
+    v = api.ok("POST", "/v1/volumes", {"name": name, "size_mib": 32}).json()
+
+    def create(iso, path, ro=False, expect=(201,)):
+        return api.ok("POST", "/v1/sandboxes", {"template": "minimal", "isolation": iso,
+                                                "volumes": [{"name": name, "path": path,
+                                                             "read_only": ro}]}, expect=expect)
+    try:
+        sb = create("microvm", "/my data").json()["id"]
+        r = api.exec(sb, "echo from-vm > '/my data/f' && stat -c %u '/my data/f'")
+        assert r == {**r, "exit_code": 0, "stdout": "0\n"}, r
+        api.ok("DELETE", f"/v1/sandboxes/{sb}", expect=(200, 204))
+        ro = create("microvm", "/data", ro=True).json()["id"]
+        r = api.exec(ro, "cat /data/f; echo x > /data/g")
+        assert r["stdout"] == "from-vm\n" and "Read-only" in r["stderr"], r
+        r = api.request("POST", "/v1/sandboxes", {"template": "minimal", "isolation": "container",
+                                                  "volumes": [{"name": name, "path": "/data",
+                                                               "read_only": True}]})
+        assert r.status == 409 and "microVM" in r.json()["error"]["message"], r.body
+        api.ok("DELETE", f"/v1/sandboxes/{ro}", expect=(200, 204))
+        c = create("container", "/data").json()["id"]
+        r = api.exec(c, "cat /data/f; stat -c %u /data/f")
+        assert r["stdout"] == "from-vm\n0\n", r
+        api.ok("DELETE", f"/v1/sandboxes/{c}", expect=(200, 204))
+    finally:
+        gone = api.request("DELETE", f"/v1/volumes/{v['id']}?project={v['project_id']}")
+    assert gone.status == 204, gone.body
 
 
 def test_memory_bomb_stays_inside_the_vm(api, vm):
@@ -171,10 +232,11 @@ def test_pool_hit_is_a_warm_vm(api):
         api.ok("DELETE", f"/v1/sandboxes/{sb['id']}", expect=(200, 204))
 
 
-def test_delete_leaves_nothing(api, vmd):
+def test_delete_of_a_paused_vm_leaves_nothing(api, vmd):
     sb = api.ok("POST", "/v1/sandboxes", {"template": "minimal", "isolation": "microvm"}).json()
     qemu = brigtest.sandbox_processes([sb["id"]])
     assert qemu
+    api.ok("POST", f"/v1/sandboxes/{sb['id']}/pause")
     api.ok("DELETE", f"/v1/sandboxes/{sb['id']}", expect=(200, 204))
     wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and not brigtest.reaped_by_init(str(p))
                              for p in qemu), timeout=20, what="QEMU gone")
@@ -184,8 +246,11 @@ def test_delete_leaves_nothing(api, vmd):
 
 
 def test_kill9_restart_reattaches_the_vm(api, vmd, vm):
-    """Last: brigd dies with live VMs; the next one re-attaches them (the VMs outlived it)."""
+    """Last: brigd dies with a live VM, paused; the next one re-attaches it paused (the VM
+    outlived it; its VMM says it is paused, its agent is not asked), and it resumes."""
+    from test_pause import refused_paused
     api.exec(vm, "echo kept > /root/kept")
+    api.ok("POST", f"/v1/sandboxes/{vm}/pause")
     before = brigtest.sandbox_processes([vm])
     vmd.proc.send_signal(signal.SIGKILL)
     vmd.proc.wait()
@@ -193,6 +258,9 @@ def test_kill9_restart_reattaches_the_vm(api, vmd, vm):
     vmd.start()
     api2 = vmd.api()
     assert brigtest.sandbox_processes([vm]) == before
+    assert api2.ok("GET", f"/v1/sandboxes/{vm}").json()["state"] == "paused"
+    refused_paused(api2, "POST", f"/v1/sandboxes/{vm}/exec", {"cmd": "true"})
+    assert api2.ok("POST", f"/v1/sandboxes/{vm}/resume").json()["state"] == "running"
     assert api2.exec(vm, "cat /root/kept")["stdout"] == "kept\n"
     api2.ok("DELETE", f"/v1/sandboxes/{vm}", expect=(200, 204))
     wait_for(lambda: not qemu_processes(vmd.state_dir) or len(qemu_processes(vmd.state_dir)) <= 1,

@@ -125,10 +125,11 @@ export function createServer(options: ServerOptions = {}): McpServer {
         tariff: z.string().optional().describe("Size: 'small' (default), 'medium' or 'large', as the server defines them."),
         env: z.record(z.string(), z.string()).optional().describe("Environment variables for every command."),
         isolation: z
-          .enum(["container", "gvisor"])
+          .enum(["container", "gvisor", "microvm"])
           .optional()
           .describe(
-            "'container' (the host's kernel, namespaces, seccomp) or 'gvisor' (a kernel of its own in user space); " +
+            "'container' (the host's kernel, namespaces, seccomp), 'gvisor' (a kernel of its own in user space) " +
+              "or 'microvm' (a virtual machine with its own kernel); " +
               "default: the project's, else the server's. Never silently changed: an unavailable mode is an error.",
           ),
         on_idle: z

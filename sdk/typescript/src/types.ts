@@ -17,7 +17,7 @@ export interface SandboxInfo {
   createdAt: string;
   projectId?: string;
   tariff?: string;
-  /** `container` or `gvisor`: the boundary between the sandbox and the host's kernel. */
+  /** `container`, `gvisor` or `microvm`: the boundary between the sandbox and the host's kernel. */
   isolation?: Isolation;
   /** Names of the sandbox's environment variables (never their values). */
   env?: string[];
@@ -105,9 +105,11 @@ export interface VolumeInfo {
 
 /**
  * How a sandbox is kept from the host: `container` (the host's kernel under
- * namespaces and a seccomp allow-list) or `gvisor` (a user-space kernel of its own).
+ * namespaces and a seccomp allow-list), `gvisor` (a user-space kernel of its own) or
+ * `microvm` (a virtual machine with its own kernel; needs hardware KVM, or an operator's
+ * `microvm_accel = tcg`).
  */
-export type Isolation = "container" | "gvisor";
+export type Isolation = "container" | "gvisor" | "microvm";
 
 export interface CreateOptions {
   /** The template to start from (`base`: Python 3 + Node.js 22; `minimal`: busybox). brigd's default: `base`. */
@@ -123,7 +125,7 @@ export interface CreateOptions {
   /** The project (`prj_…`) to create it in; an admin key may choose, a sandbox key has its own. */
   project?: string;
   /**
-   * `container` or `gvisor`; default: the project's default, else the operator's.  A mode
+   * `container`, `gvisor` or `microvm`; default: the project's default, else the operator's.  A mode
    * the project does not allow throws ForbiddenError; one the host cannot run,
    * InvalidRequestError (naming what is missing) — brigd never swaps in another.
    */

@@ -3,6 +3,7 @@
  */
 #include "disk.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -252,4 +253,39 @@ int brig_disk_mount_ro(const char *img, const char *mnt, brig_error **err)
         brig_error_sys(err, "mount %s read-only", dev);
     close(loop);
     return r < 0 ? -1 : 0;
+}
+
+/* The loop device (its name into dev) that still has the image open, when one has: an
+ * earlier mount of the volume whose last user has not let go yet (a clone detached while
+ * busy).  A second file system instance over the same image would corrupt it. */
+bool brig_disk_attached(const char *img, char dev[32])
+{
+    struct stat want;
+    if (stat(img, &want) < 0)
+        return false;
+    DIR *d = opendir("/sys/block");
+    if (d == NULL)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "loop", 4) != 0)
+            continue;
+        char path[300], backing[4096];
+        snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, backing, sizeof(backing) - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n <= 0)
+            continue;
+        backing[n] = '\0';
+        backing[strcspn(backing, "\n")] = '\0';
+        struct stat st;
+        found = stat(backing, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino;
+        if (found)
+            snprintf(dev, 32, "/dev/%.20s", e->d_name);
+    }
+    closedir(d);
+    return found;
 }

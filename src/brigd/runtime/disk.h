@@ -40,4 +40,9 @@ int brig_disk_mount_ro(const char *img, const char *mnt, brig_error **err);
  * open until the file system is mounted.  Volumes use it too (volume.c). */
 int brig_disk_loop(int img, bool direct, char dev[32], brig_error **err);
 
+/* Whether a loop device still has the image img open (its name into dev): a file system
+ * instance over it may still live (a lazy unmount).  Volumes check it before a second
+ * one (volume.c, microvm_vol.c). */
+bool brig_disk_attached(const char *img, char dev[32]);
+
 #endif

@@ -13,8 +13,9 @@
  * microvm_accel = tcg: QEMU's emulation, 20-50x slower, for tests and trials.
  *
  * The guest's network is the sandbox's own link, bridged to its NIC (microvm_net.c).
- * Not there yet, refused with a clear error: volumes, pause/resume, snapshots, template
- * builds (layer_open).
+ * Pause and resume: the VMM's vCPUs stop and go on (QMP, microvm_qmp.c), memory resident.
+ * Volumes: extra disks the guest mounts (microvm_vol.c).  Not there yet, refused with a
+ * clear error: snapshots, template builds (layer_open).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -46,6 +47,7 @@
 #define KILL_TIMEOUT_MS    10000
 #define VMM_OVERHEAD_MIB   256 /* QEMU itself beside the guest's memory (TCG's cache: 64) */
 #define VMM_PIDS           512 /* QEMU's threads */
+#define VM_VOLUMES_MAX     8   /* extra disks (docs/volumes.md's limit) */
 
 /* A sandbox's handle (cast to brig_rt_sandbox: the type is each driver's own). */
 typedef struct vm_sb {
@@ -243,13 +245,36 @@ static int open_in(const char *path, int flags, brig_error **err)
     return fd;
 }
 
-/* What the VM is started with: its disk, its cgroup, its files as descriptors. */
+/* The VMM's pid in vm.pid (for a restarted brigd) and its pidfd in sb. */
+static int keep_pid(microvm *m, const char *id, pid_t pid, vm_sb *sb, brig_error **err)
+{
+    _cleanup_free_ char *pidfile = vm_path(m, id, "vm.pid");
+    _cleanup_free_ char *text = brig_asprintf("%d\n", (int)pid);
+    int pf = open_in(pidfile, O_WRONLY | O_CREAT | O_TRUNC, err);
+    if (pf < 0)
+        return -1;
+    ssize_t w = write(pf, text, strlen(text));
+    close(pf);
+    if (w < 0 || (sb->pidfd = pidfd_open(pid, 0)) < 0)
+        return brig_error_sys(err, "the VMM of %s (pid %d) is gone", id, (int)pid);
+    return 0;
+}
+
+/* What the VM is started with: its disks, its cgroup, its files as descriptors. */
 static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error **err)
 {
-    _cleanup_free_ char *image = brig_vm_template_image(spec->rootfs, spec->disk_mib, err);
-    _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
-    if (image == NULL || brig_vm_overlay(image, disk, spec->uid_base, err) < 0)
+    brig_vm_vol vols[VM_VOLUMES_MAX];
+    if (brig_vm_vols_open(m->state_dir, spec, vols, err) < 0)
         return -1;
+    _cleanup_free_ char *vols_cmdline = brig_vm_vols_cmdline(vols, spec->n_volumes, err);
+    _cleanup_free_ char *image =
+        vols_cmdline ? brig_vm_template_image(spec->rootfs, spec->disk_mib, err) : NULL;
+    _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
+    if (vols_cmdline == NULL || image == NULL ||
+        brig_vm_overlay(image, disk, spec->uid_base, err) < 0) {
+        brig_vm_vols_close(vols, spec->n_volumes);
+        return -1;
+    }
     char *procs[BRIG_CGROUP_PROCS_MAX];
     brig_cgroup_limits lim = {(spec->memory_mib + VMM_OVERHEAD_MIB) << 20, spec->cpus, VMM_PIDS};
     int rc = brig_cgroup_place(m->cgroup, spec->id, &lim, procs, err);
@@ -257,12 +282,14 @@ static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error *
     _cleanup_free_ char *initrd = brig_asprintf("%s/initrd.cpio", m->dir);
     _cleanup_free_ char *con = vm_path(m, spec->id, "console.log");
     _cleanup_free_ char *log = vm_path(m, spec->id, "vmm.log");
-    int fds[5] = {-1, -1, -1, -1, -1};
+    _cleanup_free_ char *dir = vm_path(m, spec->id, NULL);
+    int fds[6] = {-1, -1, -1, -1, -1, -1};
     if (rc == 0 && ((fds[0] = open_in(kernel, O_RDONLY, err)) < 0 ||
                     (fds[1] = open_in(initrd, O_RDONLY, err)) < 0 ||
                     (fds[2] = open_in(disk, O_RDWR, err)) < 0 ||
                     (fds[3] = open_in(con, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
                     (fds[4] = open_in(log, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
+                    (fds[5] = brig_vm_qmp_listen(dir, err)) < 0 ||
                     fchown(fds[3], spec->uid_base, spec->uid_base) < 0))
         rc = -1;
     int cpus = spec->cpus >= 1 ? (int)(spec->cpus + 0.999) : 1;
@@ -281,32 +308,27 @@ static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error *
                       .disk_fd = fds[2],
                       .console_fd = fds[3],
                       .log_fd = fds[4],
+                      .qmp_fd = fds[5],
                       .net = &net,
+                      .vols = vols,
+                      .n_vols = spec->n_volumes,
+                      .vols_cmdline = vols_cmdline,
                       .cgroup_procs = (const char *const *)procs};
     pid_t pid = 0;
     if (rc == 0)
         rc = m->vmm->start(m, &b, &pid, err);
     brig_vm_net_dispose(&net);
+    brig_vm_vols_close(vols, spec->n_volumes);
     for (size_t i = 0; i < BRIG_ARRAY_LEN(fds); i++)
         if (fds[i] >= 0)
             close(fds[i]);
     for (size_t i = 0; i < BRIG_CGROUP_PROCS_MAX; i++)
         free(procs[i]);
-    if (rc < 0)
-        return -1;
-    _cleanup_free_ char *pidfile = vm_path(m, spec->id, "vm.pid");
-    _cleanup_free_ char *text = brig_asprintf("%d\n", (int)pid);
-    int pf = open_in(pidfile, O_WRONLY | O_CREAT | O_TRUNC, err);
-    if (pf < 0)
-        return -1;
-    ssize_t w = write(pf, text, strlen(text));
-    close(pf);
-    if (w < 0 || (sb->pidfd = pidfd_open(pid, 0)) < 0)
-        return brig_error_sys(err, "the VMM of %s (pid %d) is gone", spec->id, (int)pid);
-    return 0;
+    return rc < 0 ? -1 : keep_pid(m, spec->id, pid, sb, err);
 }
 
 static void mv_last_words(brig_runtime *rt, const char *id, char *buf, size_t n);
+static int mv_paused(brig_runtime *rt, const char *id);
 
 static int mv_refuse(const char *what, brig_error **err)
 {
@@ -318,8 +340,9 @@ static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox
                      brig_error **err)
 {
     microvm *m = rt->priv;
-    if (spec->n_volumes > 0)
-        return mv_refuse("volumes", err);
+    if (spec->n_volumes > VM_VOLUMES_MAX)
+        return brig_error_set(err, BRIG_E_INVALID, 0, "a microVM mounts at most %d volumes",
+                              VM_VOLUMES_MAX);
     if (spec->snapshot)
         return mv_refuse("starting from a snapshot", err);
     if (brig_vm_ready(m, err) < 0)
@@ -395,10 +418,13 @@ static int mv_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, br
         brig_error_sys(err, "open %s", ns);
         goto fail;
     }
-    int fd = agent_dial(sb, CONNECT_TIMEOUT_MS, &refused, err);
-    if (fd < 0)
-        goto fail;
-    close(fd);
+    /* A paused VM's agent cannot answer: its VMM's word is enough (runtime.h). */
+    if (mv_paused(rt, id) != 1) {
+        int fd = agent_dial(sb, CONNECT_TIMEOUT_MS, &refused, err);
+        if (fd < 0)
+            goto fail;
+        close(fd);
+    }
     *out = (brig_rt_sandbox *)sb;
     return 0;
 fail:
@@ -490,29 +516,50 @@ static void mv_last_words(brig_runtime *rt, const char *id, char *buf, size_t n)
             *p = ' ';
 }
 
+/* ---- pause, resume --------------------------------------------------------------------- */
+
+/* The VMM stops the guest's vCPUs (QMP stop): nothing of the guest runs, its memory stays
+ * resident in the VMM; cont lets them go on.  Both are idempotent in QEMU. */
+static int vm_switch(brig_runtime *rt, brig_rt_sandbox *h, const char *cmd, brig_error **err)
+{
+    vm_sb *sb = (vm_sb *)h;
+    _cleanup_free_ char *dir = vm_path(rt->priv, sb->id, NULL);
+    if (brig_vm_qmp(dir, cmd, NULL, 0, err) < 0) {
+        brig_error_prefix(err, "sandbox %s", sb->id);
+        return -1;
+    }
+    return 0;
+}
+
+static int mv_pause(brig_runtime *rt, brig_rt_sandbox *h, const char **memory, brig_error **err)
+{
+    if (memory)
+        *memory = "resident";
+    return vm_switch(rt, h, "stop", err);
+}
+
+static int mv_resume(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
+{
+    return vm_switch(rt, h, "cont", err);
+}
+
+static int mv_paused(brig_runtime *rt, const char *id)
+{
+    microvm *m = rt->priv;
+    _cleanup_free_ char *dir = vm_path(m, id, NULL);
+    char status[32];
+    brig_error *e = NULL;
+    int rc = brig_vm_qmp(dir, "query-status", status, sizeof(status), &e);
+    brig_error_clear(&e);
+    return rc < 0 ? -1 : strcmp(status, "paused") == 0;
+}
+
 /* ---- what a VM cannot do yet ------------------------------------------------------------ */
 
 static int no_layer(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
     (void)rt, (void)sb;
     return mv_refuse("building a template from a sandbox", err);
-}
-
-static int no_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err)
-{
-    (void)rt, (void)sb, (void)memory;
-    return mv_refuse("pausing", err);
-}
-
-static int no_resume(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
-{
-    (void)rt, (void)sb;
-    return mv_refuse("resuming", err);
-}
-
-static int mv_paused(brig_runtime *rt, const char *id)
-{
-    return brig_microvm_has(rt, id) ? 0 : -1;
 }
 
 static int no_snapshot(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
@@ -551,6 +598,7 @@ static const char *mv_accel(brig_runtime *rt, brig_isolation iso)
 static void mv_free(brig_runtime *rt)
 {
     microvm *m = rt->priv;
+    free(m->state_dir);
     free(m->dir);
     free(m->kernel_dir);
     free(m->agent_path);
@@ -577,8 +625,8 @@ const brig_runtime_ops brig_microvm_ops = {
     .events = mv_events,
     .last_words = mv_last_words,
     .layer_open = no_layer,
-    .pause = no_pause,
-    .resume = no_resume,
+    .pause = mv_pause,
+    .resume = mv_resume,
     .paused = mv_paused,
     .snapshot_take = no_snapshot,
     .list = mv_list,

@@ -93,6 +93,7 @@ int brig_runtime_microvm_new(const brig_runtime_config *cfg, brig_runtime **out,
     microvm *m = brig_xcalloc(1, sizeof(*m));
     m->cgroup = cfg->cgroup;
     m->vmm = &brig_vmm_qemu;
+    m->state_dir = brig_xstrdup(cfg->state_dir);
     m->dir = brig_asprintf("%s/microvm", cfg->state_dir);
     m->kernel_dir = brig_xstrdup(cfg->microvm_kernel && *cfg->microvm_kernel ? cfg->microvm_kernel
                                                                              : KERNEL_DIR_DEFAULT);

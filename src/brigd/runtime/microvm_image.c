@@ -5,8 +5,9 @@
  * The initramfs holds busybox (busybox-static), the guest kernel's virtio modules
  * (scripts/setup-vm unpacks them) and brig-agent; its /init loads the modules, mounts the
  * VM's disk, gives it /dev, /proc, /sys and the agent (a tmpfs at /.brig, the path it has
- * in a container), sets up the link the agent listens on and becomes the agent: PID 1 of
- * the guest.  Made with busybox's own cpio (Debian 12 has no cpio by default).
+ * in a container), mounts its volumes (microvm_vol.c), sets up the link the agent listens on
+ * and becomes the agent: PID 1 of the guest.  Disks are told apart by their serial: brigroot,
+ * brigvol<n>.  Made with busybox's own cpio (Debian 12 has no cpio by default).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,17 +37,30 @@ static const char init_script[] =
     "mkdir -p /proc /sys /dev /newroot\n"
     "mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev\n"
     "for m in " VM_MODULES "; do insmod /lib/modules/$m.ko || echo \"brig-init: no $m\"; done\n"
-    "i=0; while [ ! -b /dev/vda ] && [ $i -lt 1000 ]; do usleep 10000; i=$((i+1)); done\n"
+    "vdev() { for b in /sys/block/vd*; do [ \"$(cat $b/serial 2>/dev/null)\" = \"$1\" ] && "
+    "echo /dev/${b##*/}; done; }\n"
+    "i=0; while [ -z \"$(vdev brigroot)\" ] && [ $i -lt 1000 ]; do usleep 10000; i=$((i+1)); "
+    "done\n"
     "ip link set lo up\n"
     "nic() { for d in /sys/class/net/*; do [ \"$(cat $d/address)\" = \"$1\" ] && "
     "basename $d; done; }\n"
     "ag=$(nic 52:54:00:00:00:01); ip link set $ag up; ip addr add 10.0.2.15/24 dev $ag\n"
     "for w in $(cat /proc/cmdline); do case $w in brig.ip=*) bip=${w#*=};; "
-    "brig.gw=*) bgw=${w#*=};; brig.mac=*) bmac=${w#*=};; esac; done\n"
+    "brig.gw=*) bgw=${w#*=};; brig.mac=*) bmac=${w#*=};; brig.vol=*) vols=\"$vols ${w#*=}\";; "
+    "esac; done\n"
     "if [ -n \"$bip\" ]; then sb=$(nic $bmac); ip link set $sb up; "
     "ip addr add $bip/31 dev $sb; ip route add default via $bgw dev $sb; fi\n"
-    "mount -t ext4 -o noatime /dev/vda /newroot || { echo 'brig-init: no root disk'; "
+    "mount -t ext4 -o noatime $(vdev brigroot) /newroot || { echo 'brig-init: no root disk'; "
     "poweroff -f; }\n"
+    /* volumes: <n>:<rw|ro>:<path, %-escaped>; the file system's data/ at the path */
+    "for v in $vols; do n=${v%%:*}; r=${v#*:}; o=${r%%:*}; p=$(printf \"$(echo \"${r#*:}\" | "
+    "sed 's/%/\\\\x/g')\"); d=/vol$n; mkdir -p $d \"/newroot$p\"; "
+    "if [ $o = ro ]; then o=ro,noload,noatime; else o=noatime,sync,errors=remount-ro; fi; "
+    "mount -t ext4 -o $o $(vdev brigvol$n) $d || { echo \"brig-init: no volume $n\"; "
+    "poweroff -f; }; [ -d $d/data ] || mkdir -m 0755 $d/data 2>/dev/null; "
+    "if [ -d $d/data ]; then mount --bind $d/data \"/newroot$p\"; else mount -t tmpfs -o "
+    "ro,size=4k,mode=0755 vol \"/newroot$p\"; fi || { echo \"brig-init: volume $n at $p\"; "
+    "poweroff -f; }; umount -l $d; done\n"
     "mkdir -p /newroot/.brig /newroot/proc /newroot/sys /newroot/dev /newroot/tmp\n"
     "mount -t tmpfs -o mode=0755,size=32m brig /newroot/.brig\n"
     "cp /brig-agent /newroot/.brig/brig-agent\n"

@@ -41,6 +41,23 @@ void brig_vm_net_dispose(brig_vm_net *n);
 /* " brig.ip=A brig.gw=G brig.mac=M" for the guest's /init, or "" (caller frees). */
 char *brig_vm_net_cmdline(const brig_vm_net *n);
 
+/* A volume as the VMM gets it (microvm_vol.c): its image, opened read-only or not. */
+typedef struct brig_vm_vol {
+    int fd;
+    int ro_fd; /* read-write ones: a read-only descriptor too (QEMU opens it so first) */
+    bool ro;
+    const char *path; /* in the guest */
+} brig_vm_vol;
+
+/* Opens spec's volumes' images (<state_dir>/volumes/<id>.img) into out[n_volumes];
+ * BRIG_E_CONFLICT for one the host has mounted (a container sandbox uses it). */
+int brig_vm_vols_open(const char *state_dir, const brig_rt_spec *spec, brig_vm_vol *out,
+                      brig_error **err);
+void brig_vm_vols_close(brig_vm_vol *v, size_t n);
+/* " brig.vol=<n>:<rw|ro>:<path>..." for the guest's /init, or "" (caller frees); NULL and
+ * BRIG_E_INVALID when the paths do not fit the kernel's command line. */
+char *brig_vm_vols_cmdline(const brig_vm_vol *v, size_t n, brig_error **err);
+
 /* What a VMM is given to start one VM; every file is an open descriptor (the VMM runs as
  * the sandbox's uid and reopens them through /proc/self/fd: no host path of ours needs to
  * be reachable by it). */
@@ -51,7 +68,11 @@ typedef struct brig_vm_boot {
     unsigned uid; /* the VMM's uid and gid */
     int netns_fd; /* the sandbox's network namespace: the VMM runs inside it */
     int kernel_fd, initrd_fd, disk_fd, console_fd, log_fd;
-    const brig_vm_net *net;          /* the guest's NIC: its tap_fd, MAC and /init's arguments */
+    int qmp_fd;              /* the listening control socket (brig_vm_qmp_listen) */
+    const brig_vm_net *net;  /* the guest's NIC: its tap_fd, MAC and /init's arguments */
+    const brig_vm_vol *vols; /* its volumes, extra disks */
+    size_t n_vols;
+    const char *vols_cmdline;        /* brig_vm_vols_cmdline's */
     const char *const *cgroup_procs; /* cgroup.procs files the VMM joins, NULL-terminated */
 } brig_vm_boot;
 
@@ -68,6 +89,7 @@ extern const brig_vmm_ops brig_vmm_qemu;
 struct microvm {
     const brig_cgroup_ops *cgroup;
     const brig_vmm_ops *vmm;
+    char *state_dir;      /* brigd's (volumes: <state>/volumes, the OCI driver's) */
     char *dir;            /* <state>/microvm */
     char *kernel_dir;     /* the guest kernel: vmlinuz, modules/ (scripts/setup-vm) */
     char *agent_path;     /* brig-agent, copied into the initramfs */
@@ -84,6 +106,17 @@ struct microvm {
 int brig_vm_ready(microvm *m, brig_error **err);
 
 extern const brig_runtime_ops brig_microvm_ops;
+
+/* ---- the VMM's control channel (microvm_qmp.c) ----------------------------------------- */
+
+#define BRIG_VM_QMP_SOCK "qmp.sock" /* in the VM's directory */
+
+/* A listening socket at <dir>/qmp.sock for the VMM (the caller closes its copy). */
+int brig_vm_qmp_listen(const char *dir, brig_error **err);
+/* Runs QMP command cmd (no arguments: "stop", "cont", "query-status") on the VMM of the VM
+ * whose directory is dir; status (when not NULL): the "status" of its return ("running",
+ * "paused"...), or "".  BRIG_E_UNAVAILABLE when no VMM listens there (the VM is gone). */
+int brig_vm_qmp(const char *dir, const char *cmd, char *status, size_t n, brig_error **err);
 
 /* ---- the guest's files (microvm_image.c) ---------------------------------------------- */
 

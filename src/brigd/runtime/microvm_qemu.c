@@ -12,8 +12,9 @@
  * The agent's channel: QEMU's user-mode network forwards 127.0.0.1:5000 of the sandbox's
  * namespace to the agent's port in the guest (restrict=on: the guest reaches nothing
  * through it).  Only brigd enters that namespace, so no other local user reaches the port;
- * each connection is a connection (the agent protocol needs many).  No vsock here: this
- * host's kernel has no vhost-vsock (docs/operations.md).
+ * each connection is a connection (the agent protocol needs many).  QEMU's control channel
+ * (QMP: pause, resume) is a unix socket brigd listens on and hands over (microvm_qmp.c).
+ * No vsock here: this host's kernel has no vhost-vsock (docs/operations.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -62,6 +63,27 @@ static int qemu_probe(microvm *m, char **why)
     return 0;
 }
 
+/* The volumes' disks: each image a descriptor in an fd set (QEMU uses it as it is, where a
+ * /proc/self/fd path would be opened again, as the sandbox's uid, which may not open the
+ * image), serial brigvol<i> for the guest's /init. */
+static size_t vol_args(const brig_vm_boot *b, char **a, size_t n)
+{
+    for (size_t i = 0; i < b->n_vols; i++) {
+        a[n++] = brig_xstrdup("-add-fd");
+        a[n++] = brig_asprintf("fd=%d,set=%zu", b->vols[i].fd, i + 1);
+        if (b->vols[i].ro_fd >= 0) {
+            a[n++] = brig_xstrdup("-add-fd");
+            a[n++] = brig_asprintf("fd=%d,set=%zu", b->vols[i].ro_fd, i + 1);
+        }
+        a[n++] = brig_xstrdup("-drive");
+        a[n++] = brig_asprintf("id=vol%zu,file=/dev/fdset/%zu,format=raw,if=none,readonly=%s", i,
+                               i + 1, b->vols[i].ro ? "on" : "off");
+        a[n++] = brig_xstrdup("-device");
+        a[n++] = brig_asprintf("virtio-blk-device,drive=vol%zu,serial=brigvol%zu", i, i);
+    }
+    return n;
+}
+
 /* The fixed part of QEMU's command line after the binary. */
 static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_t n)
 {
@@ -100,20 +122,27 @@ static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_
      * the guest otherwise hangs in a fraction of boots (vm-probe.md) */
     a[n++] = brig_xstrdup("-append");
     _cleanup_free_ char *net = brig_vm_net_cmdline(b->net);
+    const char *vols = b->vols_cmdline ? b->vols_cmdline : "";
     a[n++] = m->tsc_khz > 0 && tcg
-                 ? brig_asprintf("console=ttyS0 reboot=t panic=-1 quiet tsc_early_khz=%ld%s",
-                                 m->tsc_khz, net)
-                 : brig_asprintf("console=ttyS0 reboot=t panic=-1 quiet%s", net);
+                 ? brig_asprintf("console=ttyS0 reboot=t panic=-1 quiet tsc_early_khz=%ld%s%s",
+                                 m->tsc_khz, net, vols)
+                 : brig_asprintf("console=ttyS0 reboot=t panic=-1 quiet%s%s", net, vols);
     a[n++] = brig_xstrdup("-chardev");
     a[n++] = brig_asprintf("file,id=con,path=/proc/self/fd/%d", b->console_fd);
     a[n++] = brig_xstrdup("-serial");
     a[n++] = brig_xstrdup("chardev:con");
+    /* QMP, for pause and resume (microvm_qmp.c): on the socket brigd listens on */
+    a[n++] = brig_xstrdup("-chardev");
+    a[n++] = brig_asprintf("socket,id=qmp,fd=%d,server=on,wait=off", b->qmp_fd);
+    a[n++] = brig_xstrdup("-mon");
+    a[n++] = brig_xstrdup("chardev=qmp,mode=control");
     a[n++] = brig_xstrdup("-drive");
     a[n++] = brig_asprintf("id=root,file=/proc/self/fd/%d,format=qcow2,if=none,cache=unsafe,"
                            "discard=unmap",
                            b->disk_fd);
     a[n++] = brig_xstrdup("-device");
-    a[n++] = brig_xstrdup("virtio-blk-device,drive=root");
+    a[n++] = brig_xstrdup("virtio-blk-device,drive=root,serial=brigroot");
+    n = vol_args(b, a, n);
     /* entropy from the host: without it the guest's first getrandom() waits ~1.5 s under TCG */
     a[n++] = brig_xstrdup("-device");
     a[n++] = brig_xstrdup("virtio-rng-device");
@@ -135,14 +164,15 @@ static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_
 
 /* sh joins the cgroups, then starts QEMU in the background (nsenter into the namespace,
  * setpriv to the sandbox's uid) and prints its pid.  The descriptors are 3: the netns,
- * 4..: the files (brig_spawn's extra_fds keep their order). */
+ * 4..: the files, the control socket, the volumes, the tap (brig_spawn's extra_fds keep
+ * their order). */
 static const char launcher[] =
     "while [ \"$1\" != -- ]; do echo $$ >\"$1\" || exit 1; shift; done; shift; "
     "nsenter --net=/proc/self/fd/3 -- \"$@\" </dev/null >/dev/null & echo $!";
 
 static int qemu_start(microvm *m, const brig_vm_boot *b, pid_t *pid, brig_error **err)
 {
-    char *a[96];
+    char *a[160];
     size_t n = 0;
     a[n++] = brig_xstrdup("/bin/sh");
     a[n++] = brig_xstrdup("-c");
@@ -158,14 +188,28 @@ static int qemu_start(microvm *m, const brig_vm_boot *b, pid_t *pid, brig_error 
     a[n++] = brig_xstrdup("--");
     a[n++] = brig_xstrdup(m->vmm_path);
     brig_vm_boot fds = *b; /* as the child sees them: fds 3.. in extra_fds order */
-    fds.kernel_fd = 4, fds.initrd_fd = 5, fds.disk_fd = 6, fds.console_fd = 7;
+    fds.kernel_fd = 4, fds.initrd_fd = 5, fds.disk_fd = 6, fds.console_fd = 7, fds.qmp_fd = 8;
+    int extra[SPAWN_EXTRA_MAX] = {b->netns_fd, b->kernel_fd,  b->initrd_fd,
+                                  b->disk_fd,  b->console_fd, b->qmp_fd};
+    size_t n_extra = 6;
+    brig_vm_vol vols[16];
+    for (size_t i = 0; i < b->n_vols && n_extra + 3 <= BRIG_ARRAY_LEN(extra); i++) {
+        vols[i] = b->vols[i];
+        vols[i].fd = 3 + (int)n_extra;
+        extra[n_extra++] = b->vols[i].fd;
+        if (b->vols[i].ro_fd >= 0) {
+            vols[i].ro_fd = 3 + (int)n_extra;
+            extra[n_extra++] = b->vols[i].ro_fd;
+        }
+    }
+    fds.vols = vols;
     brig_vm_net net = *b->net;
-    net.tap_fd = b->net->tap_fd >= 0 ? 8 : -1;
+    net.tap_fd = b->net->tap_fd >= 0 ? 3 + (int)n_extra : -1;
+    if (b->net->tap_fd >= 0)
+        extra[n_extra++] = b->net->tap_fd;
     fds.net = &net;
     n = qemu_args(m, &fds, a, n);
     a[n] = NULL;
-    int extra[] = {b->netns_fd, b->kernel_fd,  b->initrd_fd,
-                   b->disk_fd,  b->console_fd, b->net->tap_fd};
     int pfd[2];
     int rc = -1;
     if (pipe2(pfd, O_CLOEXEC) < 0) {
@@ -177,7 +221,7 @@ static int qemu_start(microvm *m, const brig_vm_boot *b, pid_t *pid, brig_error 
                     .stdout_fd = pfd[1],
                     .stderr_fd = b->log_fd,
                     .extra_fds = extra,
-                    .n_extra = BRIG_ARRAY_LEN(extra)};
+                    .n_extra = n_extra};
     pid_t sh;
     int spawned = brig_proc_spawn(&s, &sh, err);
     close(pfd[1]);

@@ -3,7 +3,7 @@
  * the microVM driver, every other one to the OCI driver (container, gvisor).  A handle
  * remembers its driver; an op given only an id asks the microVM driver whether it holds
  * that sandbox (its directory), else the OCI driver answers.  Volumes are the OCI
- * driver's.
+ * driver's (a microVM mounts their images as disks: microvm_vol.c).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -150,7 +150,7 @@ static void masked_child(const brig_spawn *s, const int *fds, size_t nfds)
 static int spawn_masked(const brig_spawn *s, const int *dups, size_t ndups, pid_t *pid,
                         brig_error **err)
 {
-    int fds[3 + 16];
+    int fds[3 + SPAWN_EXTRA_MAX];
     int stdio[3] = {s->stdin_fd, s->stdout_fd, s->stderr_fd};
     size_t nfds = 0;
     for (int i = 0; i < 3; i++) {
@@ -189,7 +189,7 @@ int brig_proc_spawn(const brig_spawn *s, pid_t *pid, brig_error **err)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    int dups[16];
+    int dups[SPAWN_EXTRA_MAX];
     size_t ndups = 0;
     int r = -1;
     if (s->n_extra > BRIG_ARRAY_LEN(dups))

@@ -22,12 +22,14 @@
 int brig_proc_init(brig_error **err);
 void brig_proc_shutdown(void);
 
+#define SPAWN_EXTRA_MAX 32 /* extra_fds a child may get (a microVM's disks) */
+
 typedef struct brig_spawn {
     const char *const *argv; /* argv[0] is an absolute path or looked up in PATH */
     int stdin_fd;            /* -1: /dev/null */
     int stdout_fd;           /* -1: /dev/null */
     int stderr_fd;           /* -1: /dev/null */
-    const int *extra_fds;    /* become fds 3, 4, ... in the child */
+    const int *extra_fds;    /* become fds 3, 4, ... in the child (SPAWN_EXTRA_MAX) */
     size_t n_extra;
     int own_group; /* its own process group (pgid = its pid): killpg() reaches its children */
     /* NULL, or paths the child does not see: it runs in a mount namespace of its own (a

@@ -8,6 +8,8 @@
  * out of their reach), its files stored with the ids a sandbox uses (0: its root), so
  * every sandbox sees them as its own whatever its host uid range.
  *
+ * A microVM mounts the image itself, as a disk (microvm_vol.c): never while the host
+ * has it mounted, and the host never while a VMM holds it.
  * While sandboxes use it, the image is on one loop device and mounted once, at
  * <state>/volumes/<id>.mnt (0700): one file system instance, never two over one image.
  * Each sandbox gets a clone of data/, id-mapped into its uid range through the user
@@ -171,39 +173,12 @@ int brig_oci_volume_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **
 
 /* ---- a sandbox's mounts ------------------------------------------------------------------ */
 
-/* The loop device (its name into dev) that still has the image open, when one has: an
- * earlier mount of the volume whose last user has not let go yet (a clone detached while
- * busy).  A second file system instance over the same image would corrupt it. */
-static bool image_attached(const char *img, char dev[32])
+/* Whether a VMM holds the image open (a microVM mounts the volume: microvm_vol.c): QEMU
+ * locks bytes from 100 of every image it opens (its OFD locks, one byte per permission). */
+static bool image_in_vm(int fd)
 {
-    struct stat want;
-    if (stat(img, &want) < 0)
-        return false;
-    DIR *d = opendir("/sys/block");
-    if (d == NULL)
-        return false;
-    bool found = false;
-    struct dirent *e;
-    while (!found && (e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "loop", 4) != 0)
-            continue;
-        char path[300], backing[4096];
-        snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read(fd, backing, sizeof(backing) - 1) : -1;
-        if (fd >= 0)
-            close(fd);
-        if (n <= 0)
-            continue;
-        backing[n] = '\0';
-        backing[strcspn(backing, "\n")] = '\0';
-        struct stat st;
-        found = stat(backing, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino;
-        if (found)
-            snprintf(dev, 32, "/dev/%.20s", e->d_name);
-    }
-    closedir(d);
-    return found;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 100, .l_len = 200};
+    return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 
 /* The volume's one host mount, made when it has none yet.  Needs vol_lock. */
@@ -216,7 +191,7 @@ static int host_mount_locked(const oci *o, const char *id, brig_error **err)
     if (mkdir(mnt, 0700) < 0 && errno != EEXIST)
         return brig_error_sys(err, "mkdir %s", mnt);
     char held[32];
-    if (image_attached(img, held))
+    if (brig_disk_attached(img, held))
         return brig_error_set(err, BRIG_E_CONFLICT, 0,
                               "volume %s is still attached to %s by an earlier mount that has "
                               "not gone yet; try again",
@@ -224,6 +199,13 @@ static int host_mount_locked(const oci *o, const char *id, brig_error **err)
     int fd = open(img, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return brig_error_sys(err, "open volume image %s", img);
+    if (image_in_vm(fd)) {
+        close(fd);
+        return brig_error_set(err, BRIG_E_CONFLICT, 0,
+                              "volume %s is mounted by a microVM sandbox: a container sandbox "
+                              "mounts a volume only when no microVM does",
+                              id);
+    }
     /* Direct I/O: no second copy of the volume's data in the host's page cache. */
     int dio = open(img, O_RDWR | O_DIRECT | O_CLOEXEC);
     char dev[32];

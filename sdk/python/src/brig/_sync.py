@@ -273,8 +273,9 @@ class Sandbox:
                 (brigd's default: 3600; see :meth:`set_timeout`).
             project: the project it belongs to (admin keys; default the key's).
             isolation: ``"container"`` (the host kernel, namespaces and a
-                seccomp allow-list) or ``"gvisor"`` (a user-space kernel of its
-                own). Default: the project's default, else the operator's; a
+                seccomp allow-list), ``"gvisor"`` (a user-space kernel of its
+                own) or ``"microvm"`` (a virtual machine with its own kernel).
+                Default: the project's default, else the operator's; a
                 mode the project does not allow raises :class:`Forbidden`, one
                 the host cannot run :class:`InvalidRequest` (never another mode).
             volumes: volumes of the project to mount (an admin key):
