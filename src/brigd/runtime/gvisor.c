@@ -124,6 +124,8 @@ bool brig_gvisor_has(const oci *o, const char *id)
 {
     if (o->runsc_root == NULL)
         return false;
+    if (brig_gvisor_checkpointed(o, id)) /* runsc forgot it: gvisor_ckpt.c */
+        return true;
     _cleanup_free_ char *prefix = brig_asprintf("%s_sandbox:", id);
     DIR *d = opendir(o->runsc_root);
     if (d == NULL)

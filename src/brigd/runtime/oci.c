@@ -188,6 +188,8 @@ static void sb_free(brig_rt_sandbox *sb)
 static int oci_kill(brig_runtime *rt, brig_rt_sandbox *sb, int timeout_ms)
 {
     (void)rt;
+    if (sb)
+        sb->killed = true; /* a checkpointed one is not restored by a resume after this */
     if (sb == NULL || sb->pidfd < 0)
         return 0; /* nothing known to wait for: destroy's `runc delete --force` kills */
     if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
@@ -219,7 +221,9 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
     brig_buf out = {0};
     int st = 0;
     const char *del[] = {"delete", "--force", id, NULL};
-    if (run_runtime(o, iso, del, &out, &st, err) < 0) {
+    if (iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, id)) {
+        /* runsc forgot it at its checkpoint: nothing of it runs (gvisor_ckpt.c) */
+    } else if (run_runtime(o, iso, del, &out, &st, err) < 0) {
         failed = 1;
     } else if (st != 0 && (out.data == NULL || strstr(out.data, "does not exist") == NULL)) {
         _cleanup_free_ char *m = runtime_message(out.data ? out.data : "");
@@ -252,32 +256,35 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
 
 /* ---- create, step by step ------------------------------------------------------ */
 
-/* `<runtime> run --detach` on the bundle, the agent's listening socket lfd as
- * the container's fd 3 and the runtime's output appended to agent.log; fails
- * with the runtime's own message when it does. */
-static int runtime_run(const oci *o, const brig_rt_spec *spec, int lfd, brig_error **err)
+int brig_oci_runtime_start(const oci *o, const char *id, brig_isolation iso, bool host_layer,
+                           int lfd, const char *image, brig_error **err)
 {
-    bool gvisor = spec->isolation == BRIG_ISO_GVISOR;
-    _cleanup_free_ char *dir = brig_oci_path(o, spec->id, NULL);
-    _cleanup_free_ char *log_path = brig_oci_path(o, spec->id, "agent.log");
-    _cleanup_free_ char *pid_path = brig_oci_path(o, spec->id, "init.pid");
+    bool gvisor = iso == BRIG_ISO_GVISOR;
+    _cleanup_free_ char *dir = brig_oci_path(o, id, NULL);
+    _cleanup_free_ char *log_path = brig_oci_path(o, id, "agent.log");
+    _cleanup_free_ char *pid_path = brig_oci_path(o, id, "init.pid");
     int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (logfd < 0)
         return brig_error_sys(err, "open %s", log_path);
     const char *argv[24];
     const int fds[] = {lfd, o->seccomp_fd};
-    size_t n = runtime_argv(o, spec->isolation, argv);
-    for (size_t i = 0; gvisor && spec->host_layer && i < n; i++)
+    size_t n = runtime_argv(o, iso, argv);
+    for (size_t i = 0; gvisor && host_layer && i < n; i++)
         if (strncmp(argv[i], "--overlay2=", 11) == 0)
             argv[i] = "--overlay2=none"; /* its writes where layer_open finds them */
-    const char *run[] = {"run", "--detach", "--bundle", dir, "--pid-file", pid_path};
+    const char *run[] = {
+        image ? "restore" : "run", "--detach", "--bundle", dir, "--pid-file", pid_path};
     for (size_t i = 0; i < BRIG_ARRAY_LEN(run); i++)
         argv[n++] = run[i];
+    if (image) {
+        argv[n++] = "--image-path";
+        argv[n++] = image;
+    }
     if (!gvisor) { /* the agent's socket as fd 3 (runsc's agent makes its own), its filter 4 */
         argv[n++] = "--preserve-fds";
         argv[n++] = "2";
     }
-    argv[n++] = spec->id;
+    argv[n++] = id;
     argv[n] = NULL;
     brig_spawn s = {.argv = argv,
                     .stdin_fd = -1,
@@ -301,13 +308,11 @@ static int runtime_run(const oci *o, const brig_rt_spec *spec, int lfd, brig_err
     _cleanup_free_ char *m = runtime_message(buf);
     char how[64];
     brig_proc_describe(st, how, sizeof(how));
-    return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s run %s: %s (%s)", argv[0], spec->id,
-                          *m ? m : "no message", how);
+    return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s %s %s: %s (%s)", argv[0],
+                          image ? "restore" : "run", id, *m ? m : "no message", how);
 }
 
-/* The container's init, from the runtime's pid file: a pidfd held on it
- * before anything else can happen to it. */
-static int init_hold(const oci *o, brig_rt_sandbox *sb, brig_error **err)
+int brig_oci_init_hold(const oci *o, brig_rt_sandbox *sb, brig_error **err)
 {
     _cleanup_free_ char *pid_path = brig_oci_path(o, sb->id, "init.pid");
     char buf[32] = {0};
@@ -349,8 +354,7 @@ static int socket_wait(const brig_rt_sandbox *sb, brig_error **err)
     }
 }
 
-/* Ready when the agent answers the handshake. */
-static int agent_ready(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+int brig_oci_agent_ready(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
     if (sb->iso == BRIG_ISO_GVISOR && socket_wait(sb, err) < 0) {
         brig_error_prefix(err, "sandbox did not become ready");
@@ -403,12 +407,12 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         if (lfd < 0 || brig_oci_bundle_config(o, spec, userns, err) < 0)
             goto fail_destroy;
     }
-    int rc = runtime_run(o, spec, lfd, err);
+    int rc = brig_oci_runtime_start(o, spec->id, spec->isolation, spec->host_layer, lfd, NULL, err);
     if (lfd >= 0)
         close(lfd);
     lfd = -1;
     if (rc < 0 || (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_seal(o, spec->id, err) < 0) ||
-        init_hold(o, sb, err) < 0 || agent_ready(rt, sb, err) < 0)
+        brig_oci_init_hold(o, sb, err) < 0 || brig_oci_agent_ready(rt, sb, err) < 0)
         goto fail_destroy;
     if (userns >= 0)
         close(userns); /* the sandbox (and a container's id-mapped mount) holds it now */
@@ -444,6 +448,10 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
         goto fail;
     }
     brig_oci_disk_thaw(o, id); /* brigd died during a snapshot */
+    if (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, id)) {
+        *out = sb; /* its memory on disk, no process: paused until restored */
+        return 0;
+    }
     brig_buf outb = {0};
     int st = 0;
     const char *state[] = {"state", id, NULL};
@@ -523,7 +531,11 @@ static int oci_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err)
 
 static int oci_netns(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
-    (void)rt;
+    oci *o = rt->priv;
+    if (sb->pidfd < 0 && sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, sb->id)) {
+        int fd = openat(sb->dirfd, "netns", O_RDONLY | O_CLOEXEC); /* kept: gvisor_ckpt.c */
+        return fd >= 0 ? fd : brig_error_sys(err, "open the network namespace of %s", sb->id);
+    }
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)sb->pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -41,6 +41,7 @@ struct brig_rt_sandbox {
     pid_t pid; /* its host pid (valid while pidfd says it lives) */
     brig_isolation iso;
     bool host_layer; /* created with brig_rt_spec.host_layer */
+    bool killed;     /* the kill op was called: it is ending */
 };
 
 /* ---- gvisor.c: what isolation gvisor adds --------------------------------------- */
@@ -59,6 +60,29 @@ extern const char *const brig_gvisor_mask[];
 bool brig_gvisor_has(const oci *o, const char *id);
 /* After `runsc run`: what runsc made too open on the host, closed (its file store). */
 int brig_gvisor_seal(const oci *o, const char *id, brig_error **err);
+
+/* gvisor_ckpt.c: the memory checkpoint of a gVisor sandbox (docs/snapshots.md). */
+/* Is sandbox id checkpointed (its memory on disk, no process of it runs)? */
+bool brig_gvisor_checkpointed(const oci *o, const char *id);
+/* Quiets its agent, checkpoints sb's memory to disk and ends its processes (sb's pidfd
+ * closed); on failure it runs on, when it can. */
+int brig_gvisor_checkpoint(oci *o, brig_rt_sandbox *sb, brig_error **err);
+/* Restores a checkpointed sb and waits for its agent; the checkpoint is removed once it runs.
+ * On failure it stays checkpointed. */
+int brig_gvisor_restore(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+
+/* ---- oci.c: steps of a create that a restore takes again ---------------------------- */
+
+/* `<runtime> run --detach` on sandbox id's bundle (image: `runsc restore` from that
+ * checkpoint instead), the agent's listening socket lfd (or -1) as the container's fd 3 and
+ * the runtime's output appended to agent.log; fails with the runtime's own message. */
+int brig_oci_runtime_start(const oci *o, const char *id, brig_isolation iso, bool host_layer,
+                           int lfd, const char *image, brig_error **err);
+/* The container's init, from the runtime's pid file: a pidfd held on it before anything
+ * else can happen to it. */
+int brig_oci_init_hold(const oci *o, brig_rt_sandbox *sb, brig_error **err);
+/* Ready when the agent answers the handshake (gVisor: once its socket appears). */
+int brig_oci_agent_ready(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
 
 /* ---- oci_events.c ------------------------------------------------------------ */
 
@@ -127,6 +151,9 @@ int brig_oci_volumes_unmount(const oci *o, const char *id, brig_error **err);
 int brig_oci_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err);
 int brig_oci_resume(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
 int brig_oci_paused(brig_runtime *rt, const char *id);
+/* `<runtime> --root <root> [runsc's flags] args...` (the runtime of iso); a non-zero exit is
+ * an error with the runtime's last line. */
+int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_error **err);
 
 /* ---- oci_snapshot.c, oci_layer.c: snapshots' layers (runtime.h)
  * ----------------------------------- */

@@ -70,38 +70,69 @@ static int switch_to(brig_runtime *rt, brig_rt_sandbox *sb, const char *verb, co
         return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "sandbox %s is not running", sb->id);
     if (strcmp(now, done) == 0)
         return 0;
+    const char *args[] = {verb, sb->id, NULL};
+    return brig_oci_run(o, sb->iso, args, err);
+}
+
+int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_error **err)
+{
     brig_buf out = {0};
     int st = 0;
-    const char *args[] = {verb, sb->id, NULL};
-    if (run(o, sb->iso, args, &out, &st, err) < 0) {
+    if (run(o, iso, args, &out, &st, err) < 0) {
         brig_buf_dispose(&out);
         return -1;
     }
+    int rc = 0;
     if (st != 0) {
+        size_t last = 0;
+        while (args[last + 1])
+            last++;
         _cleanup_free_ char *m = last_line(out.data ? out.data : "");
-        brig_buf_dispose(&out);
-        return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s %s %s: %s",
-                              sb->iso == BRIG_ISO_GVISOR ? "runsc" : "runc", verb, sb->id, m);
+        rc = brig_error_set(err, BRIG_E_INTERNAL, 0, "%s %s %s: %s",
+                            iso == BRIG_ISO_GVISOR ? "runsc" : "runc", args[0],
+                            last > 0 ? args[last] : "", m);
     }
     brig_buf_dispose(&out);
-    return 0;
+    return rc;
 }
 
 int brig_oci_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err)
 {
+    oci *o = rt->priv;
+    bool checkpoint = memory && *memory && strcmp(*memory, "checkpoint") == 0;
     if (memory)
         *memory = "resident";
-    return switch_to(rt, sb, "pause", "paused", err);
+    if (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, sb->id)) {
+        if (memory)
+            *memory = "checkpoint";
+        return 0; /* paused already, its memory on disk */
+    }
+    if (checkpoint && sb->iso != BRIG_ISO_GVISOR)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "a %s sandbox cannot checkpoint its memory (only gvisor can): "
+                              "pause it without \"memory\" to freeze it, memory resident",
+                              brig_isolation_name(sb->iso));
+    if (!checkpoint)
+        return switch_to(rt, sb, "pause", "paused", err);
+    /* A frozen sandbox first goes on (its agent must close its connections itself). */
+    if (switch_to(rt, sb, "resume", "running", err) < 0 || brig_gvisor_checkpoint(o, sb, err) < 0)
+        return -1;
+    *memory = "checkpoint";
+    return 0;
 }
 
 int brig_oci_resume(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
+    if (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(rt->priv, sb->id))
+        return sb->killed ? 0 : brig_gvisor_restore(rt, sb, err); /* killed: none to thaw */
     return switch_to(rt, sb, "resume", "running", err);
 }
 
 int brig_oci_paused(brig_runtime *rt, const char *id)
 {
     oci *o = rt->priv;
+    if (brig_gvisor_checkpointed(o, id))
+        return 1;
     brig_isolation iso = brig_gvisor_has(o, id) ? BRIG_ISO_GVISOR : BRIG_ISO_CONTAINER;
     char now[32];
     if (status_of(o, iso, id, now, sizeof(now)) < 0)
