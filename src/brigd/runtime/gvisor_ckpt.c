@@ -41,12 +41,6 @@ static int signal_agent(oci *o, const char *id, const char *sig, brig_error **er
     return runsc(o, args, err);
 }
 
-bool brig_gvisor_checkpointed(const oci *o, const char *id)
-{
-    _cleanup_free_ char *p = brig_oci_path(o, id, "checkpointed");
-    return access(p, F_OK) == 0;
-}
-
 /* Until the agent removed its socket's path (every connection closed), while it runs. */
 static int wait_quiet(const brig_rt_sandbox *sb, brig_error **err)
 {

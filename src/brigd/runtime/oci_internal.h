@@ -61,9 +61,9 @@ bool brig_gvisor_has(const oci *o, const char *id);
 /* After `runsc run`: what runsc made too open on the host, closed (its file store). */
 int brig_gvisor_seal(const oci *o, const char *id, brig_error **err);
 
-/* gvisor_ckpt.c: the memory checkpoint of a gVisor sandbox (docs/snapshots.md). */
-/* Is sandbox id checkpointed (its memory on disk, no process of it runs)? */
+/* Is sandbox id checkpointed (its memory on disk, no process of it runs: gvisor_ckpt.c)? */
 bool brig_gvisor_checkpointed(const oci *o, const char *id);
+/* gvisor_ckpt.c: the memory checkpoint of a gVisor sandbox (docs/snapshots.md). */
 /* Quiets its agent, checkpoints sb's memory to disk and ends its processes (sb's pidfd
  * closed); on failure it runs on, when it can. */
 int brig_gvisor_checkpoint(oci *o, brig_rt_sandbox *sb, brig_error **err);
@@ -71,7 +71,18 @@ int brig_gvisor_checkpoint(oci *o, brig_rt_sandbox *sb, brig_error **err);
  * On failure it stays checkpointed. */
 int brig_gvisor_restore(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
 
-/* ---- oci.c: steps of a create that a restore takes again ---------------------------- */
+/* ---- oci_start.c: the runtime, and the steps of a create that a restore takes again ---- */
+
+/* Runs `<runtime> --root <root> [runsc's flags] args...` (the runtime of iso); output
+ * (the runtime's messages) into out. */
+int brig_oci_run_runtime(oci *o, brig_isolation iso, const char *const *args, brig_buf *out,
+                         int *status, brig_error **err);
+/* The last "msg=" of runc's log lines, or the last line: what went wrong (caller frees). */
+char *brig_oci_runtime_message(const char *text);
+/* The same, a non-zero exit an error with the runtime's message. */
+int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_error **err);
+/* The driver's connect op: a new connection to sb's agent, handshake done. */
+int brig_oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
 
 /* `<runtime> run --detach` on sandbox id's bundle (image: `runsc restore` from that
  * checkpoint instead), the agent's listening socket lfd (or -1) as the container's fd 3 and
@@ -151,9 +162,6 @@ int brig_oci_volumes_unmount(const oci *o, const char *id, brig_error **err);
 int brig_oci_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err);
 int brig_oci_resume(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
 int brig_oci_paused(brig_runtime *rt, const char *id);
-/* `<runtime> --root <root> [runsc's flags] args...` (the runtime of iso); a non-zero exit is
- * an error with the runtime's last line. */
-int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_error **err);
 
 /* ---- oci_snapshot.c, oci_layer.c: snapshots' layers (runtime.h)
  * ----------------------------------- */

@@ -12,37 +12,6 @@
 #include "oci_internal.h"
 #include "spawn.h"
 
-/* `<runtime> --root <root> [runsc's flags] args...` (oci.c's own helper is private to its
- * ops: this file's are called from them). */
-static int run(oci *o, brig_isolation iso, const char *const *args, brig_buf *out, int *status,
-               brig_error **err)
-{
-    const char *argv[24];
-    size_t n = 0;
-    bool gvisor = iso == BRIG_ISO_GVISOR;
-    argv[n++] = gvisor ? o->runsc : o->runtime;
-    argv[n++] = "--root";
-    argv[n++] = gvisor ? o->runsc_root : o->root;
-    for (size_t i = 0; gvisor && o->runsc_flags[i]; i++)
-        argv[n++] = o->runsc_flags[i];
-    for (size_t i = 0; args[i] && n < BRIG_ARRAY_LEN(argv) - 1; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    return brig_proc_run(argv, out, 4096, status, err);
-}
-
-/* The runtime's last line of output: what went wrong. */
-static char *last_line(const char *text)
-{
-    size_t len = strlen(text);
-    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
-        len--;
-    const char *start = text + len;
-    while (start > text && start[-1] != '\n')
-        start--;
-    return brig_xstrndup(start, (size_t)(text + len - start));
-}
-
 /* The runtime's status of sandbox id ("running", "paused", ...) into buf; -1 when the
  * runtime knows none. */
 static int status_of(oci *o, brig_isolation iso, const char *id, char *buf, size_t n)
@@ -50,7 +19,7 @@ static int status_of(oci *o, brig_isolation iso, const char *id, char *buf, size
     brig_buf out = {0};
     int st = 0;
     const char *args[] = {"state", id, NULL};
-    int rc = run(o, iso, args, &out, &st, NULL);
+    int rc = brig_oci_run_runtime(o, iso, args, &out, &st, NULL);
     json_t *j = rc == 0 && st == 0 && out.data ? json_loads(out.data, 0, NULL) : NULL;
     brig_buf_dispose(&out);
     const char *s = json_string_value(json_object_get(j, "status"));
@@ -72,28 +41,6 @@ static int switch_to(brig_runtime *rt, brig_rt_sandbox *sb, const char *verb, co
         return 0;
     const char *args[] = {verb, sb->id, NULL};
     return brig_oci_run(o, sb->iso, args, err);
-}
-
-int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_error **err)
-{
-    brig_buf out = {0};
-    int st = 0;
-    if (run(o, iso, args, &out, &st, err) < 0) {
-        brig_buf_dispose(&out);
-        return -1;
-    }
-    int rc = 0;
-    if (st != 0) {
-        size_t last = 0;
-        while (args[last + 1])
-            last++;
-        _cleanup_free_ char *m = last_line(out.data ? out.data : "");
-        rc = brig_error_set(err, BRIG_E_INTERNAL, 0, "%s %s %s: %s",
-                            iso == BRIG_ISO_GVISOR ? "runsc" : "runc", args[0],
-                            last > 0 ? args[last] : "", m);
-    }
-    brig_buf_dispose(&out);
-    return rc;
 }
 
 int brig_oci_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err)
