@@ -441,7 +441,8 @@ def test_gvisor_paused_survives_a_crash_and_its_delete_leaves_nothing(pd):
 @pytest.mark.base
 def test_gvisor_checkpoint_frees_memory_and_the_counter_goes_on(pd):
     """{"memory": "checkpoint"}: runsc checkpoint writes the sandbox's memory to disk and its
-    processes end (none of them is left on the host); it stays so across a brigd restart,
+    processes end (none of them is left on the host; an output stream open across it ends,
+    its agent closed every connection first); it stays so across a brigd restart,
     and the resume restores it: a Python process that held its counter in memory goes on
     counting from where it was (its output before the pause kept, nothing printed twice).
     Checkpointed again, brigd killed -9, deleted: the pd fixture's leak check proves that
@@ -453,8 +454,12 @@ def test_gvisor_checkpoint_frees_memory_and_the_counter_goes_on(pd):
     pid = start_counter(a, sid, PY_COUNTER)
     wait_for(lambda: len(ticks(output(a, sid, pid))) >= 5, timeout=20, what="counting")
     assert runsc_processes(d.state_dir)
+    conn, follow = output(a, sid, pid, follow=True)
+    next(follow)
     p = pause(a, sid, body={"memory": "checkpoint"})
     assert p["state"] == "paused" and p["memory"] == "checkpoint", p
+    list(follow)  # a stream open across the checkpoint ends (its agent closed it)
+    conn.close()
     assert runsc_processes(d.state_dir) == []  # its memory is freed: no process of it
     sdir = os.path.join(d.state_dir, "sandboxes", sid)
     assert os.listdir(os.path.join(sdir, "checkpoint"))
