@@ -135,8 +135,9 @@ enum {
     BRIG_CTL_ACK,
     BRIG_CTL_NOT_FOUND,
     BRIG_CTL_BUSY,
-    BRIG_CTL_ATTACH, /* PID 1 -> supervisor, with a connection: serve `req` on it */
-    BRIG_CTL_PIDS,   /* PID 1 -> handler: brig_ctl_pids */
+    BRIG_CTL_ATTACH,  /* PID 1 -> supervisor, with a connection: serve `req` on it */
+    BRIG_CTL_PIDS,    /* PID 1 -> handler: brig_ctl_pids */
+    BRIG_CTL_QUIESCE, /* PID 1 -> supervisor: drop every client connection (answer: ACK) */
 };
 
 typedef struct brig_ctl_msg {
@@ -173,6 +174,8 @@ ssize_t brig_ctl_call(int ctl, const brig_ctl_msg *msg, int pass_fd, void *ans, 
 
 typedef struct brig_reg_slot {
     int ctl;        /* PID 1's end of the handler's control channel; -1 once closed */
+    pid_t handler;  /* the handler's own pid (a supervisor's, once it registered) */
+    bool pending;   /* quiescing: its connections may still be open */
     pid_t pid;      /* the process it supervises, 0 before it registers one */
     uint64_t born;  /* registration order */
     uint64_t ended; /* order of exit; 0 while running */
@@ -182,12 +185,13 @@ typedef struct brig_handlers {
     brig_reg_slot *v;
     size_t n, cap;
     uint64_t seq;
+    bool quiet; /* quiescing or quiet: no connection is routed any more */
 } brig_handlers;
 
 /* Finished processes kept (with their supervisors) until this many newer ones finished. */
 #define BRIG_KEEP_FINISHED 64
 
-void brig_handlers_add(brig_handlers *reg, int ctl);
+void brig_handlers_add(brig_handlers *reg, int ctl, pid_t handler);
 /* Handles every message waiting on slot i's channel (it is readable or hung up). */
 void brig_handlers_serve(brig_handlers *reg, size_t i);
 /* Drops the slots whose channel was closed. */
@@ -195,6 +199,13 @@ void brig_handlers_sweep(brig_handlers *reg);
 /* Closes every channel (in a new handler: they are PID 1's, not its; at shutdown: every
  * supervisor then knows it is forgotten). */
 void brig_handlers_close_all(brig_handlers *reg);
+/* Quiescing (a gVisor checkpoint, main.c): every handler that serves a connection is killed
+ * and every supervisor told to drop its clients (BRIG_CTL_QUIESCE); no connection is routed
+ * from here on.  brig_handlers_quiet: true once every one of them is done (its channel
+ * closed, or the supervisor's ACK came).  brig_handlers_wake ends it. */
+void brig_handlers_quiesce(brig_handlers *reg);
+bool brig_handlers_quiet(const brig_handlers *reg);
+void brig_handlers_wake(brig_handlers *reg);
 
 /* ---- user.c ---- */
 

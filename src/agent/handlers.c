@@ -25,6 +25,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,13 +33,13 @@
 #include "log.h"
 #include "util.h"
 
-void brig_handlers_add(brig_handlers *reg, int ctl)
+void brig_handlers_add(brig_handlers *reg, int ctl, pid_t handler)
 {
     if (reg->n == reg->cap) {
         reg->cap = reg->cap ? reg->cap * 2 : 64;
         reg->v = brig_xrealloc(reg->v, reg->cap * sizeof(*reg->v));
     }
-    reg->v[reg->n++] = (brig_reg_slot){.ctl = ctl};
+    reg->v[reg->n++] = (brig_reg_slot){.ctl = ctl, .handler = handler};
 }
 
 /* Closes slot i's channel; the slot goes at the next sweep. */
@@ -116,7 +117,7 @@ static void on_route(brig_handlers *reg, size_t i, const brig_ctl_msg *m, int fd
         answer(reg, i, BRIG_CTL_BUSY);
         return;
     }
-    ssize_t to = find_pid(reg, m->pid);
+    ssize_t to = reg->quiet ? -1 : find_pid(reg, m->pid); /* quiet: no client stays */
     uint32_t ans = BRIG_CTL_NOT_FOUND;
     if (to >= 0) {
         brig_ctl_msg fwd = {.type = BRIG_CTL_ATTACH, .pid = m->pid, .req = m->req};
@@ -183,6 +184,9 @@ void brig_handlers_serve(brig_handlers *reg, size_t i)
         case BRIG_CTL_LIST:
             on_list(reg, i);
             break;
+        case BRIG_CTL_ACK: /* a supervisor dropped its clients (quiesce) */
+            reg->v[i].pending = false;
+            break;
         default:
             brig_warn("control channel: unexpected message %u", m.type);
             slot_close(reg, i);
@@ -205,4 +209,39 @@ void brig_handlers_close_all(brig_handlers *reg)
     for (size_t i = 0; i < reg->n; i++)
         slot_close(reg, i);
     reg->n = 0;
+}
+
+void brig_handlers_quiesce(brig_handlers *reg)
+{
+    reg->quiet = true;
+    for (size_t i = 0; i < reg->n; i++) {
+        brig_reg_slot *s = &reg->v[i];
+        if (s->ctl < 0)
+            continue;
+        s->pending = true;
+        brig_ctl_msg m = {.type = BRIG_CTL_QUIESCE};
+        /* A handler holds a client connection only while it serves it: it goes (its
+         * channel's EOF says it is gone).  A supervisor keeps its process and its output. */
+        if (s->pid == 0 || brig_ctl_send(s->ctl, &m, sizeof(m), -1, true) < 0) {
+            if (s->handler > 0)
+                kill(s->handler, SIGKILL);
+            if (s->pid != 0) /* a supervisor we cannot tell: not waited for past its death */
+                slot_close(reg, i);
+        }
+    }
+}
+
+bool brig_handlers_quiet(const brig_handlers *reg)
+{
+    for (size_t i = 0; i < reg->n; i++)
+        if (reg->v[i].ctl >= 0 && reg->v[i].pending)
+            return false;
+    return true;
+}
+
+void brig_handlers_wake(brig_handlers *reg)
+{
+    reg->quiet = false;
+    for (size_t i = 0; i < reg->n; i++)
+        reg->v[i].pending = false;
 }

@@ -55,7 +55,9 @@ typedef struct agent {
     pid_t pid;               /* our pid: 1 inside a sandbox */
     int lfd;                 /* the listening socket */
     const char *listen_path; /* the socket we created (--listen), unlinked at exit; or NULL */
-    int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT; non-blocking */
+    int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT, SIGUSR1/2; non-blocking */
+    bool quiet;              /* quiesced for a checkpoint (below): no listening socket */
+    bool quiet_told;         /* ... and its socket's path removed: every connection is closed */
     bool accept_paused;      /* accept hit a resource limit: retry after a child exits */
     brig_handlers reg;       /* the handlers' control channels and the processes (handlers.c) */
 } agent;
@@ -153,6 +155,8 @@ static int setup_signals(agent *a, brig_error **err)
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGUSR2);
     /* Blocked signals are queued even for PID 1 of a pid namespace, which otherwise drops
      * signals it has no handler for (kernel/signal.c, sig_task_ignored / SIGNAL_UNKILLABLE). */
     sigprocmask(SIG_BLOCK, &mask, NULL);
@@ -198,7 +202,7 @@ static void accept_one(agent *a)
         brig_warn("fork for a connection: %s", strerror(errno));
         close(ctl[0]);
     } else {
-        brig_handlers_add(&a->reg, ctl[0]);
+        brig_handlers_add(&a->reg, ctl[0], pid);
     }
     close(fd);
 }
@@ -272,11 +276,47 @@ static void agent_shutdown(agent *a)
  * visible here, so ssi_pid is not 0) or through F_SETOWN/F_SETSIG on a file of
  * theirs (si_code POLL_*, ssi_pid 0).  Those are read and dropped.  Not PID 1 (a
  * test host), every one is a stop. */
+static bool from_outside(const agent *a, const struct signalfd_siginfo *si)
+{
+    return a->pid != 1 || (si->ssi_code == SI_USER && si->ssi_pid == 0);
+}
+
 static bool is_stop(const agent *a, const struct signalfd_siginfo *si)
 {
-    if (si->ssi_signo != SIGTERM && si->ssi_signo != SIGINT)
-        return false;
-    return a->pid != 1 || (si->ssi_code == SI_USER && si->ssi_pid == 0);
+    return (si->ssi_signo == SIGTERM || si->ssi_signo == SIGINT) && from_outside(a, si);
+}
+
+/* Quiescing for gVisor's checkpoint (docs/snapshots.md): gVisor cannot save a socket bound
+ * to, or connected through, a host socket, and ours (--listen under runsc --host-uds=create)
+ * and every connection brigd made to it are.  SIGUSR2 from outside (`runsc kill`): the
+ * listening socket closes, every connection is dropped (handlers.c), and once they are all
+ * closed the socket's path goes, which tells brigd (it sees the host's file go).  SIGUSR1
+ * from outside, after the restore: listening again.  Processes and their output stay. */
+static void quiesce(agent *a)
+{
+    if (a->listen_path == NULL || a->quiet)
+        return;
+    close(a->lfd);
+    a->lfd = -1;
+    a->quiet = true;
+    a->quiet_told = false;
+    brig_handlers_quiesce(&a->reg);
+    brig_info("quiescing: every connection closes");
+}
+
+static void wake(agent *a)
+{
+    if (!a->quiet)
+        return;
+    brig_error *err = NULL;
+    if (open_listen_path(a, a->listen_path, &err) < 0) {
+        brig_err("listening again: %s", err->msg);
+        brig_error_clear(&err);
+        return;
+    }
+    a->quiet = false;
+    brig_handlers_wake(&a->reg);
+    brig_info("listening again");
 }
 
 /* Drains the signalfd; true when a stop (is_stop) was among the signals. */
@@ -290,8 +330,13 @@ static bool read_signals(agent *a)
             continue;
         if (r <= 0)
             break;
-        for (size_t i = 0; i < (size_t)r / sizeof(si[0]); i++)
+        for (size_t i = 0; i < (size_t)r / sizeof(si[0]); i++) {
             stop |= is_stop(a, &si[i]);
+            if (si[i].ssi_signo == SIGUSR2 && from_outside(a, &si[i]))
+                quiesce(a);
+            else if (si[i].ssi_signo == SIGUSR1 && from_outside(a, &si[i]))
+                wake(a);
+        }
     }
     return stop;
 }
@@ -338,7 +383,14 @@ static int agent_run(agent *a)
             if (p[2 + i].revents)
                 brig_handlers_serve(&a->reg, i);
         brig_handlers_sweep(&a->reg);
-        if (p[1].revents & POLLIN) {
+        if (a->quiet && !a->quiet_told && brig_handlers_quiet(&a->reg)) {
+            unlink(a->listen_path);
+            a->quiet_told = true;
+            brig_info("quiesced");
+        }
+        if (a->quiet) {
+            continue;
+        } else if (p[1].revents & POLLIN) {
             accept_one(a);
         } else if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {
             brig_err("the listening socket failed");

@@ -104,6 +104,18 @@ void brig_super_ctl_read(super *S)
         ssize_t r = brig_ctl_recv(S->ctl, &m, sizeof(m), &fd, true);
         if (r < 0 && errno == EAGAIN)
             return;
+        if (r == (ssize_t)sizeof(m) && m.type == BRIG_CTL_QUIESCE) {
+            /* A gVisor checkpoint (main.c): every client goes, as if it had hung up (a
+             * foreground command with it); the process and its output stay. */
+            if (fd >= 0)
+                close(fd);
+            for (size_t i = 0; i < S->nconns; i++)
+                if (!S->conns[i]->dead)
+                    brig_super_conn_lost(S, S->conns[i], true);
+            brig_ctl_msg ack = {.type = BRIG_CTL_ACK};
+            (void)brig_ctl_send(S->ctl, &ack, sizeof(ack), -1, false);
+            continue;
+        }
         if (r == (ssize_t)sizeof(m) && m.type == BRIG_CTL_ATTACH) {
             if (fd >= 0) /* else it was lost at our descriptor limit: the client sees EOF */
                 attach(S, fd, &m.req);

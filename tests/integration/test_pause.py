@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from brigtest import BUILD, Brigd, Sandbox, leftovers, needs_gvisor, wait_for
+from brigtest import (BUILD, Brigd, Sandbox, leftovers, needs_gvisor, runsc_processes,
+                      wait_for)
 from test_network import inet, napi, netd  # noqa: F401 - fixtures of the network test
 
 
@@ -57,8 +58,8 @@ def start_counter(api, sid, cmd=COUNTER):
     return r.json()["pid"]
 
 
-def pause(api, sid, expect=(200,)):
-    return api.ok("POST", f"/v1/sandboxes/{sid}/pause", expect=expect).json()
+def pause(api, sid, expect=(200,), body=None):
+    return api.ok("POST", f"/v1/sandboxes/{sid}/pause", body, expect=expect).json()
 
 
 def resume(api, sid, expect=(200,)):
@@ -155,6 +156,13 @@ def test_pause_answers_for_wrong_states_and_input(api):
         r = api.request("POST", f"/v1/sandboxes/{sb.id}/pause", {"bogus": 1})
         assert r.status == 400 and "bogus" in r.json()["error"]["message"]
         assert api.request("POST", f"/v1/sandboxes/{sb.id}/resume", {"x": 1}).status == 400
+        r = api.request("POST", f"/v1/sandboxes/{sb.id}/pause", {"memory": "swap"})
+        assert r.status == 400 and "memory" in r.json()["error"]["message"]
+        # A container cannot checkpoint its memory: it says so, and nothing changed.
+        r = api.request("POST", f"/v1/sandboxes/{sb.id}/pause", {"memory": "checkpoint"})
+        assert r.status == 400 and "cannot checkpoint" in r.json()["error"]["message"], r.body
+        assert api.ok("GET", f"/v1/sandboxes/{sb.id}").json()["state"] == "running"
+        assert pause(api, sb.id, body={"memory": "resident"})["memory"] == "resident"
         assert resume(api, sb.id)["state"] == "running"  # a running one: nothing to do
     # Ended: not found, like any sandbox that is not live.
     assert api.request("POST", f"/v1/sandboxes/{sb.id}/pause").status == 404
@@ -368,8 +376,7 @@ PY_COUNTER = ("python3 -u -c 'import time\n"
 
 @pytest.mark.base
 def test_gvisor_pause_keeps_a_python_counter(api):
-    """gVisor: runsc pause (memory resident; runsc checkpoint is not used, see
-    docs/snapshots.md).  A Python process counting in memory goes on counting after the
+    """gVisor, frozen: runsc pause (memory resident; the checkpoint is below).  A Python process counting in memory goes on counting after the
     resume, from the number it had reached."""
     needs_gvisor(api)
     with Sandbox(api, "base", isolation="gvisor") as sb:
@@ -429,3 +436,55 @@ def test_gvisor_paused_survives_a_crash_and_its_delete_leaves_nothing(pd):
     pause(a, sid)
     a.delete(sid)  # paused: the pd fixture's leak check covers runsc's processes and state
     assert a.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] == "deleted"
+
+
+@pytest.mark.base
+def test_gvisor_checkpoint_frees_memory_and_the_counter_goes_on(pd):
+    """{"memory": "checkpoint"}: runsc checkpoint writes the sandbox's memory to disk and its
+    processes end (none of them is left on the host; an output stream open across it ends,
+    its agent closed every connection first); it stays so across a brigd restart,
+    and the resume restores it: a Python process that held its counter in memory goes on
+    counting from where it was (its output before the pause kept, nothing printed twice).
+    Checkpointed again, brigd killed -9, deleted: the pd fixture's leak check proves that
+    nothing stays (its image, the kept network namespace, runsc's state)."""
+    d = pd.start()
+    a = d.api()
+    needs_gvisor(a)
+    sid = a.create("base", isolation="gvisor")["id"]
+    pid = start_counter(a, sid, PY_COUNTER)
+    wait_for(lambda: len(ticks(output(a, sid, pid))) >= 5, timeout=20, what="counting")
+    assert runsc_processes(d.state_dir)
+    conn, follow = output(a, sid, pid, follow=True)
+    next(follow)
+    p = pause(a, sid, body={"memory": "checkpoint"})
+    assert p["state"] == "paused" and p["memory"] == "checkpoint", p
+    list(follow)  # a stream open across the checkpoint ends (its agent closed it)
+    conn.close()
+    assert runsc_processes(d.state_dir) == []  # its memory is freed: no process of it
+    sdir = os.path.join(d.state_dir, "sandboxes", sid)
+    assert os.listdir(os.path.join(sdir, "checkpoint"))
+    refused_paused(a, "POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "true"})
+    assert pause(a, sid)["memory"] == "checkpoint"  # paused already: as it is
+    d.stop()
+    d.start()
+    a = d.api()
+    assert a.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] == "paused"
+    assert runsc_processes(d.state_dir) == []
+    assert resume(a, sid)["state"] == "running"
+    assert runsc_processes(d.state_dir)
+    assert not os.path.exists(os.path.join(sdir, "checkpoint"))
+    seen = ticks(output(a, sid, pid))
+    assert len(seen) >= 5
+    wait_for(lambda: len(ticks(output(a, sid, pid))) > len(seen) + 5, timeout=20,
+             what="the counter going on")
+    got = ticks(output(a, sid, pid))
+    assert got == list(range(1, len(got) + 1))  # from where it was: no restart, no gap
+    assert a.exec(sid, "echo hi")["stdout"] == "hi\n"  # its agent listens again
+    assert pause(a, sid, body={"memory": "checkpoint"})["memory"] == "checkpoint"
+    d.stop(signal.SIGKILL)
+    d.start()
+    a = d.api()
+    assert a.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] == "paused"
+    a.delete(sid)
+    assert a.ok("GET", f"/v1/sandboxes/{sid}").json()["state"] == "deleted"
+    assert leftovers(d.state_dir) == []

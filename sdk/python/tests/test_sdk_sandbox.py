@@ -177,7 +177,9 @@ def test_set_timeout(sb):
 
 
 def test_pause_and_resume(sb):
-    info = sb.pause()
+    with pytest.raises(brig.InvalidRequest, match="cannot checkpoint"):
+        sb.pause(memory="checkpoint")  # a container: it can only be frozen
+    info = sb.pause(memory="resident")
     assert info.paused and info.state == "paused" and info.raw["memory"] == "resident"
     assert sb.pause().paused  # idempotent
     with pytest.raises(brig.Conflict, match="paused"):

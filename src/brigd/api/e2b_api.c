@@ -370,7 +370,7 @@ void e2b_sandbox_pause(brig_req *r)
                  "is not supported");
     else if ((v = live_view(r, true)) != NULL && is_paused(v))
         e2b_fail(r, 409, "sandbox '%.40s' is already paused", r->params[0]);
-    else if (v && brig_sandbox_pause(r->d, &r->caller, r->params[0], &out, &err) < 0)
+    else if (v && brig_sandbox_pause(r->d, &r->caller, r->params[0], NULL, &out, &err) < 0)
         fail_with(r, err);
     else if (v)
         brig_http_empty(r, 204);

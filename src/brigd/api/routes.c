@@ -229,20 +229,29 @@ static void h_sandbox_timeout(brig_req *r)
     brig_http_json(r, 200, out);
 }
 
-/* POST /v1/sandboxes/{id}/pause and /resume: no body (or {}); idempotent. */
+/* POST /v1/sandboxes/{id}/pause (optionally {"memory": "resident" | "checkpoint"}) and
+ * /resume (no body, or {}); idempotent. */
 static void h_sandbox_pause_resume(brig_req *r, bool pause)
 {
-    static const char *const fields[] = {NULL};
-    json_t *body = api_body(r, fields);
+    static const char *const pause_fields[] = {"memory", NULL}, *const none[] = {NULL};
+    json_t *body = api_body(r, pause ? pause_fields : none);
     if (body == NULL)
         return;
-    json_decref(body);
+    json_t *mem = json_object_get(body, "memory");
+    const char *memory = json_string_value(mem);
+    if (mem && (memory == NULL ||
+                (strcmp(memory, "resident") != 0 && strcmp(memory, "checkpoint") != 0))) {
+        json_decref(body);
+        brig_http_fail(r, BRIG_E_INVALID, "'memory' must be \"resident\" or \"checkpoint\"");
+        return;
+    }
     json_t *out = NULL;
     brig_error *err = NULL;
     if (pause)
-        brig_sandbox_pause(r->d, &r->caller, r->params[0], &out, &err);
+        brig_sandbox_pause(r->d, &r->caller, r->params[0], memory, &out, &err);
     else
         brig_sandbox_resume(r->d, &r->caller, r->params[0], &out, &err);
+    json_decref(body);
     brig_http_answer(r, err, 200, out);
 }
 

@@ -120,10 +120,18 @@ int brig_gvisor_netns_new(int *fd, brig_error **err)
     return 0;
 }
 
+bool brig_gvisor_checkpointed(const oci *o, const char *id)
+{
+    _cleanup_free_ char *p = brig_oci_path(o, id, "checkpointed");
+    return access(p, F_OK) == 0;
+}
+
 bool brig_gvisor_has(const oci *o, const char *id)
 {
     if (o->runsc_root == NULL)
         return false;
+    if (brig_gvisor_checkpointed(o, id)) /* runsc forgot it at its checkpoint */
+        return true;
     _cleanup_free_ char *prefix = brig_asprintf("%s_sandbox:", id);
     DIR *d = opendir(o->runsc_root);
     if (d == NULL)

@@ -60,8 +60,7 @@
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
 
-#define READY_TIMEOUT_MS 10000 /* agent handshake after runc started it */
-#define KILL_TIMEOUT_MS  10000 /* init gone after SIGKILL */
+#define KILL_TIMEOUT_MS 10000 /* init gone after SIGKILL */
 
 /* ---- the runtime binary ------------------------------------------------------ */
 
@@ -104,73 +103,6 @@ static char *resolve_runtime(const char *want, brig_error **err)
     return p;
 }
 
-/* "<runtime> --root <root>" (and runsc's flags) into argv; returns the count. */
-static size_t runtime_argv(const oci *o, brig_isolation iso, const char **argv)
-{
-    size_t n = 0;
-    bool gvisor = iso == BRIG_ISO_GVISOR;
-    argv[n++] = gvisor ? o->runsc : o->runtime;
-    argv[n++] = "--root";
-    argv[n++] = gvisor ? o->runsc_root : o->root;
-    for (size_t i = 0; gvisor && o->runsc_flags[i]; i++)
-        argv[n++] = o->runsc_flags[i];
-    return n;
-}
-
-/* Runs `<runtime> --root <root> args...`; output (runtime's messages) into out. */
-static int run_runtime(oci *o, brig_isolation iso, const char *const *args, brig_buf *out,
-                       int *status, brig_error **err)
-{
-    const char *argv[24];
-    size_t n = runtime_argv(o, iso, argv);
-    for (size_t i = 0; args[i] && n < BRIG_ARRAY_LEN(argv) - 1; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    return brig_proc_run(argv, out, 4096, status, err);
-}
-
-/* The last "msg=" of runc's log lines, or the last line: what went wrong. */
-static char *runtime_message(const char *text)
-{
-    const char *m = NULL;
-    for (const char *p = text; (p = strstr(p, "msg=")) != NULL; p += 4)
-        m = p + 4;
-    if (m == NULL) {
-        size_t len = strlen(text);
-        while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
-            len--;
-        const char *start = text + len;
-        while (start > text && start[-1] != '\n')
-            start--;
-        return brig_xstrndup(start, (size_t)(text + len - start));
-    }
-    if (*m == '"')
-        m++;
-    size_t len = strcspn(m, "\"\n");
-    return brig_xstrndup(m, len);
-}
-
-/* ---- ops ------------------------------------------------------------------- */
-
-static int oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
-{
-    (void)rt;
-    struct sockaddr_un sa;
-    brig_oci_sock_path(sb, &sa);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return brig_error_sys(err, "socket");
-    /* Bounded connect: a wedged agent must not hang an API thread forever. */
-    struct timeval tv = {READY_TIMEOUT_MS / 1000, 0};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        brig_error_set(err, BRIG_E_UNAVAILABLE, errno, "connect to the agent of %s", sb->id);
-        close(fd);
-        return -1;
-    }
-    return brig_agent_handshake(fd, sb->id, READY_TIMEOUT_MS, err);
-}
-
 static void sb_free(brig_rt_sandbox *sb)
 {
     if (sb == NULL)
@@ -188,6 +120,8 @@ static void sb_free(brig_rt_sandbox *sb)
 static int oci_kill(brig_runtime *rt, brig_rt_sandbox *sb, int timeout_ms)
 {
     (void)rt;
+    if (sb)
+        sb->killed = true; /* a checkpointed one is not restored by a resume after this */
     if (sb == NULL || sb->pidfd < 0)
         return 0; /* nothing known to wait for: destroy's `runc delete --force` kills */
     if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
@@ -219,10 +153,12 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
     brig_buf out = {0};
     int st = 0;
     const char *del[] = {"delete", "--force", id, NULL};
-    if (run_runtime(o, iso, del, &out, &st, err) < 0) {
+    if (iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, id)) {
+        /* runsc forgot it at its checkpoint: nothing of it runs (gvisor_ckpt.c) */
+    } else if (brig_oci_run_runtime(o, iso, del, &out, &st, err) < 0) {
         failed = 1;
     } else if (st != 0 && (out.data == NULL || strstr(out.data, "does not exist") == NULL)) {
-        _cleanup_free_ char *m = runtime_message(out.data ? out.data : "");
+        _cleanup_free_ char *m = brig_oci_runtime_message(out.data ? out.data : "");
         brig_error_set(err, BRIG_E_INTERNAL, 0, "%s delete %s: %s",
                        iso == BRIG_ISO_GVISOR ? o->runsc : o->runtime, id, m);
         failed = 1;
@@ -251,119 +187,6 @@ static int oci_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *sb, br
 }
 
 /* ---- create, step by step ------------------------------------------------------ */
-
-/* `<runtime> run --detach` on the bundle, the agent's listening socket lfd as
- * the container's fd 3 and the runtime's output appended to agent.log; fails
- * with the runtime's own message when it does. */
-static int runtime_run(const oci *o, const brig_rt_spec *spec, int lfd, brig_error **err)
-{
-    bool gvisor = spec->isolation == BRIG_ISO_GVISOR;
-    _cleanup_free_ char *dir = brig_oci_path(o, spec->id, NULL);
-    _cleanup_free_ char *log_path = brig_oci_path(o, spec->id, "agent.log");
-    _cleanup_free_ char *pid_path = brig_oci_path(o, spec->id, "init.pid");
-    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (logfd < 0)
-        return brig_error_sys(err, "open %s", log_path);
-    const char *argv[24];
-    const int fds[] = {lfd, o->seccomp_fd};
-    size_t n = runtime_argv(o, spec->isolation, argv);
-    for (size_t i = 0; gvisor && spec->host_layer && i < n; i++)
-        if (strncmp(argv[i], "--overlay2=", 11) == 0)
-            argv[i] = "--overlay2=none"; /* its writes where layer_open finds them */
-    const char *run[] = {"run", "--detach", "--bundle", dir, "--pid-file", pid_path};
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(run); i++)
-        argv[n++] = run[i];
-    if (!gvisor) { /* the agent's socket as fd 3 (runsc's agent makes its own), its filter 4 */
-        argv[n++] = "--preserve-fds";
-        argv[n++] = "2";
-    }
-    argv[n++] = spec->id;
-    argv[n] = NULL;
-    brig_spawn s = {.argv = argv,
-                    .stdin_fd = -1,
-                    .stdout_fd = logfd,
-                    .stderr_fd = logfd,
-                    .extra_fds = gvisor ? NULL : fds,
-                    .n_extra = gvisor ? 0 : 2,
-                    .mask = gvisor ? brig_gvisor_mask : NULL};
-    pid_t pid;
-    int rc = brig_proc_spawn(&s, &pid, err);
-    int st = rc < 0 ? 0 : brig_proc_wait(pid);
-    close(logfd);
-    if (rc < 0 || st == 0)
-        return rc;
-    char buf[4096];
-    int lf = open(log_path, O_RDONLY | O_CLOEXEC);
-    ssize_t got = lf >= 0 ? pread(lf, buf, sizeof(buf) - 1, 0) : -1;
-    if (lf >= 0)
-        close(lf);
-    buf[got > 0 ? got : 0] = '\0';
-    _cleanup_free_ char *m = runtime_message(buf);
-    char how[64];
-    brig_proc_describe(st, how, sizeof(how));
-    return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s run %s: %s (%s)", argv[0], spec->id,
-                          *m ? m : "no message", how);
-}
-
-/* The container's init, from the runtime's pid file: a pidfd held on it
- * before anything else can happen to it. */
-static int init_hold(const oci *o, brig_rt_sandbox *sb, brig_error **err)
-{
-    _cleanup_free_ char *pid_path = brig_oci_path(o, sb->id, "init.pid");
-    char buf[32] = {0};
-    int pf = open(pid_path, O_RDONLY | O_CLOEXEC);
-    ssize_t pn = pf >= 0 ? read(pf, buf, sizeof(buf) - 1) : -1;
-    if (pf >= 0)
-        close(pf);
-    pid_t ipid = pn > 0 ? (pid_t)atoi(buf) : 0;
-    sb->pidfd = ipid > 0 ? pidfd_open(ipid, 0) : -1;
-    sb->pid = ipid;
-    if (sb->pidfd < 0)
-        return brig_error_sys(err, "sandbox init (pid %d) is gone", (int)ipid);
-    return 0;
-}
-
-/* Under gVisor the agent makes its socket itself (runsc hands a sandbox no listening
- * socket of ours): until it appears, and is listening, a connect fails; we try again
- * while the sandbox lives, up to READY_TIMEOUT_MS. */
-static int socket_wait(const brig_rt_sandbox *sb, brig_error **err)
-{
-    struct sockaddr_un sa;
-    brig_oci_sock_path(sb, &sa);
-    int64_t deadline = brig_now_mono_ms() + READY_TIMEOUT_MS;
-    for (int delay_us = 200;; delay_us = delay_us < 5000 ? delay_us * 2 : delay_us) {
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            return brig_error_sys(err, "socket");
-        int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-        int e = errno;
-        close(fd);
-        if (r == 0)
-            return 0;
-        struct pollfd p = {sb->pidfd, POLLIN, 0};
-        if ((e != ENOENT && e != ECONNREFUSED) || poll(&p, 1, 0) != 0 ||
-            brig_now_mono_ms() > deadline)
-            return brig_error_set(err, BRIG_E_UNAVAILABLE, e, "the agent of %s never listened",
-                                  sb->id);
-        usleep((useconds_t)delay_us);
-    }
-}
-
-/* Ready when the agent answers the handshake. */
-static int agent_ready(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
-{
-    if (sb->iso == BRIG_ISO_GVISOR && socket_wait(sb, err) < 0) {
-        brig_error_prefix(err, "sandbox did not become ready");
-        return -1;
-    }
-    int afd = oci_connect(rt, sb, err);
-    if (afd < 0) {
-        brig_error_prefix(err, "sandbox did not become ready");
-        return -1;
-    }
-    close(afd);
-    return 0;
-}
 
 /* The isolation setup, in order; a failure after the directory exists
  * unwinds through oci_destroy, which tolerates every step not taken. */
@@ -403,12 +226,12 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         if (lfd < 0 || brig_oci_bundle_config(o, spec, userns, err) < 0)
             goto fail_destroy;
     }
-    int rc = runtime_run(o, spec, lfd, err);
+    int rc = brig_oci_runtime_start(o, spec->id, spec->isolation, spec->host_layer, lfd, NULL, err);
     if (lfd >= 0)
         close(lfd);
     lfd = -1;
     if (rc < 0 || (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_seal(o, spec->id, err) < 0) ||
-        init_hold(o, sb, err) < 0 || agent_ready(rt, sb, err) < 0)
+        brig_oci_init_hold(o, sb, err) < 0 || brig_oci_agent_ready(rt, sb, err) < 0)
         goto fail_destroy;
     if (userns >= 0)
         close(userns); /* the sandbox (and a container's id-mapped mount) holds it now */
@@ -444,10 +267,14 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
         goto fail;
     }
     brig_oci_disk_thaw(o, id); /* brigd died during a snapshot */
+    if (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, id)) {
+        *out = sb; /* its memory on disk, no process: paused until restored */
+        return 0;
+    }
     brig_buf outb = {0};
     int st = 0;
     const char *state[] = {"state", id, NULL};
-    if (run_runtime(o, sb->iso, state, &outb, &st, err) < 0) {
+    if (brig_oci_run_runtime(o, sb->iso, state, &outb, &st, err) < 0) {
         brig_buf_dispose(&outb);
         goto fail;
     }
@@ -468,7 +295,7 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
         brig_error_sys(err, "pidfd of %s", id);
         goto fail;
     }
-    int cfd = paused ? -2 : oci_connect(rt, sb, err);
+    int cfd = paused ? -2 : brig_oci_connect(rt, sb, err);
     if (cfd == -1)
         goto fail;
     if (cfd >= 0)
@@ -509,7 +336,7 @@ static int oci_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err)
         brig_buf out = {0};
         int st = 0;
         const char *list[] = {"list", iso == BRIG_ISO_GVISOR ? "--quiet" : "-q", NULL};
-        if (run_runtime(o, (brig_isolation)iso, list, &out, &st, NULL) == 0 && st == 0 &&
+        if (brig_oci_run_runtime(o, (brig_isolation)iso, list, &out, &st, NULL) == 0 && st == 0 &&
             out.data) {
             char *save = NULL;
             for (char *l = strtok_r(out.data, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
@@ -523,7 +350,11 @@ static int oci_list(brig_runtime *rt, char ***ids, size_t *n, brig_error **err)
 
 static int oci_netns(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
-    (void)rt;
+    oci *o = rt->priv;
+    if (sb->pidfd < 0 && sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, sb->id)) {
+        int fd = openat(sb->dirfd, "netns", O_RDONLY | O_CLOEXEC); /* kept: gvisor_ckpt.c */
+        return fd >= 0 ? fd : brig_error_sys(err, "open the network namespace of %s", sb->id);
+    }
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)sb->pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -581,7 +412,7 @@ static const brig_runtime_ops oci_ops = {
     .available = oci_available,
     .create = oci_create,
     .attach = oci_attach,
-    .connect = oci_connect,
+    .connect = brig_oci_connect,
     .destroy = oci_destroy,
     .kill = oci_kill,
     .exit_fd = oci_exit_fd,

@@ -256,7 +256,8 @@ int brig_oci_bundle_unmount(const oci *o, const char *id, brig_error **err)
 {
     int failed = brig_oci_volumes_unmount(o, id, err) < 0;
     brig_oci_disk_thaw(o, id); /* an unmount of a frozen file system would wait */
-    static const char *const layers[] = {"rootfs", "lower", "disk"};
+    /* netns: a gVisor sandbox's network namespace while it is checkpointed (gvisor_ckpt.c) */
+    static const char *const layers[] = {"netns", "rootfs", "lower", "disk"};
     for (size_t i = 0; i < BRIG_ARRAY_LEN(layers); i++) {
         _cleanup_free_ char *m = brig_oci_path(o, id, layers[i]);
         if (umount2(m, 0) < 0 && errno != EINVAL && errno != ENOENT) {

@@ -41,6 +41,7 @@ struct brig_rt_sandbox {
     pid_t pid; /* its host pid (valid while pidfd says it lives) */
     brig_isolation iso;
     bool host_layer; /* created with brig_rt_spec.host_layer */
+    bool killed;     /* the kill op was called: it is ending */
 };
 
 /* ---- gvisor.c: what isolation gvisor adds --------------------------------------- */
@@ -59,6 +60,40 @@ extern const char *const brig_gvisor_mask[];
 bool brig_gvisor_has(const oci *o, const char *id);
 /* After `runsc run`: what runsc made too open on the host, closed (its file store). */
 int brig_gvisor_seal(const oci *o, const char *id, brig_error **err);
+
+/* Is sandbox id checkpointed (its memory on disk, no process of it runs: gvisor_ckpt.c)? */
+bool brig_gvisor_checkpointed(const oci *o, const char *id);
+/* gvisor_ckpt.c: the memory checkpoint of a gVisor sandbox (docs/snapshots.md). */
+/* Quiets its agent, checkpoints sb's memory to disk and ends its processes (sb's pidfd
+ * closed); on failure it runs on, when it can. */
+int brig_gvisor_checkpoint(oci *o, brig_rt_sandbox *sb, brig_error **err);
+/* Restores a checkpointed sb and waits for its agent; the checkpoint is removed once it runs.
+ * On failure it stays checkpointed. */
+int brig_gvisor_restore(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+
+/* ---- oci_start.c: the runtime, and the steps of a create that a restore takes again ---- */
+
+/* Runs `<runtime> --root <root> [runsc's flags] args...` (the runtime of iso); output
+ * (the runtime's messages) into out. */
+int brig_oci_run_runtime(oci *o, brig_isolation iso, const char *const *args, brig_buf *out,
+                         int *status, brig_error **err);
+/* The last "msg=" of runc's log lines, or the last line: what went wrong (caller frees). */
+char *brig_oci_runtime_message(const char *text);
+/* The same, a non-zero exit an error with the runtime's message. */
+int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_error **err);
+/* The driver's connect op: a new connection to sb's agent, handshake done. */
+int brig_oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+
+/* `<runtime> run --detach` on sandbox id's bundle (image: `runsc restore` from that
+ * checkpoint instead), the agent's listening socket lfd (or -1) as the container's fd 3 and
+ * the runtime's output appended to agent.log; fails with the runtime's own message. */
+int brig_oci_runtime_start(const oci *o, const char *id, brig_isolation iso, bool host_layer,
+                           int lfd, const char *image, brig_error **err);
+/* The container's init, from the runtime's pid file: a pidfd held on it before anything
+ * else can happen to it. */
+int brig_oci_init_hold(const oci *o, brig_rt_sandbox *sb, brig_error **err);
+/* Ready when the agent answers the handshake (gVisor: once its socket appears). */
+int brig_oci_agent_ready(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
 
 /* ---- oci_events.c ------------------------------------------------------------ */
 

@@ -12,37 +12,6 @@
 #include "oci_internal.h"
 #include "spawn.h"
 
-/* `<runtime> --root <root> [runsc's flags] args...` (oci.c's own helper is private to its
- * ops: this file's are called from them). */
-static int run(oci *o, brig_isolation iso, const char *const *args, brig_buf *out, int *status,
-               brig_error **err)
-{
-    const char *argv[24];
-    size_t n = 0;
-    bool gvisor = iso == BRIG_ISO_GVISOR;
-    argv[n++] = gvisor ? o->runsc : o->runtime;
-    argv[n++] = "--root";
-    argv[n++] = gvisor ? o->runsc_root : o->root;
-    for (size_t i = 0; gvisor && o->runsc_flags[i]; i++)
-        argv[n++] = o->runsc_flags[i];
-    for (size_t i = 0; args[i] && n < BRIG_ARRAY_LEN(argv) - 1; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    return brig_proc_run(argv, out, 4096, status, err);
-}
-
-/* The runtime's last line of output: what went wrong. */
-static char *last_line(const char *text)
-{
-    size_t len = strlen(text);
-    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
-        len--;
-    const char *start = text + len;
-    while (start > text && start[-1] != '\n')
-        start--;
-    return brig_xstrndup(start, (size_t)(text + len - start));
-}
-
 /* The runtime's status of sandbox id ("running", "paused", ...) into buf; -1 when the
  * runtime knows none. */
 static int status_of(oci *o, brig_isolation iso, const char *id, char *buf, size_t n)
@@ -50,7 +19,7 @@ static int status_of(oci *o, brig_isolation iso, const char *id, char *buf, size
     brig_buf out = {0};
     int st = 0;
     const char *args[] = {"state", id, NULL};
-    int rc = run(o, iso, args, &out, &st, NULL);
+    int rc = brig_oci_run_runtime(o, iso, args, &out, &st, NULL);
     json_t *j = rc == 0 && st == 0 && out.data ? json_loads(out.data, 0, NULL) : NULL;
     brig_buf_dispose(&out);
     const char *s = json_string_value(json_object_get(j, "status"));
@@ -70,38 +39,47 @@ static int switch_to(brig_runtime *rt, brig_rt_sandbox *sb, const char *verb, co
         return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "sandbox %s is not running", sb->id);
     if (strcmp(now, done) == 0)
         return 0;
-    brig_buf out = {0};
-    int st = 0;
     const char *args[] = {verb, sb->id, NULL};
-    if (run(o, sb->iso, args, &out, &st, err) < 0) {
-        brig_buf_dispose(&out);
-        return -1;
-    }
-    if (st != 0) {
-        _cleanup_free_ char *m = last_line(out.data ? out.data : "");
-        brig_buf_dispose(&out);
-        return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s %s %s: %s",
-                              sb->iso == BRIG_ISO_GVISOR ? "runsc" : "runc", verb, sb->id, m);
-    }
-    brig_buf_dispose(&out);
-    return 0;
+    return brig_oci_run(o, sb->iso, args, err);
 }
 
 int brig_oci_pause(brig_runtime *rt, brig_rt_sandbox *sb, const char **memory, brig_error **err)
 {
+    oci *o = rt->priv;
+    bool checkpoint = memory && *memory && strcmp(*memory, "checkpoint") == 0;
     if (memory)
         *memory = "resident";
-    return switch_to(rt, sb, "pause", "paused", err);
+    if (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, sb->id)) {
+        if (memory)
+            *memory = "checkpoint";
+        return 0; /* paused already, its memory on disk */
+    }
+    if (checkpoint && sb->iso != BRIG_ISO_GVISOR)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "a %s sandbox cannot checkpoint its memory (only gvisor can): "
+                              "pause it without \"memory\" to freeze it, memory resident",
+                              brig_isolation_name(sb->iso));
+    if (!checkpoint)
+        return switch_to(rt, sb, "pause", "paused", err);
+    /* A frozen sandbox first goes on (its agent must close its connections itself). */
+    if (switch_to(rt, sb, "resume", "running", err) < 0 || brig_gvisor_checkpoint(o, sb, err) < 0)
+        return -1;
+    *memory = "checkpoint";
+    return 0;
 }
 
 int brig_oci_resume(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
+    if (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(rt->priv, sb->id))
+        return sb->killed ? 0 : brig_gvisor_restore(rt, sb, err); /* killed: none to thaw */
     return switch_to(rt, sb, "resume", "running", err);
 }
 
 int brig_oci_paused(brig_runtime *rt, const char *id)
 {
     oci *o = rt->priv;
+    if (brig_gvisor_checkpointed(o, id))
+        return 1;
     brig_isolation iso = brig_gvisor_has(o, id) ? BRIG_ISO_GVISOR : BRIG_ISO_CONTAINER;
     char now[32];
     if (status_of(o, iso, id, now, sizeof(now)) < 0)

@@ -154,8 +154,12 @@ typedef struct brig_runtime_ops {
     int (*layer_open)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
     /* Pausing (docs/snapshots.md): every process of the sandbox stops where it is
      * (container: the cgroup freezer; gvisor: runsc pause), its memory stays resident;
-     * resume lets them go on.  Idempotent.  *memory (pause, may be NULL): what was kept
-     * of its memory, "resident".  paused: 1 when the sandbox is paused now, 0 when
+     * resume lets them go on.  Idempotent.  *memory (pause, may be NULL): in, what is
+     * asked ("checkpoint": gvisor writes the sandbox's memory to disk and ends its
+     * processes, resume restores it; BRIG_E_INVALID where the driver cannot; else a
+     * freeze); out, what was kept of its memory, "resident" or "checkpoint".  A
+     * checkpointed sandbox's exit fd is -1 until its resume (then a new one).
+     * paused: 1 when the sandbox is paused now, 0 when
      * not, -1 when its runtime cannot tell (gone).  destroy works on a paused sandbox
      * (it thaws it); kill sends its SIGKILL but a frozen process dies of it only once
      * resumed. */

@@ -18,6 +18,7 @@
 #include "timeline.h"
 #include "util.h"
 #include "view.h"
+#include "watch.h"
 
 static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -52,18 +53,21 @@ static json_t *answer(brigd *d, brig_sandbox *sb, const char *memory)
     return j;
 }
 
-/* why: what paused it, for its timeline ("idle_timeout"), or NULL: a request. */
+/* why: what paused it, for its timeline ("idle_timeout"), or NULL: a request.  memory: what
+ * is asked of its memory ("checkpoint"), or NULL: frozen. */
 static int pause_locked(brigd *d, const brig_caller *c, const char *id, const char *why,
-                        json_t **out, brig_error **err)
+                        const char *memory, json_t **out, brig_error **err)
 {
     brig_sb_state state;
     brig_sandbox *sb = find(d, c, id, &state, err);
     if (sb == NULL)
         return -1;
-    const char *memory = "resident";
     int rc = 0;
-    if (state == BRIG_SB_PAUSED)
-        goto done; /* idempotent */
+    if (state == BRIG_SB_PAUSED) { /* idempotent: as it was paused */
+        memory = NULL;
+        d->rt->ops->pause(d->rt, brig_sandbox_runtime(sb), &memory, NULL);
+        goto done;
+    }
     if (state != BRIG_SB_RUNNING ||
         !brig_registry_set_state(d, sb, BRIG_SB_RUNNING, BRIG_SB_PAUSED)) {
         rc = wrong_state(id, state == BRIG_SB_RUNNING ? BRIG_SB_DELETING : state, "paused", err);
@@ -77,11 +81,14 @@ static int pause_locked(brigd *d, const brig_caller *c, const char *id, const ch
     }
     if (d->rt->ops->pause(d->rt, brig_sandbox_runtime(sb), &memory, err) < 0) {
         brig_registry_set_state(d, sb, BRIG_SB_PAUSED, BRIG_SB_RUNNING);
+        brig_watch_add(d, sb); /* armed again: a failed checkpoint may have ended it */
         brig_error_prefix(err, "pause %s", id);
         rc = -1;
         goto done;
     }
     brig_store_sandbox_set_state(d->store, id, brig_sb_state_name(BRIG_SB_PAUSED), NULL, now, NULL);
+    if (memory == NULL)
+        memory = "resident";
     json_t *ev = json_pack("{s:s}", "memory", memory);
     if (why)
         json_object_set_new(ev, "by", json_string(why));
@@ -89,7 +96,7 @@ static int pause_locked(brigd *d, const brig_caller *c, const char *id, const ch
     brig_info("sandbox %s: paused%s%s", id, why ? " by its " : "", why ? why : "");
 done:
     if (rc == 0 && out)
-        *out = answer(d, sb, memory);
+        *out = answer(d, sb, memory ? memory : "resident");
     brig_sandbox_unref(d, sb);
     return rc;
 }
@@ -126,6 +133,7 @@ static int resume_locked(brigd *d, const brig_caller *c, const char *id, json_t 
     }
     brig_store_sandbox_set_state(d->store, id, brig_sb_state_name(BRIG_SB_RUNNING), NULL, now,
                                  NULL);
+    brig_watch_add(d, sb); /* a restored checkpoint's new init (a thawed one: armed again) */
     brig_timeline_record(d, sb, c, "sandbox.resumed",
                          json_pack("{s:I}", "paused_ms", (json_int_t)(since ? now - since : 0)));
     brig_info("sandbox %s: resumed", id);
@@ -136,11 +144,11 @@ done:
     return rc;
 }
 
-int brig_sandbox_pause(brigd *d, const brig_caller *c, const char *id, json_t **out,
-                       brig_error **err)
+int brig_sandbox_pause(brigd *d, const brig_caller *c, const char *id, const char *memory,
+                       json_t **out, brig_error **err)
 {
     pthread_mutex_lock(&pause_lock);
-    int rc = pause_locked(d, c, id, NULL, out, err);
+    int rc = pause_locked(d, c, id, NULL, memory, out, err);
     pthread_mutex_unlock(&pause_lock);
     return rc;
 }
@@ -148,7 +156,7 @@ int brig_sandbox_pause(brigd *d, const brig_caller *c, const char *id, json_t **
 int brig_sandbox_pause_idle(brigd *d, const char *id, brig_error **err)
 {
     pthread_mutex_lock(&pause_lock);
-    int rc = pause_locked(d, NULL, id, "idle_timeout", NULL, err);
+    int rc = pause_locked(d, NULL, id, "idle_timeout", NULL, NULL, err);
     pthread_mutex_unlock(&pause_lock);
     return rc;
 }

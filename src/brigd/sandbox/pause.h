@@ -21,10 +21,13 @@
 #include "server.h"
 
 /* Pauses / resumes the sandbox id the caller may see; *out: its JSON, with "memory"
- * (what pausing kept of its memory: "resident").  BRIG_E_NOT_FOUND for none,
- * BRIG_E_CONFLICT for one that is neither running nor paused (creating, deleting). */
-int brig_sandbox_pause(brigd *d, const brig_caller *c, const char *id, json_t **out,
-                       brig_error **err);
+ * (what pausing kept of its memory: "resident", or "checkpoint": on disk, its processes
+ * ended until the resume restores them).  memory: "checkpoint" asks for that (gvisor only:
+ * BRIG_E_INVALID for others), NULL or "resident" for a freeze; a paused sandbox stays as it
+ * is.  BRIG_E_NOT_FOUND for none, BRIG_E_CONFLICT for one that is neither running nor
+ * paused (creating, deleting). */
+int brig_sandbox_pause(brigd *d, const brig_caller *c, const char *id, const char *memory,
+                       json_t **out, brig_error **err);
 int brig_sandbox_resume(brigd *d, const brig_caller *c, const char *id, json_t **out,
                         brig_error **err);
 

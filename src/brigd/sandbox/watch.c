@@ -27,7 +27,9 @@ void brig_watch_add(brigd *d, brig_sandbox *sb)
     if (fd < 0)
         return;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.u64 = brig_sandbox_serial(sb)};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+    /* Watched already (a frozen sandbox resumed): armed again. */
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 &&
+        (errno != EEXIST || epoll_ctl(w->epfd, EPOLL_CTL_MOD, fd, &ev) < 0))
         brig_warn("sandbox %s: cannot watch its agent: %s", brig_sandbox_id(sb), strerror(errno));
 }
 

@@ -25,8 +25,8 @@ typedef void (*brig_watch_lost_fn)(brigd *d, const char *id);
 int brig_watch_start(brigd *d, brig_watch_lost_fn lost, brig_error **err);
 void brig_watch_stop(brigd *d);
 
-/* Watches a sandbox that just became running (create, reconcile); nothing without a
- * watch. */
+/* Watches a sandbox that just became running (create, reconcile, resume: a restored
+ * checkpoint has a new init); nothing without a watch. */
 void brig_watch_add(brigd *d, brig_sandbox *sb);
 
 #endif

@@ -370,11 +370,16 @@ class Sandbox:
             self.info = SandboxInfo.from_json(resp.json())
         return self.info
 
-    def pause(self) -> SandboxInfo:
+    def pause(self, memory: Optional[str] = None) -> SandboxInfo:
         """Pauses the sandbox: every process stops where it is, its memory stays
-        resident (docs/snapshots.md).  While paused, commands and file calls raise
-        :class:`Conflict` ("paused"); its idle timeout stands still.  Idempotent."""
-        self.info = SandboxInfo.from_json(self._t.request("POST", self._p("/pause")).json())
+        resident (docs/snapshots.md).  ``memory="checkpoint"`` (gVisor sandboxes only):
+        its memory is written to disk and its processes end until :meth:`resume`
+        restores them; streams open across the pause end.  While paused, commands and
+        file calls raise :class:`Conflict` ("paused"); its idle timeout stands still.
+        Idempotent."""
+        body = {"memory": memory} if memory is not None else None
+        self.info = SandboxInfo.from_json(
+            self._t.request("POST", self._p("/pause"), json=body).json())
         return self.info
 
     def resume(self) -> SandboxInfo:

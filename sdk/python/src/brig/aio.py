@@ -372,9 +372,10 @@ class Sandbox:
             self.info = SandboxInfo.from_json(resp.json())
         return self.info
 
-    async def pause(self) -> SandboxInfo:
+    async def pause(self, memory: Optional[str] = None) -> SandboxInfo:
         """Pauses the sandbox (see the sync :meth:`brig.Sandbox.pause`)."""
-        resp = await self._t.request("POST", self._p("/pause"))
+        body = {"memory": memory} if memory is not None else None
+        resp = await self._t.request("POST", self._p("/pause"), json=body)
         self.info = SandboxInfo.from_json(resp.json())
         return self.info
 
