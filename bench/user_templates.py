@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """bench/user_templates.py - what a template declared by a user costs (issue 15): a cold
 create from it against one from its parent, alternating sample by sample on one brigd (no
-warm pool: every create is cold), and a build that hits the cache.
+warm pool: every create is cold), a build that hits the cache, and then, on a brigd with its
+default adaptive pool, a warm-pool hit from each (every create waits until both pools have
+a sandbox ready, and counts only if healthz's hits went up by one).
 
   BRIG_BUILD=build BRIG_TEMPLATE_CACHE=/var/cache/brig/templates \\
       /usr/bin/python3 bench/user_templates.py [-n 20] [--parent base]
@@ -58,6 +60,41 @@ def main():
         for t, xs in times.items():
             print(f"cold create from {t}: p50 {pct(xs, 50):.0f} ms, p99 {pct(xs, 99):.0f} ms, "
                   f"mean {statistics.mean(xs):.0f} ms")
+        api.ok("DELETE", "/v1/templates/bench", expect=(204,))
+    finally:
+        d.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    pool_hits(args, spec)
+
+
+def pool_of(api, key):
+    return api.request("GET", "/healthz", key=None).json()["warm_pool"].get(key, {})
+
+
+def pool_hits(args, spec):
+    """Warm-pool hits from the parent and from the user template, alternating, on a brigd
+    with its default (adaptive) pool, which learns both from the first creates."""
+    tmp = tempfile.mkdtemp(prefix="brig-bench-utpl-pool-")
+    d = brigtest.Brigd(os.path.join(tmp, "state"), default_pool=True).start()
+    try:
+        api = d.api()
+        api.ok("POST", "/v1/templates", spec)
+        keys = {args.parent: f"{args.parent}/small", "bench:latest": "user/small"}
+        times = {t: [] for t in keys}
+        for i in range(args.n + 3):  # the first creates teach the pool both templates
+            for t, key in keys.items():
+                brigtest.wait_for(lambda: all(pool_of(api, k).get("ready", 0) >= 1
+                                              for k in keys.values()) or i < 3,
+                                  timeout=60, what="both pools to fill")
+                before = pool_of(api, key).get("hits", 0)
+                ms, sb = timed(lambda: api.create(t))
+                api.delete(sb["id"])
+                if i >= 3 and pool_of(api, key).get("hits", 0) == before + 1:
+                    times[t].append(ms)
+        for t, xs in times.items():
+            if xs:
+                print(f"warm-pool hit from {t}: p50 {pct(xs, 50):.1f} ms, "
+                      f"p99 {pct(xs, 99):.1f} ms ({len(xs)} hits)")
         api.ok("DELETE", "/v1/templates/bench", expect=(204,))
     finally:
         d.stop()
