@@ -76,6 +76,7 @@ enum cli_opt_key {
     OPT_SIZE,
     OPT_SNAPSHOT,
     OPT_GRANT,
+    OPT_CHECKPOINT,
 };
 
 /* Whether a command takes a remote command after its operands. */

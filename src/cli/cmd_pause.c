@@ -1,9 +1,9 @@
 /*
  * cmd_pause.c - `brig pause ID` and `brig resume ID` (POST /v1/sandboxes/{id}/pause,
  * /resume; docs/snapshots.md): every process of the sandbox stops where it is, and goes
- * on later.  Both are idempotent; they print "ID paused" / "ID running".  Also snapshots
- * and fork: `brig snapshot ID [NAME]`, `brig snapshots`, `brig snapshot-rm SNAPSHOT`,
- * `brig fork ID [COUNT]`.
+ * on later; `pause --checkpoint` writes a gVisor sandbox's memory to disk instead.  Both are
+ * idempotent; they print "ID paused" / "ID running".  Also snapshots and fork: `brig snapshot ID
+ * [NAME]`, `brig snapshots`, `brig snapshot-rm SNAPSHOT`, `brig fork ID [COUNT]`.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,9 @@ static int pause_or_resume(const cli_args *a, const char *verb)
     _cleanup_free_ char *tail = brig_asprintf("/%s", verb);
     _cleanup_free_ char *path = cli_sandbox_path(id, tail);
     json_t *sb = NULL;
-    int rc = cli_call("POST", path, NULL, NULL, &sb);
+    json_t *body =
+        cli_opt_has(a, OPT_CHECKPOINT) ? json_pack("{s:s}", "memory", "checkpoint") : NULL;
+    int rc = cli_call("POST", path, body, NULL, &sb);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (cli_opt_has(a, OPT_JSON)) {
@@ -29,6 +31,8 @@ static int pause_or_resume(const cli_args *a, const char *verb)
         cli_print_clean(stdout, cli_str(sb, "id", id));
         putchar(' ');
         cli_print_clean(stdout, cli_str(sb, "state", "?"));
+        if (strcmp(cli_str(sb, "memory", ""), "checkpoint") == 0)
+            fputs(" (memory checkpointed to disk)", stdout);
         putchar('\n');
     }
     json_decref(sb);
@@ -138,14 +142,17 @@ static int fork_cmd(const cli_args *a)
 }
 
 static const int opts_pause[] = {OPT_JSON, 0};
+static const int opts_pause_mem[] = {OPT_CHECKPOINT, OPT_JSON, 0};
 static const int opts_none[] = {0};
 
 const cli_cmd cli_pause_commands[] = {
-    {"pause", pause_cmd, "[--json] ID",
+    {"pause", pause_cmd, "[--json] [--checkpoint] ID",
      "pause a sandbox: every process stops where it is, its memory stays",
      "While paused, commands and file calls are refused (409 \"paused\"), its idle timeout\n"
-     "stands still and it costs brigd's paused price.  Prints \"ID paused\".\n",
-     opts_pause, 1, 1, CLI_REST_NONE},
+     "stands still and it costs brigd's paused price.  Prints \"ID paused\".\n"
+     "--checkpoint (gvisor only): its memory goes to disk and is freed on the host; resume\n"
+     "restores it (connections to it end; docs/snapshots.md).\n",
+     opts_pause_mem, 1, 1, CLI_REST_NONE},
     {"resume", resume_cmd, "[--json] ID", "resume a paused sandbox: its processes go on",
      "Prints \"ID running\".\n", opts_pause, 1, 1, CLI_REST_NONE},
     {"snapshot", snapshot_cmd, "[--json] ID [NAME]",

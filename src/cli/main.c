@@ -33,6 +33,8 @@ static const cli_opt options[] = {
     {OPT_ISOLATION, "isolation", "MODE",
      "container, gvisor or microvm (default: the project's, else the operator's)"},
     {OPT_SNAPSHOT, "snapshot", "SNAPSHOT", "start from this snapshot's file system (and template)"},
+    {OPT_CHECKPOINT, "checkpoint", NULL,
+     "gvisor: write its memory to disk and free it, not just freeze it (pause)"},
     {OPT_ON_IDLE, "on-idle", "WHAT",
      "what its idle timeout does: delete or pause (default: the project's, else delete)"},
     {OPT_PROJECT, "project", "ID", "the project (default: the account's default project)"},

@@ -198,6 +198,10 @@ def test_cli_pause_and_resume(api):
         assert r.returncode == 0 and json.loads(r.stdout)["state"] == "running", r
         r = cli(api, "pause", "sbx_nosuchsandbox")
         assert r.returncode == 1 and b"(HTTP 404 not_found)" in r.stderr, r
+        # a container's memory cannot be checkpointed: said, and it is not paused
+        r = cli(api, "pause", "--checkpoint", sb.id)
+        assert r.returncode == 1 and b"checkpoint" in r.stderr and b"HTTP 400" in r.stderr, r
+        assert api.ok("GET", f"/v1/sandboxes/{sb.id}").json()["state"] == "running"
 
 
 # ---- with a daemon of its own -------------------------------------------------------
@@ -480,7 +484,9 @@ def test_gvisor_checkpoint_frees_memory_and_the_counter_goes_on(pd):
     got = ticks(output(a, sid, pid))
     assert got == list(range(1, len(got) + 1))  # from where it was: no restart, no gap
     assert a.exec(sid, "echo hi")["stdout"] == "hi\n"  # its agent listens again
-    assert pause(a, sid, body={"memory": "checkpoint"})["memory"] == "checkpoint"
+    r = cli(a, "pause", "--checkpoint", sid)  # the CLI's way this time
+    assert r.returncode == 0 and r.stdout.decode() == \
+        f"{sid} paused (memory checkpointed to disk)\n", r
     d.stop(signal.SIGKILL)
     d.start()
     a = d.api()
