@@ -145,10 +145,13 @@ export class Sandbox {
   /**
    * Pauses the sandbox: every process stops where it is and its memory stays resident
    * (see docs/snapshots.md). While paused, commands and file calls throw a ConflictError
-   * ("paused") and its idle timeout stands still. Idempotent.
+   * ("paused") and its idle timeout stands still. Idempotent. `{ memory: "checkpoint" }`
+   * (gVisor only): its memory is written to disk and freed on the host instead; resume
+   * restores it (connections to it end). A container answers InvalidRequestError.
    */
-  async pause(): Promise<SandboxInfo> {
-    return (this.info = sandboxInfo(await this.client.json("POST", `${this.#path}/pause`)));
+  async pause(opts: { memory?: "resident" | "checkpoint" } = {}): Promise<SandboxInfo> {
+    const body = opts.memory ? { json: { memory: opts.memory } } : undefined;
+    return (this.info = sandboxInfo(await this.client.json("POST", `${this.#path}/pause`, body)));
   }
 
   /** Resumes a paused sandbox: its processes go on where they stopped. Idempotent. */

@@ -26,6 +26,8 @@ export interface SandboxInfo {
   /** How long without API use before it is deleted (brigd's `idle_timeout`, in ms). */
   idleTimeoutMs?: number;
   /** What its idle timeout does: `delete` it or `pause` it. */
+  /** While paused: `resident` (frozen, memory kept) or `checkpoint` (gVisor: on disk). */
+  memory?: "resident" | "checkpoint";
   onIdle?: "delete" | "pause";
   /** Its maximum lifetime, when brigd reports one (`max_lifetime`, in ms). */
   maxLifetimeMs?: number;

@@ -224,8 +224,10 @@ describe("sandboxes", () => {
 
   test("pause and resume", async () => {
     await using sb = await Sandbox.create({ template: "minimal", client: client() });
+    await assert.rejects(sb.pause({ memory: "checkpoint" }), (e: Error) => e instanceof InvalidRequestError && /checkpoint/.test(e.message));
     const info = await sb.pause();
     assert.equal(info.state, "paused");
+    assert.equal(info.memory, "resident");
     assert.equal((await sb.pause()).state, "paused");
     await assert.rejects(sb.exec("true"), (e: Error) => e instanceof ConflictError && /paused/.test(e.message));
     assert.equal((await sb.resume()).state, "running");
