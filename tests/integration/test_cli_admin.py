@@ -234,7 +234,7 @@ def test_projects_and_keys(api):
     assert got["isolation"] == {"allowed": ["container"], "default": None}
     brig(api, "project", "isolation", pid, "all")
     assert api.ok("GET", f"/v1/projects/{pid}").json()["isolation"] == \
-        {"allowed": ["container", "gvisor"], "default": None}
+        {"allowed": ["container", "gvisor", "microvm"], "default": None}
     refused(api, "project", "isolation", pid, "kvm", says=b"(HTTP 400 invalid_request)")
     refused(api, "project", "isolation", "--default", "gvisor", pid, "container",
             says=b"(HTTP 400 invalid_request)")
