@@ -240,18 +240,28 @@ static e2b_watch *watch_new(brig_req *r, json_t *m, brig_error **err)
     return w;
 }
 
-void e2b_fs_watch_dir(brig_req *r)
+/* The watch a request asks for, or NULL when it was answered already (its message did not
+ * parse, or the watch was refused: as a stream's error, or as an HTTP one). */
+static e2b_watch *watch_of(brig_req *r, bool stream)
 {
-    json_t *m = e2b_rpc_message(r, true);
+    json_t *m = e2b_rpc_message(r, stream);
     if (m == NULL)
-        return;
+        return NULL;
     brig_error *err = NULL;
     e2b_watch *w = watch_new(r, m, &err);
     json_decref(m);
-    if (w == NULL) {
+    if (w == NULL && stream)
         e2b_stream_fail(r, err);
+    else if (w == NULL)
+        brig_http_error(r, err);
+    return w;
+}
+
+void e2b_fs_watch_dir(brig_req *r)
+{
+    e2b_watch *w = watch_of(r, true);
+    if (w == NULL)
         return;
-    }
     w->client_fd = e2b_client_fd(r);
     w->keepalive_ms = e2b_keepalive_ms(r);
     e2b_envelope(&w->out, 0, json_pack("{s:{}}", "start"));
@@ -285,16 +295,9 @@ static void watchers_prune(brigd *d)
 
 void e2b_fs_create_watcher(brig_req *r)
 {
-    json_t *m = e2b_rpc_message(r, false);
-    if (m == NULL)
+    e2b_watch *w = watch_of(r, false);
+    if (w == NULL)
         return;
-    brig_error *err = NULL;
-    e2b_watch *w = watch_new(r, m, &err);
-    json_decref(m);
-    if (w == NULL) {
-        brig_http_error(r, err);
-        return;
-    }
     brig_id_new("wch", w->wid);
     pthread_mutex_lock(&watchers_lock);
     watchers_prune(r->d);
