@@ -320,14 +320,27 @@ export function createServer(options: ServerOptions = {}): McpServer {
       {
         title,
         description,
-        inputSchema: { sandbox_id: sandboxId },
+        inputSchema: {
+          sandbox_id: sandboxId,
+          ...(verb === "pause"
+            ? {
+                memory: z
+                  .enum(["resident", "checkpoint"])
+                  .optional()
+                  .describe(
+                    "'checkpoint' (gvisor sandboxes only): write its memory to disk and free it " +
+                      "instead of keeping it resident; sandbox_resume restores it (connections to it end).",
+                  ),
+              }
+            : {}),
+        },
         outputSchema: { sandbox_id: z.string(), state: z.string() },
         annotations: { idempotentHint: true },
       },
-      async (args) =>
+      async (args: { sandbox_id: string; memory?: "resident" | "checkpoint" }) =>
         guard(async () => {
           const sb = await sandbox(args.sandbox_id);
-          const info = verb === "pause" ? await sb.pause() : await sb.resume();
+          const info = verb === "pause" ? await sb.pause({ memory: args.memory }) : await sb.resume();
           return {
             content: [{ type: "text", text: `Sandbox ${info.id} is ${info.state}.` }],
             structuredContent: { sandbox_id: info.id, state: info.state },

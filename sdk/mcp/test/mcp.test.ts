@@ -86,6 +86,8 @@ describe("brig-mcp over stdio", () => {
   test("sandbox_pause, sandbox_resume, sandbox_fork", async () => {
     const created = await call("sandbox_create", { template: "minimal" });
     const id = structured<{ sandbox_id: string }>(created).sandbox_id;
+    const noCkpt = await call("sandbox_pause", { sandbox_id: id, memory: "checkpoint" });
+    assert.ok(noCkpt.isError && text(noCkpt).includes("checkpoint"), text(noCkpt));
     const paused = await call("sandbox_pause", { sandbox_id: id });
     assert.ok(!paused.isError, text(paused));
     assert.equal(text(paused), `Sandbox ${id} is paused.`);
