@@ -153,13 +153,24 @@ def test_pool_grows_with_the_create_rate_and_shrinks_when_idle(tmp_path):
     try:
         a = d.api()
         assert "minimal/small" not in a.request("GET", "/healthz", key=None).json()["warm_pool"]
+        # Three clients at once: the rate times a start's duration must pass one sandbox per
+        # refill however fast this host starts one (one client alone stayed at 1 on a quick one).
         targets = []
-        for _ in range(30):
-            sb = a.create("minimal")
-            a.delete(sb["id"])
-            targets.append(pool_of(a)["target"])
+
+        def client():
+            for _ in range(12):
+                sb = a.create("minimal")
+                a.delete(sb["id"])
+                targets.append(pool_of(a)["target"])
+
+        threads = [threading.Thread(target=client) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(targets) == 36, targets  # every create succeeded
         p = pool_of(a)
-        assert p["adaptive"] is True and p["hits"] + p["misses"] == 30, p
+        assert p["adaptive"] is True and p["hits"] + p["misses"] == 36, p
         assert p["hits"] > 0, p
         assert max(targets) >= 2, targets  # it grew with the rate
         wait_for(lambda: pool_of(a)["target"] == 0 and pool_of(a)["ready"] == 0, timeout=60,
