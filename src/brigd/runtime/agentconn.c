@@ -4,7 +4,9 @@
 #include "agentconn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -39,4 +41,14 @@ int brig_pidfd_wait(int pidfd, int timeout_ms)
         if (r == 0 || errno != EINTR)
             return -1;
     }
+}
+
+pid_t brig_pidfile_read(const char *path)
+{
+    char buf[32] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    return r > 0 ? (pid_t)atoi(buf) : 0;
 }

@@ -5,6 +5,8 @@
 #ifndef BRIG_AGENTCONN_H
 #define BRIG_AGENTCONN_H
 
+#include <sys/types.h>
+
 #include "error.h"
 
 /* Bounds fd's sends and receives by timeout_ms (a wedged agent must not hang an API thread)
@@ -15,5 +17,8 @@ int brig_agent_handshake(int fd, const char *id, int timeout_ms, brig_error **er
 /* Waits up to timeout_ms until the process behind pidfd has exited (it may stay a
  * zombie): 0, or -1 when it still runs. */
 int brig_pidfd_wait(int pidfd, int timeout_ms);
+
+/* The pid a runtime or a VMM wrote to path (its pid file), or 0 when there is none. */
+pid_t brig_pidfile_read(const char *path);
 
 #endif

@@ -379,17 +379,12 @@ static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox
 static int vmm_find(microvm *m, const char *id, pid_t *out, brig_error **err)
 {
     _cleanup_free_ char *pidfile = vm_path(m, id, "vm.pid");
-    char buf[32] = {0};
-    int fd = open(pidfile, O_RDONLY | O_CLOEXEC);
-    ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    pid_t pid = r > 0 ? (pid_t)atoi(buf) : 0;
+    pid_t pid = brig_pidfile_read(pidfile);
     _cleanup_free_ char *cgf = brig_asprintf("/proc/%d/cgroup", (int)pid);
     _cleanup_free_ char *want = brig_asprintf("/brig/%s\n", id);
     char text[4096] = {0};
-    fd = pid > 0 ? open(cgf, O_RDONLY | O_CLOEXEC) : -1;
-    r = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    int fd = pid > 0 ? open(cgf, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t r = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
     int pidfd = r > 0 && strstr(text, want) ? pidfd_open(pid, 0) : -1;
     if (fd >= 0)
         close(fd);

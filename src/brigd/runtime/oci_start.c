@@ -146,12 +146,7 @@ int brig_oci_runtime_start(const oci *o, const char *id, brig_isolation iso, boo
 int brig_oci_init_hold(const oci *o, brig_rt_sandbox *sb, brig_error **err)
 {
     _cleanup_free_ char *pid_path = brig_oci_path(o, sb->id, "init.pid");
-    char buf[32] = {0};
-    int pf = open(pid_path, O_RDONLY | O_CLOEXEC);
-    ssize_t pn = pf >= 0 ? read(pf, buf, sizeof(buf) - 1) : -1;
-    if (pf >= 0)
-        close(pf);
-    pid_t ipid = pn > 0 ? (pid_t)atoi(buf) : 0;
+    pid_t ipid = brig_pidfile_read(pid_path);
     sb->pidfd = ipid > 0 ? pidfd_open(ipid, 0) : -1;
     sb->pid = ipid;
     if (sb->pidfd < 0)
