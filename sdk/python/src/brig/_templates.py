@@ -90,7 +90,6 @@ class Template(TemplateInfo):
     build).  A failing step raises :class:`BuildFailed` with the step, its exit
     code and its output's tail."""
 
-
     @classmethod
     def build(cls, name: str, *, tag: Optional[str] = None, from_: str = "base",
               apt: Sequence[str] = (), pip: Sequence[str] = (), npm: Sequence[str] = (),
