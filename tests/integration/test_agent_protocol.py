@@ -1810,3 +1810,19 @@ def test_proc_ops_survive_hostile_clients(agent):
     st.read_all()
     assert st.data == b"got ok\n" and st.final["exit_code"] == 0
     agent.ping()
+
+
+def test_a_filter_that_does_not_load_stops_the_agent(tmp_path):
+    """--seccomp-fd fails closed: an agent handed no BPF program (an empty file, or one
+    whose size is no whole number of instructions) exits 1 before it listens, so a sandbox
+    without its system-call filter never starts."""
+    sock = str(tmp_path / "agent.sock")
+    for content in (b"", b"\x06\x00\x00"):
+        bad = tmp_path / "filter.bpf"
+        bad.write_bytes(content)
+        with open(bad, "rb") as f:
+            r = subprocess.run([AGENT, "--listen", sock, "--seccomp-fd", str(f.fileno())],
+                               pass_fds=(f.fileno(),), capture_output=True, timeout=30)
+        assert r.returncode == 1, r
+        assert b"--seccomp-fd: no BPF program" in r.stderr, r.stderr
+        assert not os.path.exists(sock)
