@@ -55,6 +55,9 @@ PRIV = "10.99.0.1"
 API_ADDR = "198.51.100.30"  # api.test and second.test: test_injection.py's servers
 SECOND_ADDR = "198.51.100.40"
 OPEN = {"mode": "open"}
+# The sandboxes' namespaces are named per test process: /run/netns is the host's,
+# and a leftover of an earlier run must not make this one's `ip netns add` fail.
+SB_PREFIX = f"brigtest-sb{os.getpid()}-"
 NONE = {"mode": "none"}
 
 # ---------------------------------------------------------------- the internet
@@ -331,10 +334,15 @@ class Sandbox:
     def __init__(self, h, inet, policy):
         Sandbox.count += 1
         self.h, self.inet = h, inet
-        self.name = f"brigtest-sb{Sandbox.count}"
+        self.name = f"{SB_PREFIX}{Sandbox.count}"
         self.id = f"sbx_test{Sandbox.count:022d}"
+        self.attached = False
         sh("ip", "netns", "add", self.name)
-        r = h.cmd("attach", self.id, f"/run/netns/{self.name}", json.dumps(policy))
+        try:
+            r = h.cmd("attach", self.id, f"/run/netns/{self.name}", json.dumps(policy))
+        except BaseException:
+            sh("ip", "netns", "del", self.name, check=False)  # not handed to the fixture yet
+            raise
         self.ms = r["ms"]
         self.resolv = r["resolv_conf"]
         self.gw = self.resolv.split()[1]
@@ -369,9 +377,11 @@ class Sandbox:
             self.attached = False
 
     def remove(self):
-        self.detach()
-        sh("rm", "-rf", f"/etc/netns/{self.name}")
-        sh("ip", "netns", "del", self.name, check=False)
+        try:
+            self.detach()
+        finally:  # a failed detach must not leave the namespace to the next run
+            sh("rm", "-rf", f"/etc/netns/{self.name}")
+            sh("ip", "netns", "del", self.name, check=False)
 
 
 @pytest.fixture
@@ -386,16 +396,19 @@ def harness(inet):
 
     h.new = new
     yield h
+    errors = []
     for sb in made:
-        if h.proc.poll() is None:
-            sb.remove()
-        else:
+        if h.proc.poll() is not None:
             sb.attached = False
+        try:
             sb.remove()
+        except Exception as e:  # remove the others all the same, then fail
+            errors.append(e)
     h.quit()
+    assert errors == []
     # Leak check: nothing of any sandbox is left.
     assert sandbox_links() == []
-    assert [n for n in netns_list() if n.startswith("brigtest-sb")] == []
+    assert [n for n in netns_list() if n.startswith(SB_PREFIX)] == []
     assert table_elements() == []
     assert h.proc.poll() is not None
     assert sh("pgrep", "-f", inet["client"], check=False).stdout.strip() == "", "client left"
