@@ -110,7 +110,7 @@ static int ns_run(int netns, brig_error **err)
 }
 
 /* A connection to the agent: 127.0.0.1:AGENT_PORT of the sandbox's namespace, which the
- * VMM forwards into the guest.  *refused: nothing listens (yet). */
+ * VMM forwards into the guest.  *refused: nothing listens (yet) or not in time: try again. */
 static int agent_dial(vm_sb *sb, int timeout_ms, bool *refused, brig_error **err)
 {
     int fd = ns_run(sb->netns, err);
@@ -124,7 +124,10 @@ static int agent_dial(vm_sb *sb, int timeout_ms, bool *refused, brig_error **err
                              .sin_port = htons(BRIG_VM_AGENT_PORT),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        *refused = errno == ECONNREFUSED;
+        /* SO_SNDTIMEO ends a slow connect with EINPROGRESS: QEMU's slirp did not accept
+         * in time on a busy host, which is worth another try like a refusal. */
+        *refused =
+            errno == ECONNREFUSED || errno == EINPROGRESS || errno == EAGAIN || errno == ETIMEDOUT;
         brig_error_set(err, BRIG_E_UNAVAILABLE, errno, "connect to the agent of %s", sb->id);
         close(fd);
         return -1;

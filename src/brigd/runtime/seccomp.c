@@ -542,7 +542,10 @@ int brig_seccomp_compile(const json_t *profile, int *fd, brig_error **err)
         brig_error_sys(err, "memfd_create");
         goto done;
     }
+    /* A binary tree over the call numbers: a call costs log2(~300) checks, not up to ~300
+     * (measured: openat +380 ns unsorted, +90 ns as a tree; `python3 -c pass` makes ~9,000). */
     if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) < 0 ||
+        seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2) < 0 ||
         add_rules(ctx, profile, &max, err) < 0)
         goto fail;
     int e = seccomp_export_bpf(ctx, tmp);
