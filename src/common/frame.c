@@ -99,6 +99,9 @@ int brig_frame_read(int fd, brig_frame *f, int *eof, brig_error **err)
     if (eof)
         *eof = 0;
     ssize_t r = brig_read_full(fd, hdr, sizeof(hdr));
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT))
+        /* the socket's receive timeout: a peer that is slow or stuck, not a bad one */
+        return brig_error_set(err, BRIG_E_UNAVAILABLE, errno, "no answer in time (read frame)");
     if (r < 0)
         return brig_error_set(err, BRIG_E_PROTOCOL, errno, "read frame");
     if (r == 0) {

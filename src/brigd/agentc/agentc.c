@@ -136,7 +136,8 @@ static int write_failed(int fd, brig_error **err)
     brig_error *werr = NULL;
     json_t *msg = NULL;
     brig_agentc_set_timeout(fd, 1000);
-    if (brig_agentc_reply(fd, &msg, &werr) < 0 && werr && werr->kind != BRIG_E_PROTOCOL) {
+    if (brig_agentc_reply(fd, &msg, &werr) < 0 && werr && werr->kind != BRIG_E_PROTOCOL &&
+        werr->kind != BRIG_E_UNAVAILABLE) {
         brig_error_clear(err);
         if (err)
             *err = werr;

@@ -294,7 +294,7 @@ void api_exec(brig_req *r)
     brig_sandbox_put(r->d, sb);
     if (rc < 0) {
         hold_release(hold);
-        if (err->kind == BRIG_E_PROTOCOL)
+        if (err->kind == BRIG_E_PROTOCOL || err->kind == BRIG_E_UNAVAILABLE)
             brig_error_prefix(&err, "sandbox %s", r->params[0]);
         brig_http_error(r, err);
         goto out;
