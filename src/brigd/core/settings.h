@@ -38,6 +38,7 @@ typedef struct brig_config {
     char *runsc_directfs; /* "on" | "off" */
     char *microvm_accel;  /* "kvm" | "tcg": how isolation "microvm" runs (tcg: emulated) */
     char *microvm_kernel; /* the guest kernel's directory (scripts/setup-vm) */
+    char *microvm_memsnap; /* "on" | "off": microVMs start from memory snapshots */
     char *default_template;
     int64_t exec_timeout_default_ms;
     int64_t exec_timeout_max_ms;           /* per-call ceiling */

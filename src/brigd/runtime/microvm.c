@@ -13,7 +13,9 @@
  * microvm_accel = tcg: QEMU's emulation, 20-50x slower, for tests and trials.
  *
  * The guest's network is the sandbox's own link, bridged to its NIC (microvm_net.c).
- * Pause and resume: the VMM's vCPUs stop and go on (QMP, microvm_qmp.c), memory resident.
+ * Pause and resume: the VMM's vCPUs stop and go on (QMP, microvm_qmp.c), memory resident;
+ * after a resume the agent sets the guest's clock (guest_sync, microvm_guest.c).  With
+ * microvm_memsnap on, a create starts its VM from a memory snapshot (microvm_memsnap.c).
  * Volumes: extra disks the guest mounts (microvm_vol.c).  Not there yet, refused with a
  * clear error: snapshots, template builds (layer_open).
  */
@@ -49,12 +51,7 @@
 #define VMM_PIDS           512 /* QEMU's threads */
 #define VM_VOLUMES_MAX     8   /* extra disks (docs/volumes.md's limit) */
 
-/* A sandbox's handle (cast to brig_rt_sandbox: the type is each driver's own). */
-typedef struct vm_sb {
-    char id[BRIG_ID_MAX];
-    int pidfd; /* the VMM's process; -1 when unknown */
-    int netns; /* the sandbox's network namespace (the VMM's) */
-} vm_sb;
+typedef brig_vm_sb vm_sb;
 
 static char *vm_path(const microvm *m, const char *id, const char *name)
 {
@@ -64,56 +61,11 @@ static char *vm_path(const microvm *m, const char *id, const char *name)
 
 /* ---- the network namespace and the agent's socket -------------------------------------- */
 
-typedef struct ns_job {
-    int netns; /* in: enter this one; -1: make a new one (lo up) */
-    int fd;    /* out: the new namespace's fd, or a TCP socket made inside it; -errno */
-} ns_job;
-
-/* A thread of its own: unshare/setns(CLONE_NEWNET) moves only the calling thread. */
-static void *ns_thread(void *arg)
-{
-    ns_job *j = arg;
-    if (j->netns >= 0) {
-        if (setns(j->netns, CLONE_NEWNET) < 0)
-            j->fd = -errno;
-        else if ((j->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-            j->fd = -errno;
-        return NULL;
-    }
-    if (unshare(CLONE_NEWNET) < 0) {
-        j->fd = -errno;
-        return NULL;
-    }
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct ifreq ifr = {.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING};
-    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-    if (s < 0 || ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-        j->fd = -errno;
-    else if ((j->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
-        j->fd = -errno;
-    if (s >= 0)
-        close(s);
-    return NULL;
-}
-
-static int ns_run(int netns, brig_error **err)
-{
-    ns_job j = {netns, -EAGAIN};
-    pthread_t t;
-    if (pthread_create(&t, NULL, ns_thread, &j) != 0)
-        return brig_error_set(err, BRIG_E_INTERNAL, 0, "start a thread");
-    pthread_join(t, NULL);
-    if (j.fd < 0)
-        return brig_error_set(err, BRIG_E_INTERNAL, -j.fd, "network namespace: %s",
-                              strerror(-j.fd));
-    return j.fd;
-}
-
 /* A connection to the agent: 127.0.0.1:AGENT_PORT of the sandbox's namespace, which the
  * VMM forwards into the guest.  *refused: nothing listens (yet). */
 static int agent_dial(vm_sb *sb, int timeout_ms, bool *refused, brig_error **err)
 {
-    int fd = ns_run(sb->netns, err);
+    int fd = brig_vm_netns_run(sb->netns, err);
     if (fd < 0)
         return -1;
     int on = 1;
@@ -135,15 +87,19 @@ static int agent_dial(vm_sb *sb, int timeout_ms, bool *refused, brig_error **err
     return brig_agent_handshake(fd, sb->id, timeout_ms, err);
 }
 
+int brig_vm_agent_open(vm_sb *sb, brig_error **err)
+{
+    bool refused = false;
+    return agent_dial(sb, CONNECT_TIMEOUT_MS, &refused, err);
+}
+
 static int mv_connect(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
 {
     (void)rt;
-    bool refused = false;
-    return agent_dial((vm_sb *)h, CONNECT_TIMEOUT_MS, &refused, err);
+    return brig_vm_agent_open((vm_sb *)h, err);
 }
 
-/* Ready once the agent answers a handshake; fails as soon as the VMM exits. */
-static int agent_ready(vm_sb *sb, brig_error **err)
+int brig_vm_agent_ready(vm_sb *sb, brig_error **err)
 {
     int64_t deadline = brig_now_mono_ms() + READY_TIMEOUT_MS;
     for (int delay_ms = 20;; delay_ms = delay_ms < 100 ? delay_ms * 2 : delay_ms) {
@@ -185,13 +141,21 @@ static int mv_kill(brig_runtime *rt, brig_rt_sandbox *h, int timeout_ms)
     return brig_pidfd_wait(sb->pidfd, timeout_ms);
 }
 
+void brig_vm_kill(vm_sb *sb)
+{
+    mv_kill(NULL, (brig_rt_sandbox *)sb, KILL_TIMEOUT_MS);
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    sb->pidfd = -1;
+}
+
 static int mv_exit_fd(brig_runtime *rt, brig_rt_sandbox *h)
 {
     (void)rt;
     return h ? ((vm_sb *)h)->pidfd : -1;
 }
 
-static void rm_rf(const char *path)
+void brig_vm_rm_rf(const char *path)
 {
     const char *argv[] = {"rm", "-rf", "--one-file-system", path, NULL};
     int st = 0;
@@ -212,7 +176,7 @@ static int mv_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *h, brig
     if (m->cgroup->remove(id, err) < 0)
         return -1;
     _cleanup_free_ char *dir = vm_path(m, id, NULL);
-    rm_rf(dir);
+    brig_vm_rm_rf(dir);
     if (access(dir, F_OK) == 0)
         return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s is left", dir);
     return 0;
@@ -260,71 +224,136 @@ static int keep_pid(microvm *m, const char *id, pid_t pid, vm_sb *sb, brig_error
     return 0;
 }
 
-/* What the VM is started with: its disks, its cgroup, its files as descriptors. */
-static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error **err)
-{
+/* What a VM's VMM is started with, but its disk and control socket (brig_vm_launch makes
+ * those at each start: a memory snapshot's first VM is started twice). */
+struct brig_vm_parts {
     brig_vm_vol vols[VM_VOLUMES_MAX];
-    if (brig_vm_vols_open(m->state_dir, spec, vols, err) < 0)
-        return -1;
-    _cleanup_free_ char *vols_cmdline = brig_vm_vols_cmdline(vols, spec->n_volumes, err);
-    _cleanup_free_ char *image =
-        vols_cmdline ? brig_vm_template_image(spec->rootfs, spec->disk_mib, err) : NULL;
-    _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
-    if (vols_cmdline == NULL || image == NULL ||
-        brig_vm_overlay(image, disk, spec->uid_base, err) < 0) {
-        brig_vm_vols_close(vols, spec->n_volumes);
-        return -1;
-    }
+    size_t n_vols;
+    char *vols_cmdline;
     char *procs[BRIG_CGROUP_PROCS_MAX];
+    int fds[4]; /* kernel, initrd, console, VMM log */
+    brig_vm_net net;
+};
+
+void brig_vm_parts_close(brig_vm_parts *p)
+{
+    brig_vm_net_dispose(&p->net);
+    brig_vm_vols_close(p->vols, p->n_vols);
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(p->fds); i++)
+        if (p->fds[i] >= 0)
+            close(p->fds[i]);
+    for (size_t i = 0; i < BRIG_CGROUP_PROCS_MAX; i++)
+        free(p->procs[i]);
+    free(p->vols_cmdline);
+    free(p);
+}
+
+const brig_vm_net *brig_vm_parts_link(const brig_vm_parts *p)
+{
+    return &p->net;
+}
+
+/* Its volumes, its cgroup, its files as descriptors, its link (NULL with *err). */
+static brig_vm_parts *parts_open(microvm *m, const brig_rt_spec *spec, vm_sb *sb,
+                                 brig_error **err)
+{
+    brig_vm_parts *p = brig_xcalloc(1, sizeof(*p));
+    p->net.tap_fd = -1;
+    for (size_t i = 0; i < BRIG_ARRAY_LEN(p->fds); i++)
+        p->fds[i] = -1;
+    if (brig_vm_vols_open(m->state_dir, spec, p->vols, err) < 0) {
+        free(p);
+        return NULL;
+    }
+    p->n_vols = spec->n_volumes;
     brig_cgroup_limits lim = {(spec->memory_mib + VMM_OVERHEAD_MIB) << 20, spec->cpus, VMM_PIDS};
-    int rc = brig_cgroup_place(m->cgroup, spec->id, &lim, procs, err);
     _cleanup_free_ char *kernel = brig_asprintf("%s/vmlinuz", m->kernel_dir);
     _cleanup_free_ char *initrd = brig_asprintf("%s/initrd.cpio", m->dir);
     _cleanup_free_ char *con = vm_path(m, spec->id, "console.log");
     _cleanup_free_ char *log = vm_path(m, spec->id, "vmm.log");
-    _cleanup_free_ char *dir = vm_path(m, spec->id, NULL);
-    int fds[6] = {-1, -1, -1, -1, -1, -1};
-    if (rc == 0 && ((fds[0] = open_in(kernel, O_RDONLY, err)) < 0 ||
-                    (fds[1] = open_in(initrd, O_RDONLY, err)) < 0 ||
-                    (fds[2] = open_in(disk, O_RDWR, err)) < 0 ||
-                    (fds[3] = open_in(con, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
-                    (fds[4] = open_in(log, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
-                    (fds[5] = brig_vm_qmp_listen(dir, err)) < 0 ||
-                    fchown(fds[3], spec->uid_base, spec->uid_base) < 0))
+    int rc = (p->vols_cmdline = brig_vm_vols_cmdline(p->vols, p->n_vols, err)) ? 0 : -1;
+    if (rc == 0)
+        rc = brig_cgroup_place(m->cgroup, spec->id, &lim, p->procs, err);
+    if (rc == 0 && ((p->fds[0] = open_in(kernel, O_RDONLY, err)) < 0 ||
+                    (p->fds[1] = open_in(initrd, O_RDONLY, err)) < 0 ||
+                    (p->fds[2] = open_in(con, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
+                    (p->fds[3] = open_in(log, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
+                    fchown(p->fds[2], spec->uid_base, spec->uid_base) < 0))
         rc = -1;
-    int cpus = spec->cpus >= 1 ? (int)(spec->cpus + 0.999) : 1;
     /* The sandbox's link first (runtime.h's net_first), then the guest's tap on it. */
-    brig_vm_net net = {.tap_fd = -1};
     if (rc == 0 && ((spec->net_first && spec->net_first(spec->net_arg, sb->netns, err) < 0) ||
-                    brig_vm_net_setup(sb->netns, &net, err) < 0))
+                    brig_vm_net_setup(sb->netns, &p->net, err) < 0))
         rc = -1;
+    if (rc < 0) {
+        brig_vm_parts_close(p);
+        return NULL;
+    }
+    return p;
+}
+
+int brig_vm_launch(microvm *m, const brig_rt_spec *spec, brig_vm_parts *p, const brig_vm_start *how,
+                   vm_sb *sb, brig_error **err)
+{
+    _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
+    _cleanup_free_ char *dir = vm_path(m, spec->id, NULL);
+    _cleanup_free_ char *image =
+        how->image ? NULL : brig_vm_template_image(spec->rootfs, spec->disk_mib, err);
+    if ((how->image == NULL && image == NULL) ||
+        brig_vm_overlay(how->image ? how->image : image, how->image ? "qcow2" : "raw", disk,
+                        spec->uid_base, err) < 0)
+        return -1;
+    int disk_fd = open_in(disk, O_RDWR, err);
+    int qmp_fd = disk_fd >= 0 ? brig_vm_qmp_listen(dir, err) : -1;
     brig_vm_boot b = {.id = spec->id,
                       .memory_mib = spec->memory_mib,
-                      .cpus = cpus,
+                      .cpus = spec->cpus >= 1 ? (int)(spec->cpus + 0.999) : 1,
                       .uid = spec->uid_base,
                       .netns_fd = sb->netns,
-                      .kernel_fd = fds[0],
-                      .initrd_fd = fds[1],
-                      .disk_fd = fds[2],
-                      .console_fd = fds[3],
-                      .log_fd = fds[4],
-                      .qmp_fd = fds[5],
-                      .net = &net,
-                      .vols = vols,
-                      .n_vols = spec->n_volumes,
-                      .vols_cmdline = vols_cmdline,
-                      .cgroup_procs = (const char *const *)procs};
+                      .kernel_fd = p->fds[0],
+                      .initrd_fd = p->fds[1],
+                      .disk_fd = disk_fd,
+                      .console_fd = p->fds[2],
+                      .log_fd = p->fds[3],
+                      .qmp_fd = qmp_fd,
+                      .net = &p->net,
+                      .vols = p->vols,
+                      .n_vols = p->n_vols,
+                      .vols_cmdline = p->vols_cmdline,
+                      .cgroup_procs = (const char *const *)p->procs,
+                      .memsnap = how->memsnap,
+                      .incoming = how->incoming,
+                      .backing_fd = how->backing_fd};
     pid_t pid = 0;
-    if (rc == 0)
-        rc = m->vmm->start(m, &b, &pid, err);
-    brig_vm_net_dispose(&net);
-    brig_vm_vols_close(vols, spec->n_volumes);
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(fds); i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    for (size_t i = 0; i < BRIG_CGROUP_PROCS_MAX; i++)
-        free(procs[i]);
+    int rc = qmp_fd >= 0 ? m->vmm->start(m, &b, &pid, err) : -1;
+    if (disk_fd >= 0)
+        close(disk_fd);
+    if (qmp_fd >= 0)
+        close(qmp_fd);
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    sb->pidfd = -1;
     return rc < 0 ? -1 : keep_pid(m, spec->id, pid, sb, err);
+}
+
+/* Boots the VM, or starts it from a memory snapshot (microvm_memsnap.c), until its agent
+ * answers. */
+static int vm_start(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error **err)
+{
+    brig_vm_parts *p = parts_open(m, spec, sb, err);
+    if (p == NULL)
+        return -1;
+    /* a snapshot's device line is fixed: volumes (extra disks) boot */
+    int rc;
+    if (m->memsnap && spec->n_volumes == 0) {
+        rc = brig_vm_memsnap_start(m, spec, p, sb, err);
+    } else {
+        brig_vm_start how = {.backing_fd = -1};
+        rc = brig_vm_launch(m, spec, p, &how, sb, err);
+        if (rc == 0)
+            rc = brig_vm_agent_ready(sb, err);
+    }
+    brig_vm_parts_close(p);
+    return rc;
 }
 
 static void mv_last_words(brig_runtime *rt, const char *id, char *buf, size_t n);
@@ -354,8 +383,7 @@ static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox
     snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
     sb->pidfd = -1;
     int64_t t0 = brig_now_mono_ms();
-    if ((sb->netns = ns_run(-1, err)) < 0 || vm_boot(m, spec, sb, err) < 0 ||
-        agent_ready(sb, err) < 0) {
+    if ((sb->netns = brig_vm_netns_run(-1, err)) < 0 || vm_start(m, spec, sb, err) < 0) {
         char said[1024];
         mv_last_words(rt, spec->id, said, sizeof(said));
         if (said[0])
@@ -533,9 +561,21 @@ static int mv_pause(brig_runtime *rt, brig_rt_sandbox *h, const char **memory, b
     return vm_switch(rt, h, "stop", err);
 }
 
+/* The guest's clock stood still while it was stopped: the agent sets it from the host's
+ * (guest_sync).  A guest that cannot be told is resumed all the same, behind. */
 static int mv_resume(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
 {
-    return vm_switch(rt, h, "cont", err);
+    if (vm_switch(rt, h, "cont", err) < 0)
+        return -1;
+    brig_error *e = NULL;
+    int fd = brig_vm_agent_open((vm_sb *)h, &e);
+    if (fd < 0 || brig_vm_guest_sync(fd, NULL, &e) < 0)
+        brig_warn("%s: its guest's clock was not set after the resume: %s", ((vm_sb *)h)->id,
+                  e ? e->msg : "?");
+    if (fd >= 0)
+        close(fd);
+    brig_error_clear(&e);
+    return 0;
 }
 
 static int mv_paused(brig_runtime *rt, const char *id)
@@ -601,6 +641,7 @@ static void mv_free(brig_runtime *rt)
     free(m->accel);
     free(m->missing);
     pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->memsnap_lock);
     free(m);
     free(rt);
 }
