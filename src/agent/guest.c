@@ -22,6 +22,7 @@
 #include <net/route.h>
 #include <netinet/in.h>
 #include <sodium.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -47,20 +48,24 @@ static int hexval(char c)
 /* The seed (64 hex digits, checked by the decoder) credited to the pool, then a reseed. */
 static int reseed(const char *seed, brig_error **err)
 {
-    struct {
-        struct rand_pool_info info;
-        unsigned char buf[32];
-    } e = {.info = {.entropy_count = 256, .buf_size = 32}};
-    for (size_t i = 0; i < 32; i++)
-        e.buf[i] = (unsigned char)(hexval(seed[2 * i]) << 4 | hexval(seed[2 * i + 1]));
+    uint32_t words[2 + 8]; /* struct rand_pool_info: two ints, then 32 bytes */
+    struct rand_pool_info *info = (struct rand_pool_info *)words;
+    unsigned char bytes[32];
+    for (size_t i = 0; i < sizeof(bytes); i++)
+        bytes[i] = (unsigned char)(hexval(seed[2 * i]) << 4 | hexval(seed[2 * i + 1]));
+    info->entropy_count = 8 * (int)sizeof(bytes);
+    info->buf_size = (int)sizeof(bytes);
+    memcpy(info->buf, bytes, sizeof(bytes));
     int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return brig_error_sys(err, "open /dev/urandom");
     int rc = 0;
-    if (ioctl(fd, RNDADDENTROPY, &e.info) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
+    if (fd < 0)
+        rc = brig_error_sys(err, "open /dev/urandom");
+    else if (ioctl(fd, RNDADDENTROPY, info) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
         rc = brig_error_sys(err, "reseed the guest's random pool");
-    close(fd);
-    sodium_memzero(&e, sizeof(e));
+    if (fd >= 0)
+        close(fd);
+    sodium_memzero(words, sizeof(words));
+    sodium_memzero(bytes, sizeof(bytes));
     return rc;
 }
 
@@ -71,8 +76,8 @@ static int nic_by_mac(const char *mac, char *name, brig_error **err)
     if (d == NULL)
         return brig_error_sys(err, "open /sys/class/net");
     struct dirent *e;
-    int rc = brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no NIC has MAC %s", mac);
-    while ((e = readdir(d)) != NULL) {
+    bool found = false;
+    while (!found && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.' || strlen(e->d_name) >= IFNAMSIZ)
             continue;
         char path[320], addr[32] = {0};
@@ -83,13 +88,11 @@ static int nic_by_mac(const char *mac, char *name, brig_error **err)
             close(fd);
         if (r >= 17 && strncmp(addr, mac, 17) == 0) {
             snprintf(name, IFNAMSIZ, "%s", e->d_name);
-            brig_error_clear(err);
-            rc = 0;
-            break;
+            found = true;
         }
     }
     closedir(d);
-    return rc;
+    return found ? 0 : brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no NIC has MAC %s", mac);
 }
 
 static void put_in(struct sockaddr *sa, const char *ip)

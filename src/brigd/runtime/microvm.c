@@ -254,8 +254,7 @@ const brig_vm_net *brig_vm_parts_link(const brig_vm_parts *p)
 }
 
 /* Its volumes, its cgroup, its files as descriptors, its link (NULL with *err). */
-static brig_vm_parts *parts_open(microvm *m, const brig_rt_spec *spec, vm_sb *sb,
-                                 brig_error **err)
+static brig_vm_parts *parts_open(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error **err)
 {
     brig_vm_parts *p = brig_xcalloc(1, sizeof(*p));
     p->net.tap_fd = -1;

@@ -30,8 +30,8 @@ int brig_vm_guest_sync(int fd, const brig_vm_net *net, brig_error **err)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     brig_agent_req q = {.op = BRIG_OP_GUEST_SYNC};
-    q.u.guest = (brig_guest_req){
-        .realtime_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .seed = seed};
+    q.u.guest = (brig_guest_req){.realtime_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec,
+                                 .seed = seed};
     if (net && net->tap_fd >= 0) {
         fmt_mac(net->mac, mac);
         inet_ntop(AF_INET, &net->addr, ip, sizeof(ip));

@@ -35,9 +35,9 @@
 static char *snap_dir(microvm *m, const brig_rt_spec *spec, const char *image, bool net)
 {
     int cpus = spec->cpus >= 1 ? (int)(spec->cpus + 0.999) : 1;
-    _cleanup_free_ char *what = brig_asprintf("%s|%lld|%d|%d|%s|%ld", image,
-                                              (long long)spec->memory_mib, cpus, net, m->accel,
-                                              m->tsc_khz);
+    _cleanup_free_ char *what =
+        brig_asprintf("%s|%lld|%d|%d|%s|%ld", image, (long long)spec->memory_mib, cpus, net,
+                      m->accel, m->tsc_khz);
     unsigned char h[16];
     char hex[33];
     crypto_generichash(h, sizeof(h), (const unsigned char *)what, strlen(what), NULL, 0);
@@ -56,8 +56,7 @@ static void snap_remove(const char *dir)
 }
 
 /* The booted VM's memory into tmp/mem.img and its disk into tmp/disk.qcow2, synced. */
-static int snap_save(microvm *m, const char *id, brig_vm_sb *sb, const char *tmp,
-                     brig_error **err)
+static int snap_save(microvm *m, const char *id, brig_vm_sb *sb, const char *tmp, brig_error **err)
 {
     _cleanup_free_ char *vmdir = brig_asprintf("%s/vms/%s", m->dir, id);
     _cleanup_free_ char *vmdisk = brig_asprintf("%s/disk.qcow2", vmdir);

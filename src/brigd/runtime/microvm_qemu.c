@@ -84,6 +84,32 @@ static size_t vol_args(const brig_vm_boot *b, char **a, size_t n)
     return n;
 }
 
+/* The NICs: the agent's (QEMU's user-mode network), the sandbox's (its tap), and where a
+ * memory snapshot's VM gets its memory from. */
+static size_t net_args(const brig_vm_boot *b, char **a, size_t n)
+{
+    a[n++] = brig_xstrdup("-netdev");
+    a[n++] = brig_xstrdup("user,id=agent,restrict=on,hostfwd=tcp:127.0.0.1:" BRIG_VM_AGENT_PORT_S
+                          "-:" BRIG_VM_AGENT_PORT_S);
+    a[n++] = brig_xstrdup("-device");
+    a[n++] = brig_xstrdup("virtio-net-device,netdev=agent,mac=" AGENT_MAC);
+    if (b->net->tap_fd >= 0) { /* the sandbox's network: the tap bridged to its eth0 */
+        const unsigned char *m6 = b->net->mac;
+        a[n++] = brig_xstrdup("-netdev");
+        a[n++] = brig_asprintf("tap,id=net,fd=%d,vhost=off", b->net->tap_fd);
+        a[n++] = brig_xstrdup("-device");
+        a[n++] = b->memsnap ? brig_xstrdup("virtio-net-device,netdev=net,mac=" BRIG_VM_NIC_MAC)
+                            : brig_asprintf("virtio-net-device,netdev=net,mac=%02x:%02x:%02x:"
+                                            "%02x:%02x:%02x",
+                                            m6[0], m6[1], m6[2], m6[3], m6[4], m6[5]);
+    }
+    if (b->incoming) { /* its memory comes over QMP (brig_vm_qmp_restore) */
+        a[n++] = brig_xstrdup("-incoming");
+        a[n++] = brig_xstrdup("defer");
+    }
+    return n;
+}
+
 /* The fixed part of QEMU's command line after the binary. */
 static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_t n)
 {
@@ -150,26 +176,7 @@ static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_
     /* entropy from the host: without it the guest's first getrandom() waits ~1.5 s under TCG */
     a[n++] = brig_xstrdup("-device");
     a[n++] = brig_xstrdup("virtio-rng-device");
-    a[n++] = brig_xstrdup("-netdev");
-    a[n++] = brig_xstrdup("user,id=agent,restrict=on,hostfwd=tcp:127.0.0.1:" BRIG_VM_AGENT_PORT_S
-                          "-:" BRIG_VM_AGENT_PORT_S);
-    a[n++] = brig_xstrdup("-device");
-    a[n++] = brig_xstrdup("virtio-net-device,netdev=agent,mac=" AGENT_MAC);
-    if (b->net->tap_fd >= 0) { /* the sandbox's network: the tap bridged to its eth0 */
-        const unsigned char *m6 = b->net->mac;
-        a[n++] = brig_xstrdup("-netdev");
-        a[n++] = brig_asprintf("tap,id=net,fd=%d,vhost=off", b->net->tap_fd);
-        a[n++] = brig_xstrdup("-device");
-        a[n++] = b->memsnap ? brig_xstrdup("virtio-net-device,netdev=net,mac=" BRIG_VM_NIC_MAC)
-                            : brig_asprintf("virtio-net-device,netdev=net,mac=%02x:%02x:%02x:"
-                                            "%02x:%02x:%02x",
-                                            m6[0], m6[1], m6[2], m6[3], m6[4], m6[5]);
-    }
-    if (b->incoming) { /* its memory comes over QMP (brig_vm_qmp_restore) */
-        a[n++] = brig_xstrdup("-incoming");
-        a[n++] = brig_xstrdup("defer");
-    }
-    return n;
+    return net_args(b, a, n);
 }
 
 /* sh joins the cgroups, then starts QEMU in the background (nsenter into the namespace,

@@ -236,8 +236,8 @@ static int qmp_wait(qmp *q, const char *cmd, const char *const *busy, char *buf,
 
 int brig_vm_qmp_save(const char *dir, int fd, brig_error **err)
 {
-    static const char *const busy[] = {"", "none", "setup", "active", "device", "pre-switchover",
-                                       NULL};
+    static const char *const busy[] = {"",       "none",           "setup", "active",
+                                       "device", "pre-switchover", NULL};
     qmp *q = qmp_open(dir, err);
     json_t *r1 = q ? qmp_exec(q, "stop", err) : NULL;
     json_t *r2 = r1 ? qmp_call(q, "getfd", json_pack("{s:s}", "fdname", "mem"), fd, err) : NULL;
