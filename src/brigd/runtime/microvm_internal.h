@@ -1,7 +1,9 @@
 /*
  * microvm_internal.h - what the microVM driver's files share (microvm.c, the driver's
- * lifecycle ops; microvm_image.c, the guest's initramfs and disks; microvm_qemu.c, QEMU as
- * its VMM), and nothing else includes.  runtime.h stays the driver interface.
+ * lifecycle ops; microvm_boot.c, a VM's start and its agent's connections; microvm_memsnap.c,
+ * starts from memory snapshots; microvm_image.c, the guest's initramfs and disks;
+ * microvm_qemu.c, QEMU as its VMM), and nothing else includes.  runtime.h stays the driver
+ * interface.
  *
  * A sandbox of isolation "microvm" is a virtual machine with its own kernel (Debian's cloud
  * kernel, scripts/setup-vm), whose PID 1 is brig-agent on the template's root file system.
@@ -123,7 +125,14 @@ struct microvm {
 /* 0 once the initramfs is built (the first call builds it); -1 with *err. */
 int brig_vm_ready(microvm *m, brig_error **err);
 
-/* ---- a VM's start (microvm.c) ---------------------------------------------------------- */
+/* ---- a VM's start (microvm_boot.c) ----------------------------------------------------- */
+
+#define BRIG_VM_CONNECT_TIMEOUT_MS 30000
+#define BRIG_VM_KILL_TIMEOUT_MS    10000
+#define BRIG_VM_VOLUMES_MAX        8 /* extra disks (docs/volumes.md's limit) */
+
+/* <dir>/vms/<id>[/<name>] (caller frees). */
+char *brig_vm_path(const microvm *m, const char *id, const char *name);
 
 /* A sandbox's handle (cast to brig_rt_sandbox: the type is each driver's own). */
 typedef struct brig_vm_sb {
@@ -132,8 +141,12 @@ typedef struct brig_vm_sb {
     int netns; /* the sandbox's network namespace (the VMM's) */
 } brig_vm_sb;
 
-/* What a VMM is started with, kept across the starts of one create (opaque). */
+/* What a VMM is started with, kept across the starts of one create (opaque): the
+ * sandbox's volumes opened, its cgroup made, its files opened, its link set up in netns
+ * sb->netns (NULL with *err). */
 typedef struct brig_vm_parts brig_vm_parts;
+brig_vm_parts *brig_vm_parts_open(microvm *m, const brig_rt_spec *spec, brig_vm_sb *sb,
+                                  brig_error **err);
 void brig_vm_parts_close(brig_vm_parts *p);
 /* The sandbox's link (tap_fd -1: it has no network). */
 const brig_vm_net *brig_vm_parts_link(const brig_vm_parts *p);
@@ -154,7 +167,9 @@ int brig_vm_launch(microvm *m, const brig_rt_spec *spec, brig_vm_parts *p, const
 int brig_vm_agent_ready(brig_vm_sb *sb, brig_error **err);
 /* A new agent connection (handshake done), or -1. */
 int brig_vm_agent_open(brig_vm_sb *sb, brig_error **err);
-/* Kills the VMM and waits for it; sb->pidfd is -1 after. */
+/* SIGKILL to the VMM, then waits up to timeout_ms for its end: 0 once gone (runtime.h's
+ * kill); brig_vm_kill also closes sb->pidfd (-1 after). */
+int brig_vm_kill_wait(brig_vm_sb *sb, int timeout_ms);
 void brig_vm_kill(brig_vm_sb *sb);
 /* rm -rf --one-file-system path (a warning when it fails). */
 void brig_vm_rm_rf(const char *path);
