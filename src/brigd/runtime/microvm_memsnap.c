@@ -152,9 +152,12 @@ int brig_vm_memsnap_start(microvm *m, const brig_rt_spec *spec, brig_vm_parts *p
         return -1;
     _cleanup_free_ char *snap = snap_dir(m, spec, image, brig_vm_parts_link(p)->tap_fd >= 0);
     _cleanup_free_ char *mem = brig_asprintf("%s/mem.img", snap);
-    pthread_mutex_lock(&m->memsnap_lock);
-    int rc = access(mem, R_OK) == 0 ? 0 : snap_take(m, spec, p, sb, snap, err);
-    pthread_mutex_unlock(&m->memsnap_lock);
+    int rc = 0;
+    if (access(mem, R_OK) != 0) { /* taken once: creates of other keys do not wait on it */
+        pthread_mutex_lock(&m->memsnap_lock);
+        rc = access(mem, R_OK) == 0 ? 0 : snap_take(m, spec, p, sb, snap, err);
+        pthread_mutex_unlock(&m->memsnap_lock);
+    }
     bool bad = false;
     if (rc < 0 || snap_restore(m, spec, p, sb, snap, &bad, err) < 0) {
         if (bad) { /* not started from it: the next create takes it again */
