@@ -5,6 +5,7 @@ The first create of a template and tariff boots its VM and saves it; later creat
 from that snapshot (QEMU -incoming) and their agent is told the sandbox's time, entropy and
 link (guest_sync).  The VMs are shared by the tests below (module fixtures)."""
 
+import os
 import re
 import time
 
@@ -111,6 +112,28 @@ def test_guest_clock_is_the_hosts_after_a_pause(api, pair):
     assert api.ok("POST", f"{base}/resume").json()["state"] == "running"
     lag = guest_clock_lag(api, b)
     assert abs(lag) < 2, lag
+
+
+def test_a_create_with_a_volume_boots(api, snapd):
+    """A volume is one more disk on the device line, which a snapshot's is not: such a
+    create boots as without memsnap (no snapshot taken, none used), its volume mounted."""
+    before = taken(snapd)
+    name = f"v-{os.urandom(4).hex()}"
+    v = api.ok("POST", "/v1/volumes", {"name": name, "size_mib": 32}).json()
+    try:
+        sb = api.ok("POST", "/v1/sandboxes", {"template": "minimal", "isolation": "microvm",
+                                              "volumes": [{"name": name, "path": "/data"}]}
+                    ).json()["id"]
+        r = api.exec(sb, "echo v > /data/f && cat /data/f && grep -c ' /data ' /proc/mounts")
+        assert r["stdout"] == "v\n1\n", r
+        assert abs(guest_clock_lag(api, sb)) < 2
+        api.ok("DELETE", f"/v1/sandboxes/{sb}", expect=(200, 204))
+    finally:
+        gone = api.request("DELETE", f"/v1/volumes/{v['id']}?project={v['project_id']}")
+    assert gone.status == 204, gone.body
+    assert taken(snapd) == before
+    log = snapd.log()
+    assert re.search(rf"{sb}: VM ready", log) and "did not start from it" not in log
 
 
 def test_a_new_brigd_takes_a_new_snapshot(api, snapd, pair):
