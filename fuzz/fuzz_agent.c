@@ -75,6 +75,8 @@ static void check_roundtrip(const brig_agent_req *q)
         assert(a->realtime_ns == b->realtime_ns && same_str(a->seed, b->seed) && a->net == b->net &&
                same_str(a->nic, b->nic) && same_str(a->mac, b->mac) && same_str(a->ip, b->ip) &&
                same_str(a->gw, b->gw));
+    } else if (q->op == BRIG_OP_FS_FREEZE) {
+        assert(q->u.freeze == r.u.freeze);
     } else if (q->op != BRIG_OP_PING) {
         const brig_fs_req *a = &q->u.fs, *b = &r.u.fs;
         assert(same_str(a->path, b->path) && same_str(a->from, b->from) && same_str(a->to, b->to));

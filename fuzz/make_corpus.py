@@ -61,6 +61,7 @@ AGENT = {
     "guest_sync": req({"op": "guest_sync", "realtime_ns": 1764583200123456789, "seed": "ab" * 32,
                        "net": {"nic": "52:54:00:00:00:02", "mac": "02:42:0a:00:00:03",
                                "ip": "10.0.0.3", "gw": "10.0.0.2"}}),
+    "fs_freeze": req({"op": "fs_freeze", "freeze": True}),
     "move_raw": req({"op": "move", "from_b64": "L3RtcC9i/w==", "to": "/tmp/c"}),
     "exec_raw_cwd": req({"op": "exec", "cmd": "pwd", "cwd_b64": "L3RtcC9i/w==", "timeout_ms": 0}),
     "write_file_default": req({"op": "write_file", "path": "/tmp/y", "mode": None}, b""),

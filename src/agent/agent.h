@@ -121,6 +121,7 @@ brig_agent_op_fn brig_agent_mkdir;
 brig_agent_op_fn brig_agent_tar_extract; /* tar.c */
 brig_agent_op_fn brig_agent_tar_create;
 brig_agent_op_fn brig_agent_guest_sync; /* guest.c */
+brig_agent_op_fn brig_agent_fs_freeze;
 
 /* mkdir -p of dir; created directories get mode 0755.  A component that exists but is not
  * a directory fails with ENOTDIR.  (files.c) */

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/random.h>
 #include <net/if.h>
 #include <net/if_arp.h>
@@ -158,6 +159,28 @@ int brig_agent_guest_sync(brig_agent_conn *c, json_t *req, const brig_agent_req 
     if ((g->seed && reseed(g->seed, err) < 0) || set_clock(g->realtime_ns, err) < 0 ||
         (g->net && set_net(g, err) < 0))
         return -1;
+    c->replied = true;
+    return brig_agent_send_json(c, brig_agentproto_message(BRIG_REPLY_OK), err);
+}
+
+/* fs_freeze: the guest's root file system flushed and frozen (FIFREEZE: every write so far
+ * on its disk, none more until the thaw) while brigd copies the VM's disk, or thawed.  Again
+ * is fine: a frozen root stays frozen, a thawed one thawed. */
+int brig_agent_fs_freeze(brig_agent_conn *c, json_t *req, const brig_agent_req *q, brig_error **err)
+{
+    (void)req;
+    if (q->u.freeze)
+        sync();
+    int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return brig_error_sys(err, "open /");
+    int r = ioctl(fd, q->u.freeze ? FIFREEZE : FITHAW, 0);
+    int e = errno;
+    close(fd);
+    if (r < 0 && !(q->u.freeze ? e == EBUSY : e == EINVAL)) {
+        errno = e;
+        return brig_error_sys(err, "%s /", q->u.freeze ? "freeze" : "thaw");
+    }
     c->replied = true;
     return brig_agent_send_json(c, brig_agentproto_message(BRIG_REPLY_OK), err);
 }

@@ -349,6 +349,13 @@ static int decode_guest_sync(json_t *req, brig_agent_req *out, brig_error **err)
     return 0;
 }
 
+static int decode_fs_freeze(json_t *req, brig_agent_req *out, brig_error **err)
+{
+    if (field(req, "freeze") == NULL)
+        return bad(err, "\"freeze\" is required");
+    return opt_bool(req, "freeze", &out->u.freeze, err);
+}
+
 /* ---- encoding: the request objects brigd sends ---- */
 
 /* Sets o's path field `key` to path: a string, or "<key>_b64" (base64 of the bytes) when
@@ -455,6 +462,11 @@ static void encode_guest_sync(const brig_agent_req *q, json_t *o)
                                       g->ip, "gw", g->gw));
 }
 
+static void encode_fs_freeze(const brig_agent_req *q, json_t *o)
+{
+    json_object_set_new(o, "freeze", json_boolean(q->u.freeze));
+}
+
 /* ---- the table ---- */
 
 static const struct {
@@ -482,6 +494,7 @@ static const struct {
     [BRIG_OP_TAR_EXTRACT] = {"tar_extract", decode_path_only, encode_fs},
     [BRIG_OP_TAR_CREATE] = {"tar_create", decode_path_only, encode_fs},
     [BRIG_OP_GUEST_SYNC] = {"guest_sync", decode_guest_sync, encode_guest_sync},
+    [BRIG_OP_FS_FREEZE] = {"fs_freeze", decode_fs_freeze, encode_fs_freeze},
 };
 
 static const char *const replies[BRIG_REPLY__COUNT] = {

@@ -56,6 +56,7 @@ typedef enum brig_agent_op {
     BRIG_OP_TAR_EXTRACT,
     BRIG_OP_TAR_CREATE,
     BRIG_OP_GUEST_SYNC,
+    BRIG_OP_FS_FREEZE,
     BRIG_OP__COUNT
 } brig_agent_op;
 
@@ -118,6 +119,7 @@ typedef struct brig_agent_req {
         brig_proc_req proc;
         brig_fs_req fs;
         brig_guest_req guest;
+        bool freeze; /* `fs_freeze` (microVMs): freeze (sync first) or thaw the guest's root */
     } u;
 } brig_agent_req;
 

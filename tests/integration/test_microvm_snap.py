@@ -114,6 +114,37 @@ def test_guest_clock_is_the_hosts_after_a_pause(api, pair):
     assert abs(lag) < 2, lag
 
 
+def test_file_system_snapshot_create_and_fork_of_a_vm(api, snapd, pair):
+    """The API's snapshot of a VM: its disk, the guest's root flushed and frozen first (a
+    file written and not synced is in it); a microVM starts from it, a container does not
+    (400); a fork's children have it; a damaged one is refused (409)."""
+    b = pair[1]
+    api.exec(b, "echo kept > /root/snapped")  # no sync: the freeze flushes it
+    snap = api.ok("POST", f"/v1/sandboxes/{b}/snapshot", {"name": "vm"}).json()
+    api.exec(b, "echo later > /root/after")
+    assert api.exec(b, "echo alive")["stdout"] == "alive\n"  # thawed, running
+    r = api.request("POST", "/v1/sandboxes", {"snapshot": snap["id"], "isolation": "container"})
+    assert r.status == 400 and "microvm" in r.json()["error"]["message"], r.body
+    c = api.ok("POST", "/v1/sandboxes", {"snapshot": snap["id"], "isolation": "microvm"}
+               ).json()["id"]
+    r = api.exec(c, "cat /root/snapped; test -e /root/after; echo $?")
+    assert r["stdout"] == "kept\n1\n", r
+    api.ok("DELETE", f"/v1/sandboxes/{c}", expect=(200, 204))
+    kids = api.ok("POST", f"/v1/sandboxes/{b}/fork", {"count": 1}, expect=(201,)).json()
+    kid = kids["sandboxes"][0]["id"]
+    assert api.exec(kid, "cat /root/after")["stdout"] == "later\n"
+    api.ok("DELETE", f"/v1/sandboxes/{kid}", expect=(200, 204))
+    img = os.path.join(snapd.state_dir, "snapshots", snap["id"], "vm.qcow2")
+    with open(img, "r+b") as f:
+        f.seek(os.path.getsize(img) // 2)
+        x = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([x[0] ^ 0xFF]))
+    r = api.request("POST", "/v1/sandboxes", {"snapshot": snap["id"], "isolation": "microvm"})
+    assert r.status == 409 and "damaged" in r.json()["error"]["message"], r.body
+    api.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
+
+
 def test_a_create_with_a_volume_boots(api, snapd):
     """A volume is one more disk on the device line, which a snapshot's is not: such a
     create boots as without memsnap (no snapshot taken, none used), its volume mounted."""

@@ -17,8 +17,8 @@
  * after a resume the agent sets the guest's clock (guest_sync, microvm_guest.c).  With
  * microvm_memsnap on, a create starts its VM from a memory snapshot (microvm_memsnap.c).
  * How a VM is started and its agent reached: microvm_boot.c.
- * Volumes: extra disks the guest mounts (microvm_vol.c).  Not there yet, refused with a
- * clear error: snapshots, template builds (layer_open).
+ * Volumes: extra disks the guest mounts (microvm_vol.c).  Snapshots: its disk
+ * (microvm_snap.c).  Not there yet, refused with a clear error: template builds (layer_open).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -108,7 +108,16 @@ static int vm_start(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error 
         return -1;
     /* a snapshot's device line is fixed: volumes (extra disks) boot */
     int rc;
-    if (m->memsnap && spec->n_volumes == 0) {
+    if (spec->snapshot) { /* its disk over the snapshot's (microvm_snap.c) */
+        _cleanup_free_ char *img = brig_vm_snapshot_disk(m, spec, err);
+        int fd = img ? open(img, O_RDONLY | O_CLOEXEC) : -1;
+        brig_vm_start how = {.image = img, .backing_fd = fd};
+        rc = fd >= 0 ? brig_vm_launch(m, spec, p, &how, sb, err) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (rc == 0)
+            rc = brig_vm_agent_ready(sb, err);
+    } else if (m->memsnap && spec->n_volumes == 0) {
         rc = brig_vm_memsnap_start(m, spec, p, sb, err);
     } else {
         brig_vm_start how = {.backing_fd = -1};
@@ -136,8 +145,6 @@ static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox
     if (spec->n_volumes > BRIG_VM_VOLUMES_MAX)
         return brig_error_set(err, BRIG_E_INVALID, 0, "a microVM mounts at most %d volumes",
                               BRIG_VM_VOLUMES_MAX);
-    if (spec->snapshot)
-        return mv_refuse("starting from a snapshot", err);
     if (brig_vm_ready(m, err) < 0)
         return -1;
     _cleanup_free_ char *dir = vm_path(m, spec->id, NULL);
@@ -360,11 +367,10 @@ static int no_layer(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
     return mv_refuse("building a template from a sandbox", err);
 }
 
-static int no_snapshot(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
-                       char digest[65], int64_t *bytes, brig_error **err)
+static int mv_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                            char digest[65], int64_t *bytes, brig_error **err)
 {
-    (void)rt, (void)sb, (void)id, (void)durable, (void)digest, (void)bytes;
-    return mv_refuse("snapshots", err);
+    return brig_vm_snapshot_take(rt->priv, (vm_sb *)sb, id, durable, digest, bytes, err);
 }
 
 /* ---- the driver ------------------------------------------------------------------------- */
@@ -427,7 +433,7 @@ const brig_runtime_ops brig_microvm_ops = {
     .pause = mv_pause,
     .resume = mv_resume,
     .paused = mv_paused,
-    .snapshot_take = no_snapshot,
+    .snapshot_take = mv_snapshot_take,
     .list = mv_list,
     .accel = mv_accel,
     .free = mv_free,

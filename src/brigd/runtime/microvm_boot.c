@@ -137,17 +137,24 @@ static int open_in(const char *path, int flags, brig_error **err)
     return fd;
 }
 
+static int write_text(const char *path, const char *text, brig_error **err)
+{
+    int fd = open_in(path, O_WRONLY | O_CREAT | O_TRUNC, err);
+    if (fd < 0)
+        return -1;
+    ssize_t w = write(fd, text, strlen(text));
+    close(fd);
+    return w == (ssize_t)strlen(text) ? 0 : brig_error_sys(err, "write %s", path);
+}
+
 /* The VMM's pid in vm.pid (for a restarted brigd) and its pidfd in sb. */
 static int keep_pid(microvm *m, const char *id, pid_t pid, vm_sb *sb, brig_error **err)
 {
     _cleanup_free_ char *pidfile = vm_path(m, id, "vm.pid");
     _cleanup_free_ char *text = brig_asprintf("%d\n", (int)pid);
-    int pf = open_in(pidfile, O_WRONLY | O_CREAT | O_TRUNC, err);
-    if (pf < 0)
+    if (write_text(pidfile, text, err) < 0)
         return -1;
-    ssize_t w = write(pf, text, strlen(text));
-    close(pf);
-    if (w < 0 || (sb->pidfd = pidfd_open(pid, 0)) < 0)
+    if ((sb->pidfd = pidfd_open(pid, 0)) < 0)
         return brig_error_sys(err, "the VMM of %s (pid %d) is gone", id, (int)pid);
     return 0;
 }
@@ -223,10 +230,17 @@ int brig_vm_launch(microvm *m, const brig_rt_spec *spec, brig_vm_parts *p, const
 {
     _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
     _cleanup_free_ char *dir = vm_path(m, spec->id, NULL);
-    _cleanup_free_ char *image =
-        how->image ? NULL : brig_vm_template_image(spec->rootfs, spec->disk_mib, err);
-    if ((how->image == NULL && image == NULL) ||
-        brig_vm_overlay(how->image ? how->image : image, how->image ? "qcow2" : "raw", disk,
+    _cleanup_free_ char *image = brig_vm_template_image(spec->rootfs, spec->disk_mib, err);
+    /* a base image (a snapshot's disk) hard-linked into the VM's directory: the VM's chain
+     * outlives the snapshot's deletion; "image" records the template's, under it */
+    _cleanup_free_ char *base = vm_path(m, spec->id, "base.qcow2");
+    _cleanup_free_ char *record = vm_path(m, spec->id, "image");
+    if (image == NULL || write_text(record, image, err) < 0)
+        return -1;
+    unlink(base);
+    if (how->image && link(how->image, base) < 0)
+        return brig_error_sys(err, "link %s", how->image);
+    if (brig_vm_overlay(how->image ? base : image, how->image ? "qcow2" : "raw", disk,
                         spec->uid_base, err) < 0)
         return -1;
     int disk_fd = open_in(disk, O_RDWR, err);

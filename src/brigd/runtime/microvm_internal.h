@@ -206,6 +206,18 @@ int brig_vm_qmp_restore(const char *dir, int fd, brig_error **err);
 /* Sends guest_sync on agent connection fd (handshake done): the host's time, a fresh seed
  * and, when net has a tap, the sandbox's link for NIC BRIG_VM_NIC_MAC. */
 int brig_vm_guest_sync(int fd, const brig_vm_net *net, brig_error **err);
+/* Sends fs_freeze: the guest's root flushed and frozen, or thawed. */
+int brig_vm_fs_freeze(int fd, bool freeze, brig_error **err);
+
+/* ---- file system snapshots of a VM (microvm_snap.c) ------------------------------------ */
+
+/* runtime.h's snapshot_take for a paused VM: its disk (the layers above the template's
+ * image, flattened) as <state>/snapshots/<id>/vm.qcow2, its guest's root frozen meanwhile. */
+int brig_vm_snapshot_take(microvm *m, brig_vm_sb *sb, const char *id, bool durable, char digest[65],
+                          int64_t *bytes, brig_error **err);
+/* The disk of spec's snapshot, checked against spec->snapshot_digest (caller frees);
+ * BRIG_E_INVALID for a container's snapshot, BRIG_E_CONFLICT for a damaged one. */
+char *brig_vm_snapshot_disk(microvm *m, const brig_rt_spec *spec, brig_error **err);
 
 /* ---- the guest's files (microvm_image.c) ---------------------------------------------- */
 
