@@ -193,6 +193,18 @@ static int vmm_find(microvm *m, const char *id, pid_t *out, brig_error **err)
     return pidfd;
 }
 
+/* The guest's root thawed, if a snapshot left it frozen (idempotent; a warning if not). */
+static void vm_thaw(vm_sb *sb)
+{
+    brig_error *e = NULL;
+    int fd = brig_vm_agent_open(sb, &e);
+    if (fd < 0 || brig_vm_fs_freeze(fd, false, &e) < 0)
+        brig_warn("%s: its guest's root was not thawed: %s", sb->id, e ? e->msg : "?");
+    if (fd >= 0)
+        close(fd);
+    brig_error_clear(&e);
+}
+
 static int mv_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, brig_error **err)
 {
     microvm *m = rt->priv;
@@ -211,12 +223,14 @@ static int mv_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, br
         brig_error_sys(err, "open %s", ns);
         goto fail;
     }
-    /* A paused VM's agent cannot answer: its VMM's word is enough (runtime.h). */
+    /* A paused VM's agent cannot answer: its VMM's word is enough (runtime.h).  A running
+     * one's root is thawed: brigd may have died during a snapshot (microvm_snap.c). */
     if (mv_paused(rt, id) != 1) {
         int fd = brig_vm_agent_open(sb, err);
         if (fd < 0)
             goto fail;
         close(fd);
+        vm_thaw(sb);
     }
     *out = (brig_rt_sandbox *)sb;
     return 0;
@@ -345,6 +359,7 @@ static int mv_resume(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
     if (fd >= 0)
         close(fd);
     brig_error_clear(&e);
+    vm_thaw((vm_sb *)h); /* one paused when brigd died during a snapshot */
     return 0;
 }
 
