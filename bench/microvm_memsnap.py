@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench/microvm_memsnap.py - what a microVM memory snapshot would cost (issue 19; not a
-brig feature yet: docs/snapshots.md): a VM booted the way brigd boots one (QEMU's microvm
+"""bench/microvm_memsnap.py - what a microVM memory snapshot costs, measured beside brig
+(brig starts VMs so with microvm_memsnap = on: bench/microvm.py --memsnap; docs/snapshots.md):
+a VM booted the way brigd boots one (QEMU's microvm
 machine, Debian's cloud kernel, brigd's initramfs, the template's disk image under a qcow2
 overlay, -sandbox on), its agent answering; then QMP stop, the RAM migrated to a file through
 a descriptor passed over QMP (getfd + migrate fd:), QEMU killed; then a new QEMU with the same

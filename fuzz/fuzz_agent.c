@@ -70,6 +70,13 @@ static void check_roundtrip(const brig_agent_req *q)
                a->buffer_bytes == b->buffer_bytes);
     } else if (q->op >= BRIG_OP_PROC_LIST && q->op <= BRIG_OP_PROC_RESIZE) {
         assert(memcmp(&q->u.proc, &r.u.proc, sizeof(r.u.proc)) == 0);
+    } else if (q->op == BRIG_OP_GUEST_SYNC) {
+        const brig_guest_req *a = &q->u.guest, *b = &r.u.guest;
+        assert(a->realtime_ns == b->realtime_ns && same_str(a->seed, b->seed) && a->net == b->net &&
+               same_str(a->nic, b->nic) && same_str(a->mac, b->mac) && same_str(a->ip, b->ip) &&
+               same_str(a->gw, b->gw));
+    } else if (q->op == BRIG_OP_FS_FREEZE) {
+        assert(q->u.freeze == r.u.freeze);
     } else if (q->op != BRIG_OP_PING) {
         const brig_fs_req *a = &q->u.fs, *b = &r.u.fs;
         assert(same_str(a->path, b->path) && same_str(a->from, b->from) && same_str(a->to, b->to));

@@ -15,6 +15,7 @@
  *   files.c     write_file and read_file
  *   fsops.c     stat, list_dir, remove, move, mkdir
  *   tar.c       tar_extract and tar_create, with the sandbox's own tar
+ *   guest.c     guest_sync: a microVM guest's clock, entropy and link after a resume or restore
  *   user.c      passwd and group entries, parsed from the sandbox's files
  *   proc.c      the process tree: list children, signal them, kill and reap every descendant
  *
@@ -119,6 +120,8 @@ brig_agent_op_fn brig_agent_move;
 brig_agent_op_fn brig_agent_mkdir;
 brig_agent_op_fn brig_agent_tar_extract; /* tar.c */
 brig_agent_op_fn brig_agent_tar_create;
+brig_agent_op_fn brig_agent_guest_sync; /* guest.c */
+brig_agent_op_fn brig_agent_fs_freeze;
 
 /* mkdir -p of dir; created directories get mode 0755.  A component that exists but is not
  * a directory fails with ENOTDIR.  (files.c) */

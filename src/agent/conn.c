@@ -208,6 +208,8 @@ static brig_agent_op_fn *const ops[BRIG_OP__COUNT] = {
     [BRIG_OP_MKDIR] = brig_agent_mkdir,
     [BRIG_OP_TAR_EXTRACT] = brig_agent_tar_extract,
     [BRIG_OP_TAR_CREATE] = brig_agent_tar_create,
+    [BRIG_OP_GUEST_SYNC] = brig_agent_guest_sync,
+    [BRIG_OP_FS_FREEZE] = brig_agent_fs_freeze,
 };
 
 /* Reads the request and runs its operation.  A close right after the handshake sets

@@ -280,7 +280,8 @@ static int runtime_open(brigd *d, brig_error **err)
                               .pty_max = d->cfg.pty_max,
                               .tcp_memory_mib = d->cfg.tcp_memory_mib,
                               .microvm_accel = d->cfg.microvm_accel,
-                              .microvm_kernel = d->cfg.microvm_kernel};
+                              .microvm_kernel = d->cfg.microvm_kernel,
+                              .microvm_memsnap = strcmp(d->cfg.microvm_memsnap, "on") == 0};
     return brig_runtime_mux_new(&rc, &d->rt, err);
 }
 

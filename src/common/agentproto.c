@@ -5,6 +5,7 @@
  */
 #include "agentproto.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -287,6 +288,74 @@ static int decode_mkdir(json_t *req, brig_agent_req *out, brig_error **err)
     return opt_bool(req, "parents", &out->u.fs.parents, err);
 }
 
+/* A string member of o that ok() accepts, or NULL with *err. */
+static const char *checked(json_t *o, const char *key, bool (*ok)(const char *), const char *what,
+                           brig_error **err)
+{
+    const char *s = cstring(field(o, key));
+    if (s == NULL || !ok(s))
+        bad(err, "\"%s\" must be %s", key, what);
+    return s && ok(s) ? s : NULL;
+}
+
+static bool is_seed(const char *s)
+{
+    if (strlen(s) != 64)
+        return false;
+    for (size_t i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static bool is_mac(const char *s)
+{
+    if (strlen(s) != 17)
+        return false;
+    for (size_t i = 0; i < 17; i++)
+        if (i % 3 == 2 ? s[i] != ':'
+                       : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static bool is_ipv4(const char *s)
+{
+    struct in_addr a;
+    return strlen(s) < INET_ADDRSTRLEN && inet_pton(AF_INET, s, &a) == 1;
+}
+
+static int decode_guest_sync(json_t *req, brig_agent_req *out, brig_error **err)
+{
+    brig_guest_req *g = &out->u.guest;
+    if (req_int(req, "realtime_ns", 1, INT64_MAX, &g->realtime_ns, err) < 0)
+        return -1;
+    if (field(req, "seed") &&
+        (g->seed = checked(req, "seed", is_seed, "64 lowercase hex digits", err)) == NULL)
+        return -1;
+    json_t *net = field(req, "net");
+    if (net == NULL)
+        return 0;
+    if (!json_is_object(net))
+        return bad(err, "\"net\" must be an object {\"nic\", \"mac\", \"ip\", \"gw\"}");
+    g->net = true;
+    if ((g->nic = checked(net, "nic", is_mac, "a MAC address", err)) == NULL ||
+        (g->mac = checked(net, "mac", is_mac, "a MAC address", err)) == NULL ||
+        (g->ip = checked(net, "ip", is_ipv4, "an IPv4 address", err)) == NULL ||
+        (g->gw = checked(net, "gw", is_ipv4, "an IPv4 address", err)) == NULL) {
+        brig_error_prefix(err, "net");
+        return -1;
+    }
+    return 0;
+}
+
+static int decode_fs_freeze(json_t *req, brig_agent_req *out, brig_error **err)
+{
+    if (field(req, "freeze") == NULL)
+        return bad(err, "\"freeze\" is required");
+    return opt_bool(req, "freeze", &out->u.freeze, err);
+}
+
 /* ---- encoding: the request objects brigd sends ---- */
 
 /* Sets o's path field `key` to path: a string, or "<key>_b64" (base64 of the bytes) when
@@ -381,6 +450,23 @@ static void encode_fs(const brig_agent_req *q, json_t *o)
         json_object_set_new(o, "parents", json_boolean(f->parents));
 }
 
+static void encode_guest_sync(const brig_agent_req *q, json_t *o)
+{
+    const brig_guest_req *g = &q->u.guest;
+    json_object_set_new(o, "realtime_ns", json_integer(g->realtime_ns));
+    if (g->seed)
+        json_object_set_new(o, "seed", json_string(g->seed));
+    if (g->net)
+        json_object_set_new(o, "net",
+                            json_pack("{s:s, s:s, s:s, s:s}", "nic", g->nic, "mac", g->mac, "ip",
+                                      g->ip, "gw", g->gw));
+}
+
+static void encode_fs_freeze(const brig_agent_req *q, json_t *o)
+{
+    json_object_set_new(o, "freeze", json_boolean(q->u.freeze));
+}
+
 /* ---- the table ---- */
 
 static const struct {
@@ -407,6 +493,8 @@ static const struct {
     [BRIG_OP_MKDIR] = {"mkdir", decode_mkdir, encode_fs},
     [BRIG_OP_TAR_EXTRACT] = {"tar_extract", decode_path_only, encode_fs},
     [BRIG_OP_TAR_CREATE] = {"tar_create", decode_path_only, encode_fs},
+    [BRIG_OP_GUEST_SYNC] = {"guest_sync", decode_guest_sync, encode_guest_sync},
+    [BRIG_OP_FS_FREEZE] = {"fs_freeze", decode_fs_freeze, encode_fs_freeze},
 };
 
 static const char *const replies[BRIG_REPLY__COUNT] = {

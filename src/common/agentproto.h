@@ -55,6 +55,8 @@ typedef enum brig_agent_op {
     BRIG_OP_MKDIR,
     BRIG_OP_TAR_EXTRACT,
     BRIG_OP_TAR_CREATE,
+    BRIG_OP_GUEST_SYNC,
+    BRIG_OP_FS_FREEZE,
     BRIG_OP__COUNT
 } brig_agent_op;
 
@@ -98,12 +100,26 @@ typedef struct brig_fs_req {
     bool parents;     /* mkdir (always sent) */
 } brig_fs_req;
 
+/* `guest_sync` (microVMs only: the agent is the guest's PID 1 with every capability): the
+ * host's clock, fresh entropy and, for a VM restored from a memory snapshot, the sandbox's
+ * link, which the snapshot's guest did not have. */
+typedef struct brig_guest_req {
+    int64_t realtime_ns; /* the host's CLOCK_REALTIME, > 0 */
+    const char *seed;    /* 64 hex digits mixed into the guest's pool (a reseed), or NULL */
+    bool net;            /* the fields below are set */
+    const char *nic;     /* the NIC to configure, by its MAC ("52:54:00:00:00:02") */
+    const char *mac;     /* the MAC it takes */
+    const char *ip, *gw; /* IPv4: its address (a /31) and the default route's gateway */
+} brig_guest_req;
+
 typedef struct brig_agent_req {
     brig_agent_op op;
     union {
         brig_exec_spec exec;
         brig_proc_req proc;
         brig_fs_req fs;
+        brig_guest_req guest;
+        bool freeze; /* `fs_freeze` (microVMs): freeze (sync first) or thaw the guest's root */
     } u;
 } brig_agent_req;
 

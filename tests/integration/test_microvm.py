@@ -136,14 +136,6 @@ def test_secret_is_in_env_and_redacted(api, vm):
         assert base64.b64encode(SECRET.encode()).decode()[:16] not in both
 
 
-def test_what_a_vm_cannot_do_yet_is_a_400_that_says_so(api, vm):
-    r = api.request("POST", f"/v1/sandboxes/{vm}/snapshot", {})
-    assert r.status == 400, r.body
-    assert "not available for isolation 'microvm'" in r.json()["error"]["message"], r.body
-    assert api.exec(vm, "echo still")["stdout"] == "still\n"
-    assert api.ok("GET", f"/v1/sandboxes/{vm}").json()["state"] == "running"
-
-
 def test_pause_stops_the_vm_and_resume_goes_on(api, vm):
     """QMP stop/cont: the guest's vCPUs halt with its memory resident; the same processes
     go on after the resume, nothing lost (test_pause.py's contract)."""

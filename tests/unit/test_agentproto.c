@@ -270,6 +270,46 @@ static void test_names(void **state)
     assert_string_equal(brig_agentproto_op_name(BRIG_OP__COUNT), "?");
 }
 
+/* guest_sync: what the agent checks before it touches the guest's clock or link. */
+static void test_guest_sync(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "{\"op\":\"guest_sync\"}",
+        "{\"op\":\"guest_sync\",\"realtime_ns\":0}",
+        "{\"op\":\"guest_sync\",\"realtime_ns\":5,\"seed\":\"abc\"}",
+        "{\"op\":\"guest_sync\",\"realtime_ns\":5,\"net\":{\"nic\":\"52:54:00:00:00:02\"}}",
+        "{\"op\":\"guest_sync\",\"realtime_ns\":5,\"net\":{\"nic\":\"52:54:00:00:00:02\","
+        "\"mac\":\"02:00:00:00:00:0G\",\"ip\":\"10.0.0.1\",\"gw\":\"10.0.0.0\"}}",
+        "{\"op\":\"guest_sync\",\"realtime_ns\":5,\"net\":{\"nic\":\"52:54:00:00:00:02\","
+        "\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.256\",\"gw\":\"10.0.0.0\"}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *j = json_loads(bad[i], 0, NULL);
+        brig_agent_req q;
+        brig_error *err = NULL;
+        assert_int_equal(brig_agentproto_decode(j, &q, &err), -1);
+        assert_int_equal(err->kind, BRIG_E_INVALID);
+        brig_error_clear(&err);
+        json_decref(j);
+    }
+    const char *good = "{\"op\":\"guest_sync\",\"realtime_ns\":1764583200123456789,\"seed\":"
+                       "\"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\","
+                       "\"net\":{\"nic\":\"52:54:00:00:00:02\",\"mac\":\"02:42:0a:00:00:03\","
+                       "\"ip\":\"10.0.0.3\",\"gw\":\"10.0.0.2\"}}";
+    json_t *j = json_loads(good, 0, NULL);
+    brig_agent_req q;
+    brig_error *err = NULL;
+    assert_int_equal(brig_agentproto_decode(j, &q, &err), 0);
+    assert_int_equal(q.op, BRIG_OP_GUEST_SYNC);
+    assert_true(q.u.guest.realtime_ns == 1764583200123456789LL && q.u.guest.net);
+    assert_string_equal(q.u.guest.ip, "10.0.0.3");
+    json_t *back = brig_agentproto_encode(&q);
+    assert_true(json_equal(back, j));
+    json_decref(back);
+    json_decref(j);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as in brigd: a write to a closed peer is EPIPE */
@@ -280,6 +320,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec, open_pair, close_pair),
         cmocka_unit_test_setup_teardown(test_exec_output, open_pair, close_pair),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_guest_sync),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

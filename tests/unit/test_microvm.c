@@ -104,7 +104,7 @@ static void test_qmp(void **state)
     pthread_join(t, NULL);
     assert_string_equal(status, "paused");
     assert_string_equal(f.got,
-                        "{\"execute\": \"qmp_capabilities\"};{\"execute\": \"query-status\"};");
+                        "{\"execute\":\"qmp_capabilities\"};{\"execute\":\"query-status\"};");
     /* No QEMU listening any more: the VM is gone. */
     close(f.listen_fd);
     assert_int_equal(brig_vm_qmp(dir, "stop", NULL, 0, &err), -1);

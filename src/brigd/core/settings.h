@@ -39,6 +39,7 @@ typedef struct brig_config {
     char *microvm_accel;  /* "kvm" | "tcg": how isolation "microvm" runs (tcg: emulated) */
     char *microvm_kernel; /* the guest kernel's directory (scripts/setup-vm) */
     char *default_template;
+    char *microvm_memsnap; /* "on" | "off": microVMs start from memory snapshots */
     int64_t exec_timeout_default_ms;
     int64_t exec_timeout_max_ms;           /* per-call ceiling */
     int64_t output_limit_bytes;            /* per stream of a buffered exec result */

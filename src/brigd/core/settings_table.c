@@ -67,6 +67,8 @@ const setting brig_settings[] = {
          "how microVMs run: kvm, or tcg (QEMU's emulation: slow, tests and trials)"),
     STR("microvm_kernel", microvm_kernel, "/usr/lib/brig/vm",
         "the microVMs' guest kernel (scripts/setup-vm)"),
+    ENUM("microvm_memsnap", microvm_memsnap, "off", "on|off",
+         "microVMs start from a memory snapshot of a booted one (per template and tariff)"),
     OPT("log_level", "--log-level", "L", log_level, "info", "debug, info, warn or error"),
     STR("default_template", default_template, "base", "template of a create without one"),
     NUM(T_SECONDS, "exec_timeout_default", exec_timeout_default_ms, "55", 1, DAY,

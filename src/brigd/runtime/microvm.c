@@ -13,165 +13,39 @@
  * microvm_accel = tcg: QEMU's emulation, 20-50x slower, for tests and trials.
  *
  * The guest's network is the sandbox's own link, bridged to its NIC (microvm_net.c).
- * Pause and resume: the VMM's vCPUs stop and go on (QMP, microvm_qmp.c), memory resident.
- * Volumes: extra disks the guest mounts (microvm_vol.c).  Not there yet, refused with a
- * clear error: snapshots, template builds (layer_open).
+ * Pause and resume: the VMM's vCPUs stop and go on (QMP, microvm_qmp.c), memory resident;
+ * after a resume the agent sets the guest's clock (guest_sync, microvm_guest.c).  With
+ * microvm_memsnap on, a create starts its VM from a memory snapshot (microvm_memsnap.c).
+ * How a VM is started and its agent reached: microvm_boot.c.
+ * Volumes: extra disks the guest mounts (microvm_vol.c).  Snapshots: its disk
+ * (microvm_snap.c).  Not there yet, refused with a clear error: template builds (layer_open).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <net/if.h>
-#include <sys/ioctl.h>
 #include <sys/pidfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "agentconn.h"
 #include "log.h"
 #include "microvm_internal.h"
-#include "spawn.h"
 #include "util.h"
 
-#define READY_TIMEOUT_MS   60000 /* boot to agent: ~2.5 s under TCG here, far more when loaded */
-#define CONNECT_TIMEOUT_MS 30000
-#define KILL_TIMEOUT_MS    10000
-#define VMM_OVERHEAD_MIB   256 /* QEMU itself beside the guest's memory (TCG's cache: 64) */
-#define VMM_PIDS           512 /* QEMU's threads */
-#define VM_VOLUMES_MAX     8   /* extra disks (docs/volumes.md's limit) */
+typedef brig_vm_sb vm_sb;
 
-/* A sandbox's handle (cast to brig_rt_sandbox: the type is each driver's own). */
-typedef struct vm_sb {
-    char id[BRIG_ID_MAX];
-    int pidfd; /* the VMM's process; -1 when unknown */
-    int netns; /* the sandbox's network namespace (the VMM's) */
-} vm_sb;
-
-static char *vm_path(const microvm *m, const char *id, const char *name)
-{
-    return name ? brig_asprintf("%s/vms/%s/%s", m->dir, id, name)
-                : brig_asprintf("%s/vms/%s", m->dir, id);
-}
-
-/* ---- the network namespace and the agent's socket -------------------------------------- */
-
-typedef struct ns_job {
-    int netns; /* in: enter this one; -1: make a new one (lo up) */
-    int fd;    /* out: the new namespace's fd, or a TCP socket made inside it; -errno */
-} ns_job;
-
-/* A thread of its own: unshare/setns(CLONE_NEWNET) moves only the calling thread. */
-static void *ns_thread(void *arg)
-{
-    ns_job *j = arg;
-    if (j->netns >= 0) {
-        if (setns(j->netns, CLONE_NEWNET) < 0)
-            j->fd = -errno;
-        else if ((j->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-            j->fd = -errno;
-        return NULL;
-    }
-    if (unshare(CLONE_NEWNET) < 0) {
-        j->fd = -errno;
-        return NULL;
-    }
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct ifreq ifr = {.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING};
-    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-    if (s < 0 || ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-        j->fd = -errno;
-    else if ((j->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
-        j->fd = -errno;
-    if (s >= 0)
-        close(s);
-    return NULL;
-}
-
-static int ns_run(int netns, brig_error **err)
-{
-    ns_job j = {netns, -EAGAIN};
-    pthread_t t;
-    if (pthread_create(&t, NULL, ns_thread, &j) != 0)
-        return brig_error_set(err, BRIG_E_INTERNAL, 0, "start a thread");
-    pthread_join(t, NULL);
-    if (j.fd < 0)
-        return brig_error_set(err, BRIG_E_INTERNAL, -j.fd, "network namespace: %s",
-                              strerror(-j.fd));
-    return j.fd;
-}
-
-/* A connection to the agent: 127.0.0.1:AGENT_PORT of the sandbox's namespace, which the
- * VMM forwards into the guest.  *refused: nothing listens (yet) or not in time: try again. */
-static int agent_dial(vm_sb *sb, int timeout_ms, bool *refused, brig_error **err)
-{
-    int fd = ns_run(sb->netns, err);
-    if (fd < 0)
-        return -1;
-    int on = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons(BRIG_VM_AGENT_PORT),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        /* SO_SNDTIMEO ends a slow connect with EINPROGRESS: QEMU's slirp did not accept
-         * in time on a busy host, which is worth another try like a refusal. */
-        *refused =
-            errno == ECONNREFUSED || errno == EINPROGRESS || errno == EAGAIN || errno == ETIMEDOUT;
-        brig_error_set(err, BRIG_E_UNAVAILABLE, errno, "connect to the agent of %s", sb->id);
-        close(fd);
-        return -1;
-    }
-    /* QEMU accepts for the guest before the guest's agent does: a connection it could not
-     * forward is closed at once, which the handshake sees. */
-    *refused = true;
-    return brig_agent_handshake(fd, sb->id, timeout_ms, err);
-}
+#define vm_path brig_vm_path
 
 static int mv_connect(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
 {
     (void)rt;
-    bool refused = false;
-    return agent_dial((vm_sb *)h, CONNECT_TIMEOUT_MS, &refused, err);
-}
-
-/* Ready once the agent answers a handshake; fails as soon as the VMM exits. */
-static int agent_ready(vm_sb *sb, brig_error **err)
-{
-    int64_t deadline = brig_now_mono_ms() + READY_TIMEOUT_MS;
-    for (int delay_ms = 20;; delay_ms = delay_ms < 100 ? delay_ms * 2 : delay_ms) {
-        brig_error *e = NULL;
-        bool refused = false;
-        /* Short tries: a connection QEMU accepted while the guest's link was not up yet
-         * waits for the guest's TCP to retransmit (seconds); a new one gets through. */
-        int fd = agent_dial(sb, 250, &refused, &e);
-        if (fd >= 0) {
-            close(fd);
-            return 0;
-        }
-        struct pollfd p = {sb->pidfd, POLLIN, 0};
-        bool gone = poll(&p, 1, 0) != 0;
-        if (!refused || gone || brig_now_mono_ms() > deadline) {
-            brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "the VM of %s %s (%s)", sb->id,
-                           gone ? "exited before its agent answered" : "did not answer in time",
-                           e ? e->msg : "");
-            brig_error_clear(&e);
-            return -1;
-        }
-        brig_error_clear(&e);
-        struct pollfd w = {sb->pidfd, POLLIN, 0};
-        poll(&w, 1, delay_ms);
-    }
+    return brig_vm_agent_open((vm_sb *)h, err);
 }
 
 /* ---- kill, destroy ---------------------------------------------------------------------- */
@@ -180,12 +54,7 @@ static int agent_ready(vm_sb *sb, brig_error **err)
 static int mv_kill(brig_runtime *rt, brig_rt_sandbox *h, int timeout_ms)
 {
     (void)rt;
-    vm_sb *sb = (vm_sb *)h;
-    if (sb == NULL || sb->pidfd < 0)
-        return 0;
-    if (pidfd_send_signal(sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
-        brig_warn("%s: kill the VMM: %s", sb->id, strerror(errno));
-    return brig_pidfd_wait(sb->pidfd, timeout_ms);
+    return brig_vm_kill_wait((vm_sb *)h, timeout_ms);
 }
 
 static int mv_exit_fd(brig_runtime *rt, brig_rt_sandbox *h)
@@ -194,28 +63,18 @@ static int mv_exit_fd(brig_runtime *rt, brig_rt_sandbox *h)
     return h ? ((vm_sb *)h)->pidfd : -1;
 }
 
-static void rm_rf(const char *path)
-{
-    const char *argv[] = {"rm", "-rf", "--one-file-system", path, NULL};
-    int st = 0;
-    brig_error *e = NULL;
-    if (brig_proc_run(argv, NULL, 0, &st, &e) < 0 || st != 0)
-        brig_warn("rm -rf %s failed", path);
-    brig_error_clear(&e);
-}
-
 static int mv_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *h, brig_error **err)
 {
     microvm *m = rt->priv;
-    mv_kill(rt, h, KILL_TIMEOUT_MS);
+    mv_kill(rt, h, BRIG_VM_KILL_TIMEOUT_MS);
     /* Whatever else is in its cgroup: the VMM of a VM whose handle is gone (reconcile). */
-    int left = m->cgroup->kill_all(id, KILL_TIMEOUT_MS);
+    int left = m->cgroup->kill_all(id, BRIG_VM_KILL_TIMEOUT_MS);
     if (left < 0)
         return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s: its VMM survives SIGKILL", id);
     if (m->cgroup->remove(id, err) < 0)
         return -1;
     _cleanup_free_ char *dir = vm_path(m, id, NULL);
-    rm_rf(dir);
+    brig_vm_rm_rf(dir);
     if (access(dir, F_OK) == 0)
         return brig_error_set(err, BRIG_E_INTERNAL, 0, "%s is left", dir);
     return 0;
@@ -240,94 +99,34 @@ static void mv_release(brig_runtime *rt, brig_rt_sandbox *h)
 
 /* ---- create, attach --------------------------------------------------------------------- */
 
-static int open_in(const char *path, int flags, brig_error **err)
+/* Boots the VM, or starts it from a memory snapshot (microvm_memsnap.c), until its agent
+ * answers. */
+static int vm_start(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error **err)
 {
-    int fd = open(path, flags | O_CLOEXEC, 0600);
-    if (fd < 0)
-        brig_error_sys(err, "open %s", path);
-    return fd;
-}
-
-/* The VMM's pid in vm.pid (for a restarted brigd) and its pidfd in sb. */
-static int keep_pid(microvm *m, const char *id, pid_t pid, vm_sb *sb, brig_error **err)
-{
-    _cleanup_free_ char *pidfile = vm_path(m, id, "vm.pid");
-    _cleanup_free_ char *text = brig_asprintf("%d\n", (int)pid);
-    int pf = open_in(pidfile, O_WRONLY | O_CREAT | O_TRUNC, err);
-    if (pf < 0)
+    brig_vm_parts *p = brig_vm_parts_open(m, spec, sb, err);
+    if (p == NULL)
         return -1;
-    ssize_t w = write(pf, text, strlen(text));
-    close(pf);
-    if (w < 0 || (sb->pidfd = pidfd_open(pid, 0)) < 0)
-        return brig_error_sys(err, "the VMM of %s (pid %d) is gone", id, (int)pid);
-    return 0;
-}
-
-/* What the VM is started with: its disks, its cgroup, its files as descriptors. */
-static int vm_boot(microvm *m, const brig_rt_spec *spec, vm_sb *sb, brig_error **err)
-{
-    brig_vm_vol vols[VM_VOLUMES_MAX];
-    if (brig_vm_vols_open(m->state_dir, spec, vols, err) < 0)
-        return -1;
-    _cleanup_free_ char *vols_cmdline = brig_vm_vols_cmdline(vols, spec->n_volumes, err);
-    _cleanup_free_ char *image =
-        vols_cmdline ? brig_vm_template_image(spec->rootfs, spec->disk_mib, err) : NULL;
-    _cleanup_free_ char *disk = vm_path(m, spec->id, "disk.qcow2");
-    if (vols_cmdline == NULL || image == NULL ||
-        brig_vm_overlay(image, disk, spec->uid_base, err) < 0) {
-        brig_vm_vols_close(vols, spec->n_volumes);
-        return -1;
+    /* a snapshot's device line is fixed: volumes (extra disks) boot */
+    int rc;
+    if (spec->snapshot) { /* its disk over the snapshot's (microvm_snap.c) */
+        _cleanup_free_ char *img = brig_vm_snapshot_disk(m, spec, err);
+        int fd = img ? open(img, O_RDONLY | O_CLOEXEC) : -1;
+        brig_vm_start how = {.image = img, .backing_fd = fd};
+        rc = fd >= 0 ? brig_vm_launch(m, spec, p, &how, sb, err) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (rc == 0)
+            rc = brig_vm_agent_ready(sb, err);
+    } else if (m->memsnap && spec->n_volumes == 0) {
+        rc = brig_vm_memsnap_start(m, spec, p, sb, err);
+    } else {
+        brig_vm_start how = {.backing_fd = -1};
+        rc = brig_vm_launch(m, spec, p, &how, sb, err);
+        if (rc == 0)
+            rc = brig_vm_agent_ready(sb, err);
     }
-    char *procs[BRIG_CGROUP_PROCS_MAX];
-    brig_cgroup_limits lim = {(spec->memory_mib + VMM_OVERHEAD_MIB) << 20, spec->cpus, VMM_PIDS};
-    int rc = brig_cgroup_place(m->cgroup, spec->id, &lim, procs, err);
-    _cleanup_free_ char *kernel = brig_asprintf("%s/vmlinuz", m->kernel_dir);
-    _cleanup_free_ char *initrd = brig_asprintf("%s/initrd.cpio", m->dir);
-    _cleanup_free_ char *con = vm_path(m, spec->id, "console.log");
-    _cleanup_free_ char *log = vm_path(m, spec->id, "vmm.log");
-    _cleanup_free_ char *dir = vm_path(m, spec->id, NULL);
-    int fds[6] = {-1, -1, -1, -1, -1, -1};
-    if (rc == 0 && ((fds[0] = open_in(kernel, O_RDONLY, err)) < 0 ||
-                    (fds[1] = open_in(initrd, O_RDONLY, err)) < 0 ||
-                    (fds[2] = open_in(disk, O_RDWR, err)) < 0 ||
-                    (fds[3] = open_in(con, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
-                    (fds[4] = open_in(log, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
-                    (fds[5] = brig_vm_qmp_listen(dir, err)) < 0 ||
-                    fchown(fds[3], spec->uid_base, spec->uid_base) < 0))
-        rc = -1;
-    int cpus = spec->cpus >= 1 ? (int)(spec->cpus + 0.999) : 1;
-    /* The sandbox's link first (runtime.h's net_first), then the guest's tap on it. */
-    brig_vm_net net = {.tap_fd = -1};
-    if (rc == 0 && ((spec->net_first && spec->net_first(spec->net_arg, sb->netns, err) < 0) ||
-                    brig_vm_net_setup(sb->netns, &net, err) < 0))
-        rc = -1;
-    brig_vm_boot b = {.id = spec->id,
-                      .memory_mib = spec->memory_mib,
-                      .cpus = cpus,
-                      .uid = spec->uid_base,
-                      .netns_fd = sb->netns,
-                      .kernel_fd = fds[0],
-                      .initrd_fd = fds[1],
-                      .disk_fd = fds[2],
-                      .console_fd = fds[3],
-                      .log_fd = fds[4],
-                      .qmp_fd = fds[5],
-                      .net = &net,
-                      .vols = vols,
-                      .n_vols = spec->n_volumes,
-                      .vols_cmdline = vols_cmdline,
-                      .cgroup_procs = (const char *const *)procs};
-    pid_t pid = 0;
-    if (rc == 0)
-        rc = m->vmm->start(m, &b, &pid, err);
-    brig_vm_net_dispose(&net);
-    brig_vm_vols_close(vols, spec->n_volumes);
-    for (size_t i = 0; i < BRIG_ARRAY_LEN(fds); i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    for (size_t i = 0; i < BRIG_CGROUP_PROCS_MAX; i++)
-        free(procs[i]);
-    return rc < 0 ? -1 : keep_pid(m, spec->id, pid, sb, err);
+    brig_vm_parts_close(p);
+    return rc;
 }
 
 static void mv_last_words(brig_runtime *rt, const char *id, char *buf, size_t n);
@@ -343,11 +142,9 @@ static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox
                      brig_error **err)
 {
     microvm *m = rt->priv;
-    if (spec->n_volumes > VM_VOLUMES_MAX)
+    if (spec->n_volumes > BRIG_VM_VOLUMES_MAX)
         return brig_error_set(err, BRIG_E_INVALID, 0, "a microVM mounts at most %d volumes",
-                              VM_VOLUMES_MAX);
-    if (spec->snapshot)
-        return mv_refuse("starting from a snapshot", err);
+                              BRIG_VM_VOLUMES_MAX);
     if (brig_vm_ready(m, err) < 0)
         return -1;
     _cleanup_free_ char *dir = vm_path(m, spec->id, NULL);
@@ -357,8 +154,7 @@ static int mv_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbox
     snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
     sb->pidfd = -1;
     int64_t t0 = brig_now_mono_ms();
-    if ((sb->netns = ns_run(-1, err)) < 0 || vm_boot(m, spec, sb, err) < 0 ||
-        agent_ready(sb, err) < 0) {
+    if ((sb->netns = brig_vm_netns_run(-1, err)) < 0 || vm_start(m, spec, sb, err) < 0) {
         char said[1024];
         mv_last_words(rt, spec->id, said, sizeof(said));
         if (said[0])
@@ -397,13 +193,24 @@ static int vmm_find(microvm *m, const char *id, pid_t *out, brig_error **err)
     return pidfd;
 }
 
+/* The guest's root thawed, if a snapshot left it frozen (idempotent; a warning if not). */
+static void vm_thaw(vm_sb *sb)
+{
+    brig_error *e = NULL;
+    int fd = brig_vm_agent_open(sb, &e);
+    if (fd < 0 || brig_vm_fs_freeze(fd, false, &e) < 0)
+        brig_warn("%s: its guest's root was not thawed: %s", sb->id, e ? e->msg : "?");
+    if (fd >= 0)
+        close(fd);
+    brig_error_clear(&e);
+}
+
 static int mv_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, brig_error **err)
 {
     microvm *m = rt->priv;
     vm_sb *sb = brig_xcalloc(1, sizeof(*sb));
     snprintf(sb->id, sizeof(sb->id), "%s", id);
     sb->netns = -1;
-    bool refused = false;
     pid_t pid = 0;
     _cleanup_free_ char *ns = NULL; /* before the first goto: fail frees it */
     if ((sb->pidfd = vmm_find(m, id, &pid, err)) < 0)
@@ -416,12 +223,14 @@ static int mv_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, br
         brig_error_sys(err, "open %s", ns);
         goto fail;
     }
-    /* A paused VM's agent cannot answer: its VMM's word is enough (runtime.h). */
+    /* A paused VM's agent cannot answer: its VMM's word is enough (runtime.h).  A running
+     * one's root is thawed: brigd may have died during a snapshot (microvm_snap.c). */
     if (mv_paused(rt, id) != 1) {
-        int fd = agent_dial(sb, CONNECT_TIMEOUT_MS, &refused, err);
+        int fd = brig_vm_agent_open(sb, err);
         if (fd < 0)
             goto fail;
         close(fd);
+        vm_thaw(sb);
     }
     *out = (brig_rt_sandbox *)sb;
     return 0;
@@ -536,9 +345,22 @@ static int mv_pause(brig_runtime *rt, brig_rt_sandbox *h, const char **memory, b
     return vm_switch(rt, h, "stop", err);
 }
 
+/* The guest's clock stood still while it was stopped: the agent sets it from the host's
+ * (guest_sync).  A guest that cannot be told is resumed all the same, behind. */
 static int mv_resume(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
 {
-    return vm_switch(rt, h, "cont", err);
+    if (vm_switch(rt, h, "cont", err) < 0)
+        return -1;
+    brig_error *e = NULL;
+    int fd = brig_vm_agent_open((vm_sb *)h, &e);
+    if (fd < 0 || brig_vm_guest_sync(fd, NULL, &e) < 0)
+        brig_warn("%s: its guest's clock was not set after the resume: %s", ((vm_sb *)h)->id,
+                  e ? e->msg : "?");
+    if (fd >= 0)
+        close(fd);
+    brig_error_clear(&e);
+    vm_thaw((vm_sb *)h); /* one paused when brigd died during a snapshot */
+    return 0;
 }
 
 static int mv_paused(brig_runtime *rt, const char *id)
@@ -560,11 +382,10 @@ static int no_layer(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
     return mv_refuse("building a template from a sandbox", err);
 }
 
-static int no_snapshot(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
-                       char digest[65], int64_t *bytes, brig_error **err)
+static int mv_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                            char digest[65], int64_t *bytes, brig_error **err)
 {
-    (void)rt, (void)sb, (void)id, (void)durable, (void)digest, (void)bytes;
-    return mv_refuse("snapshots", err);
+    return brig_vm_snapshot_take(rt->priv, (vm_sb *)sb, id, durable, digest, bytes, err);
 }
 
 /* ---- the driver ------------------------------------------------------------------------- */
@@ -604,6 +425,7 @@ static void mv_free(brig_runtime *rt)
     free(m->accel);
     free(m->missing);
     pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->memsnap_lock);
     free(m);
     free(rt);
 }
@@ -626,7 +448,7 @@ const brig_runtime_ops brig_microvm_ops = {
     .pause = mv_pause,
     .resume = mv_resume,
     .paused = mv_paused,
-    .snapshot_take = no_snapshot,
+    .snapshot_take = mv_snapshot_take,
     .list = mv_list,
     .accel = mv_accel,
     .free = mv_free,

@@ -80,6 +80,8 @@ int brig_vm_ready(microvm *m, brig_error **err)
 {
     pthread_mutex_lock(&m->lock);
     int r = m->initrd_built ? 0 : brig_vm_initrd_build(m, err);
+    if (r == 0 && !m->initrd_built)
+        brig_vm_memsnap_clear(m); /* taken with another brigd's initramfs and agent */
     if (r == 0)
         m->initrd_built = true;
     else
@@ -101,7 +103,9 @@ int brig_runtime_microvm_new(const brig_runtime_config *cfg, brig_runtime **out,
     m->accel = brig_xstrdup(cfg->microvm_accel ? cfg->microvm_accel : "kvm");
     m->host_kvm = host_kvm();
     m->tsc_khz = tsc_khz();
+    m->memsnap = cfg->microvm_memsnap;
     pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_init(&m->memsnap_lock, NULL);
     brig_runtime *rt = brig_xcalloc(1, sizeof(*rt));
     rt->ops = &brig_microvm_ops;
     rt->priv = m;

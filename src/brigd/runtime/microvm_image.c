@@ -178,10 +178,11 @@ char *brig_vm_template_image(const char *rootfs, int64_t disk_mib, brig_error **
     return image;
 }
 
-int brig_vm_overlay(const char *image, const char *path, unsigned uid, brig_error **err)
+int brig_vm_overlay(const char *image, const char *fmt, const char *path, unsigned uid,
+                    brig_error **err)
 {
     const char *argv[] = {"qemu-img", "create", "-q",  "-f", "qcow2", "-F",
-                          "raw",      "-b",     image, path, NULL};
+                          fmt,        "-b",     image, path, NULL};
     if (run_sh("qemu-img create", argv, err) < 0)
         return -1;
     if (chown(path, uid, uid) < 0 || chmod(path, 0600) < 0)

@@ -147,3 +147,50 @@ char *brig_vm_net_cmdline(const brig_vm_net *n)
     return brig_asprintf(" brig.ip=%s brig.gw=%s brig.mac=%02x:%02x:%02x:%02x:%02x:%02x", a, g,
                          n->mac[0], n->mac[1], n->mac[2], n->mac[3], n->mac[4], n->mac[5]);
 }
+
+/* ---- the sandbox's namespace itself ---------------------------------------------------- */
+
+typedef struct ns_job {
+    int netns; /* in: enter this one; -1: make a new one (lo up) */
+    int fd;    /* out: the new namespace's fd, or a TCP socket made inside it; -errno */
+} ns_job;
+
+/* A thread of its own: unshare/setns(CLONE_NEWNET) moves only the calling thread. */
+static void *ns_thread(void *arg)
+{
+    ns_job *j = arg;
+    if (j->netns >= 0) {
+        if (setns(j->netns, CLONE_NEWNET) < 0)
+            j->fd = -errno;
+        else if ((j->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+            j->fd = -errno;
+        return NULL;
+    }
+    if (unshare(CLONE_NEWNET) < 0) {
+        j->fd = -errno;
+        return NULL;
+    }
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr = {.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (s < 0 || ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        j->fd = -errno;
+    else if ((j->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+        j->fd = -errno;
+    if (s >= 0)
+        close(s);
+    return NULL;
+}
+
+int brig_vm_netns_run(int netns, brig_error **err)
+{
+    ns_job j = {netns, -EAGAIN};
+    pthread_t t;
+    if (pthread_create(&t, NULL, ns_thread, &j) != 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, 0, "start a thread");
+    pthread_join(t, NULL);
+    if (j.fd < 0)
+        return brig_error_set(err, BRIG_E_INTERNAL, -j.fd, "network namespace: %s",
+                              strerror(-j.fd));
+    return j.fd;
+}

@@ -84,6 +84,32 @@ static size_t vol_args(const brig_vm_boot *b, char **a, size_t n)
     return n;
 }
 
+/* The NICs: the agent's (QEMU's user-mode network), the sandbox's (its tap), and where a
+ * memory snapshot's VM gets its memory from. */
+static size_t net_args(const brig_vm_boot *b, char **a, size_t n)
+{
+    a[n++] = brig_xstrdup("-netdev");
+    a[n++] = brig_xstrdup("user,id=agent,restrict=on,hostfwd=tcp:127.0.0.1:" BRIG_VM_AGENT_PORT_S
+                          "-:" BRIG_VM_AGENT_PORT_S);
+    a[n++] = brig_xstrdup("-device");
+    a[n++] = brig_xstrdup("virtio-net-device,netdev=agent,mac=" AGENT_MAC);
+    if (b->net->tap_fd >= 0) { /* the sandbox's network: the tap bridged to its eth0 */
+        const unsigned char *m6 = b->net->mac;
+        a[n++] = brig_xstrdup("-netdev");
+        a[n++] = brig_asprintf("tap,id=net,fd=%d,vhost=off", b->net->tap_fd);
+        a[n++] = brig_xstrdup("-device");
+        a[n++] = b->memsnap ? brig_xstrdup("virtio-net-device,netdev=net,mac=" BRIG_VM_NIC_MAC)
+                            : brig_asprintf("virtio-net-device,netdev=net,mac=%02x:%02x:%02x:"
+                                            "%02x:%02x:%02x",
+                                            m6[0], m6[1], m6[2], m6[3], m6[4], m6[5]);
+    }
+    if (b->incoming) { /* its memory comes over QMP (brig_vm_qmp_restore) */
+        a[n++] = brig_xstrdup("-incoming");
+        a[n++] = brig_xstrdup("defer");
+    }
+    return n;
+}
+
 /* The fixed part of QEMU's command line after the binary. */
 static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_t n)
 {
@@ -121,8 +147,9 @@ static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_
     /* tsc_early_khz: microvm has no PIT/HPET to calibrate the TSC against, and under TCG
      * the guest otherwise hangs in a fraction of boots (vm-probe.md) */
     a[n++] = brig_xstrdup("-append");
-    _cleanup_free_ char *net = brig_vm_net_cmdline(b->net);
-    const char *vols = b->vols_cmdline ? b->vols_cmdline : "";
+    /* a memory snapshot's VMs learn the sandbox's link from the agent (guest_sync) */
+    _cleanup_free_ char *net = b->memsnap ? brig_xstrdup("") : brig_vm_net_cmdline(b->net);
+    const char *vols = b->vols_cmdline && !b->memsnap ? b->vols_cmdline : "";
     a[n++] = m->tsc_khz > 0 && tcg
                  ? brig_asprintf("console=ttyS0 reboot=t panic=-1 quiet tsc_early_khz=%ld%s%s",
                                  m->tsc_khz, net, vols)
@@ -137,29 +164,19 @@ static size_t qemu_args(const microvm *m, const brig_vm_boot *b, char **a, size_
     a[n++] = brig_xstrdup("-mon");
     a[n++] = brig_xstrdup("chardev=qmp,mode=control");
     a[n++] = brig_xstrdup("-drive");
+    _cleanup_free_ char *backing =
+        b->backing_fd >= 0 ? brig_asprintf(",backing.file.filename=/proc/self/fd/%d", b->backing_fd)
+                           : brig_xstrdup("");
     a[n++] = brig_asprintf("id=root,file=/proc/self/fd/%d,format=qcow2,if=none,cache=unsafe,"
-                           "discard=unmap",
-                           b->disk_fd);
+                           "discard=unmap%s",
+                           b->disk_fd, backing);
     a[n++] = brig_xstrdup("-device");
     a[n++] = brig_xstrdup("virtio-blk-device,drive=root,serial=brigroot");
     n = vol_args(b, a, n);
     /* entropy from the host: without it the guest's first getrandom() waits ~1.5 s under TCG */
     a[n++] = brig_xstrdup("-device");
     a[n++] = brig_xstrdup("virtio-rng-device");
-    a[n++] = brig_xstrdup("-netdev");
-    a[n++] = brig_xstrdup("user,id=agent,restrict=on,hostfwd=tcp:127.0.0.1:" BRIG_VM_AGENT_PORT_S
-                          "-:" BRIG_VM_AGENT_PORT_S);
-    a[n++] = brig_xstrdup("-device");
-    a[n++] = brig_xstrdup("virtio-net-device,netdev=agent,mac=" AGENT_MAC);
-    if (b->net->tap_fd >= 0) { /* the sandbox's network: the tap bridged to its eth0 */
-        const unsigned char *m6 = b->net->mac;
-        a[n++] = brig_xstrdup("-netdev");
-        a[n++] = brig_asprintf("tap,id=net,fd=%d,vhost=off", b->net->tap_fd);
-        a[n++] = brig_xstrdup("-device");
-        a[n++] = brig_asprintf("virtio-net-device,netdev=net,mac=%02x:%02x:%02x:%02x:%02x:%02x",
-                               m6[0], m6[1], m6[2], m6[3], m6[4], m6[5]);
-    }
-    return n;
+    return net_args(b, a, n);
 }
 
 /* sh joins the cgroups, then starts QEMU in the background (nsenter into the namespace,
@@ -192,6 +209,10 @@ static int qemu_start(microvm *m, const brig_vm_boot *b, pid_t *pid, brig_error 
     int extra[SPAWN_EXTRA_MAX] = {b->netns_fd, b->kernel_fd,  b->initrd_fd,
                                   b->disk_fd,  b->console_fd, b->qmp_fd};
     size_t n_extra = 6;
+    if (b->backing_fd >= 0) {
+        fds.backing_fd = 3 + (int)n_extra;
+        extra[n_extra++] = b->backing_fd;
+    }
     brig_vm_vol vols[16];
     for (size_t i = 0; i < b->n_vols && n_extra + 3 <= BRIG_ARRAY_LEN(extra); i++) {
         vols[i] = b->vols[i];

@@ -1,6 +1,8 @@
 /*
  * microvm_qmp.c - the VMM's control channel (microvm_internal.h): QEMU's machine protocol
- * (QMP) on a unix socket in the VM's directory, for pause and resume.
+ * (QMP) on a unix socket in the VM's directory, for pause and resume, and the memory
+ * snapshots (migration to and from a file whose descriptor is passed over the socket:
+ * getfd, SCM_RIGHTS; QEMU opens no path of ours, and -sandbox on denies exec: migration).
  *
  * brigd binds and listens on the socket and hands QEMU the listening descriptor (QEMU runs
  * as the sandbox's uid and reaches no host path of ours); brigd, and a restarted brigd,
@@ -17,13 +19,15 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "microvm_internal.h"
 #include "util.h"
 
-#define QMP_TIMEOUT_S 10 /* stop waits for the vCPUs to halt: quick, even under TCG */
+#define QMP_TIMEOUT_S      10    /* stop waits for the vCPUs to halt: quick, even under TCG */
+#define MIGRATE_TIMEOUT_MS 60000 /* a memory snapshot written or read back (~0.5 s here) */
 
 /* sun_path of dir's qmp.sock, through *dirfd (the caller closes it). */
 static int qmp_addr(const char *dir, struct sockaddr_un *sa, int *dirfd, brig_error **err)
@@ -91,12 +95,40 @@ static json_t *qmp_next(qmp *q, brig_error **err)
     }
 }
 
-/* Sends {"execute": cmd}; its "return" (caller decrefs), or NULL with *err. */
-static json_t *qmp_exec(qmp *q, const char *cmd, brig_error **err)
+/* Writes line, with fd passed along it (SCM_RIGHTS) when fd >= 0. */
+static int qmp_send(qmp *q, const char *line, int fd)
 {
-    char line[128];
-    int n = snprintf(line, sizeof(line), "{\"execute\": \"%s\"}\n", cmd);
-    if (write(q->fd, line, (size_t)n) != n) {
+    struct iovec iov = {(void *)line, strlen(line)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        memset(&ctl, 0, sizeof(ctl));
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = sizeof(ctl.buf);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    return sendmsg(q->fd, &mh, MSG_NOSIGNAL) == (ssize_t)iov.iov_len ? 0 : -1;
+}
+
+/* Sends {"execute": cmd, "arguments": args} (args taken; NULL: none), fd along it when >= 0;
+ * its "return" (caller decrefs), or NULL with *err. */
+static json_t *qmp_call(qmp *q, const char *cmd, json_t *args, int fd, brig_error **err)
+{
+    json_t *req = json_pack("{s:s}", "execute", cmd);
+    if (args)
+        json_object_set_new(req, "arguments", args);
+    char *text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    _cleanup_free_ char *line = brig_asprintf("%s\n", text ? text : "{}");
+    free(text);
+    if (qmp_send(q, line, fd) < 0) {
         brig_error_sys(err, "the VMM's control socket: %s", cmd);
         return NULL;
     }
@@ -113,38 +145,130 @@ static json_t *qmp_exec(qmp *q, const char *cmd, brig_error **err)
     return ret;
 }
 
-int brig_vm_qmp(const char *dir, const char *cmd, char *status, size_t n, brig_error **err)
+static json_t *qmp_exec(qmp *q, const char *cmd, brig_error **err)
+{
+    return qmp_call(q, cmd, NULL, -1, err);
+}
+
+/* A connection to dir's VMM, past its greeting and the capabilities handshake; NULL with
+ * BRIG_E_UNAVAILABLE when no VMM listens there (the VM is gone). */
+static qmp *qmp_open(const char *dir, brig_error **err)
 {
     struct sockaddr_un sa;
     int dfd = -1;
     if (qmp_addr(dir, &sa, &dfd, err) < 0)
-        return -1;
+        return NULL;
     qmp *q = brig_xcalloc(1, sizeof(*q));
     q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct timeval tv = {QMP_TIMEOUT_S, 0};
-    int rc = -1;
+    json_t *greeting = NULL, *caps = NULL;
     if (q->fd < 0 || setsockopt(q->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
         setsockopt(q->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
-        connect(q->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        /* no socket, or no VMM listening on it: the VM is gone */
+        connect(q->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
         brig_error_set(err, BRIG_E_UNAVAILABLE, errno, "its VM is not running");
-        goto out;
-    }
-    json_t *greeting = qmp_next(q, err), *caps = NULL, *ret = NULL;
-    if (greeting && (caps = qmp_exec(q, "qmp_capabilities", err)) != NULL &&
-        (ret = qmp_exec(q, cmd, err)) != NULL) {
-        const char *s = json_string_value(json_object_get(ret, "status"));
-        if (status)
-            snprintf(status, n, "%s", s ? s : "");
-        rc = 0;
-    }
+    else if ((greeting = qmp_next(q, err)) != NULL)
+        caps = qmp_exec(q, "qmp_capabilities", err);
+    close(dfd);
+    bool ok = caps != NULL;
     json_decref(greeting);
     json_decref(caps);
-    json_decref(ret);
-out:
-    if (q->fd >= 0)
+    if (!ok) {
+        if (q->fd >= 0)
+            close(q->fd);
+        free(q);
+        return NULL;
+    }
+    return q;
+}
+
+static void qmp_close(qmp *q)
+{
+    if (q) {
         close(q->fd);
-    free(q);
-    close(dfd);
+        free(q);
+    }
+}
+
+int brig_vm_qmp(const char *dir, const char *cmd, char *status, size_t n, brig_error **err)
+{
+    qmp *q = qmp_open(dir, err);
+    json_t *ret = q ? qmp_exec(q, cmd, err) : NULL;
+    if (ret && status) {
+        const char *s = json_string_value(json_object_get(ret, "status"));
+        snprintf(status, n, "%s", s ? s : "");
+    }
+    qmp_close(q);
+    int rc = ret ? 0 : -1;
+    json_decref(ret);
+    return rc;
+}
+
+/* The "status" member of cmd's return ("" when none), into buf; -1 with *err. */
+static int qmp_status(qmp *q, const char *cmd, char *buf, size_t n, brig_error **err)
+{
+    json_t *ret = qmp_exec(q, cmd, err);
+    const char *s = json_string_value(json_object_get(ret, "status"));
+    snprintf(buf, n, "%s", s ? s : "");
+    json_decref(ret);
+    return ret ? 0 : -1;
+}
+
+/* Polls cmd's status while it is `busy` (query-migrate: "active"...), up to
+ * MIGRATE_TIMEOUT_MS; the last status into buf. */
+static int qmp_wait(qmp *q, const char *cmd, const char *const *busy, char *buf, size_t n,
+                    brig_error **err)
+{
+    int64_t deadline = brig_now_mono_ms() + MIGRATE_TIMEOUT_MS;
+    for (;;) {
+        if (qmp_status(q, cmd, buf, n, err) < 0)
+            return -1;
+        bool waiting = false;
+        for (size_t i = 0; busy[i]; i++)
+            waiting |= strcmp(buf, busy[i]) == 0;
+        if (!waiting)
+            return 0;
+        if (brig_now_mono_ms() > deadline)
+            return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "the VM's migration is still %s",
+                                  buf);
+        usleep(5000);
+    }
+}
+
+int brig_vm_qmp_save(const char *dir, int fd, brig_error **err)
+{
+    static const char *const busy[] = {"",       "none",           "setup", "active",
+                                       "device", "pre-switchover", NULL};
+    qmp *q = qmp_open(dir, err);
+    json_t *r1 = q ? qmp_exec(q, "stop", err) : NULL;
+    json_t *r2 = r1 ? qmp_call(q, "getfd", json_pack("{s:s}", "fdname", "mem"), fd, err) : NULL;
+    json_t *r3 = r2 ? qmp_call(q, "migrate", json_pack("{s:s}", "uri", "fd:mem"), -1, err) : NULL;
+    char st[32] = "";
+    int rc = r3 ? qmp_wait(q, "query-migrate", busy, st, sizeof(st), err) : -1;
+    if (rc == 0 && strcmp(st, "completed") != 0)
+        rc = brig_error_set(err, BRIG_E_INTERNAL, 0, "the VM's memory was not saved (%s)", st);
+    json_decref(r1);
+    json_decref(r2);
+    json_decref(r3);
+    qmp_close(q);
+    return rc;
+}
+
+int brig_vm_qmp_restore(const char *dir, int fd, brig_error **err)
+{
+    static const char *const busy[] = {"inmigrate", "prelaunch", NULL};
+    qmp *q = qmp_open(dir, err);
+    json_t *r1 = q ? qmp_call(q, "getfd", json_pack("{s:s}", "fdname", "mem"), fd, err) : NULL;
+    json_t *r2 =
+        r1 ? qmp_call(q, "migrate-incoming", json_pack("{s:s}", "uri", "fd:mem"), -1, err) : NULL;
+    char st[32] = "";
+    int rc = r2 ? qmp_wait(q, "query-status", busy, st, sizeof(st), err) : -1;
+    /* QEMU runs the VM once it is in unless it was told not to; it may also stay paused */
+    json_t *r3 = rc == 0 && strcmp(st, "running") != 0 ? qmp_exec(q, "cont", err) : NULL;
+    if (rc == 0 && strcmp(st, "running") != 0 && r3 == NULL)
+        rc = -1;
+    json_decref(r1);
+    json_decref(r2);
+    json_decref(r3);
+    qmp_close(q);
     return rc;
 }

@@ -144,6 +144,13 @@ int brig_oci_chain_read(const char *manifest, unsigned uid_base, brig_oci_chain 
                         brig_error **err)
 {
     json_t *m = json_load_file(manifest, 0, NULL);
+    const char *kind = json_string_value(json_object_get(m, "kind"));
+    if (kind && strcmp(kind, "microvm") == 0) { /* microvm_snap.c's: a VM's disk */
+        json_decref(m);
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "it was taken of a microVM: it restores only to isolation "
+                              "'microvm' sandboxes");
+    }
     json_t *layers = json_object_get(m, "layers");
     const char *digest = json_string_value(json_object_get(m, "digest"));
     c->n = 0;

@@ -205,6 +205,7 @@ typedef struct brig_runtime_config {
                                              bounds it apart from memory (v1) */
     const char *microvm_accel;            /* kvm | tcg: isolation "microvm" (settings.c) */
     const char *microvm_kernel;           /* the guest kernel's directory; "" is the default */
+    bool microvm_memsnap;                 /* microVMs start from memory snapshots (settings.c) */
 } brig_runtime_config;
 
 int brig_runtime_oci_new(const brig_runtime_config *cfg, brig_runtime **out, brig_error **err);
