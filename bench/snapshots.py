@@ -3,8 +3,9 @@
 (issue 16; results and what they mean in docs/benchmarks.md, "Pause, snapshots, fork").
 
 For each amount of state (MiB written into the sandbox's writable layer before the
-timings; default 1 and 100) and each isolation mode (gVisor: pause and resume only,
-snapshots are of container sandboxes): `-n` samples of each operation, as the API's
+timings; default 1 and 100; 1024 fits the small tariff's 2 GiB disk) and each isolation
+mode (gVisor: pause and resume of a default sandbox, the rest of one created with
+"snapshots": true, docs/snapshots.md): `-n` samples of each operation, as the API's
 caller sees it (one HTTP request), median and p90 in ms.  fork x1 and x10 are timed
 per fork and per child.
 
@@ -61,8 +62,9 @@ def bench_pause(api, iso, mib, n):
         api.delete(sid)
 
 
-def bench_snapshots(api, mib, n):
-    sid = api.create("minimal")["id"]
+def bench_snapshots(api, iso, mib, n):
+    extra = {"snapshots": True} if iso == "gvisor" else {}
+    sid = api.create("minimal", isolation=iso, **extra)["id"]
     out = {}
     try:
         fill(api, sid, mib)
@@ -72,7 +74,8 @@ def bench_snapshots(api, mib, n):
             take.append(ms)
             snaps.append(r.json()["id"])
         for _ in range(n):
-            ms, r = timed(lambda: api.ok("POST", "/v1/sandboxes", {"snapshot": snaps[0]}))
+            ms, r = timed(lambda: api.ok("POST", "/v1/sandboxes",
+                                         {"snapshot": snaps[0], "isolation": iso}))
             make.append(ms)
             api.delete(r.json()["id"])
         out["snapshot"] = stats(take)
@@ -115,9 +118,10 @@ def main():
         gvisor = not a.skip_gvisor and brigtest.gvisor_refusal(api) is None
         for mib in [int(x) for x in a.mib.split(",")]:
             row = {"container": bench_pause(api, "container", mib, a.n)}
-            row["container"].update(bench_snapshots(api, mib, a.n))
+            row["container"].update(bench_snapshots(api, "container", mib, a.n))
             if gvisor:
                 row["gvisor"] = bench_pause(api, "gvisor", mib, a.n)
+                row["gvisor"].update(bench_snapshots(api, "gvisor", mib, a.n))
             res[f"{mib}MiB"] = row
             print(json.dumps({f"{mib}MiB": row}, indent=1), flush=True)
     finally:

@@ -77,6 +77,7 @@ enum cli_opt_key {
     OPT_SNAPSHOT,
     OPT_GRANT,
     OPT_CHECKPOINT,
+    OPT_SNAPSHOTS,
 };
 
 /* Whether a command takes a remote command after its operands. */

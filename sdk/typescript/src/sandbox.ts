@@ -71,6 +71,7 @@ export class Sandbox {
     if (options.volumes !== undefined) body.volumes = volumeMounts(options.volumes);
     if (options.snapshot !== undefined) body.snapshot = options.snapshot;
     if (options.onIdle !== undefined) body.on_idle = options.onIdle;
+    if (options.snapshots !== undefined) body.snapshots = options.snapshots;
     const info = await client.json("POST", "/v1/sandboxes", { json: body, signal: options.signal });
     return new Sandbox(client, sandboxInfo(info));
   }

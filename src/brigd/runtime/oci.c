@@ -198,10 +198,12 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
     sb->dirfd = sb->pidfd = -1;
     sb->iso = spec->isolation;
-    sb->host_layer = spec->host_layer;
     int userns = -1, lfd = -1;
     if (brig_oci_bundle_dir(o, spec, &sb->dirfd, err) < 0)
         goto fail_sb; /* nothing made: never clean up a directory we did not create */
+    if (brig_gvisor_host_layer_mark(o, spec, sb->dirfd, err) < 0)
+        goto fail_destroy;
+    sb->host_layer = brig_gvisor_host_layer(sb->dirfd);
     /* The TCP buffer bound (cgroup.c), before anything of the sandbox runs.  Not under
      * gVisor: its TCP buffers are its own kernel's memory (netstack), and runsc sets no
      * limit on a cgroup that exists before it (the memory limit would be lost). */
@@ -226,7 +228,7 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         if (lfd < 0 || brig_oci_bundle_config(o, spec, userns, err) < 0)
             goto fail_destroy;
     }
-    int rc = brig_oci_runtime_start(o, spec->id, spec->isolation, spec->host_layer, lfd, NULL, err);
+    int rc = brig_oci_runtime_start(o, spec->id, spec->isolation, sb->host_layer, lfd, NULL, err);
     if (lfd >= 0)
         close(lfd);
     lfd = -1;
@@ -267,6 +269,7 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
         goto fail;
     }
     brig_oci_disk_thaw(o, id); /* brigd died during a snapshot */
+    sb->host_layer = sb->iso == BRIG_ISO_GVISOR && brig_gvisor_host_layer(sb->dirfd);
     if (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, id)) {
         *out = sb; /* its memory on disk, no process: paused until restored */
         return 0;

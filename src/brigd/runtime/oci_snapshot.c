@@ -11,6 +11,11 @@
  * digest is the sha256 of every 64 KiB block of the image that is not all zeros, each
  * after its offset: the same for a file whatever its holes are, and computed while copying.
  *
+ * A gVisor sandbox has one where its root's writes reach it (created with "snapshots": true,
+ * gvisor.c); runsc's pause stops its tasks, and its writes are in the host's page cache
+ * already (gVisor writes a file through the host descriptor the gofer handed it), so the
+ * same FIFREEZE and copy hold for it.
+ *
  * A sandbox made from a snapshot writes on top of the snapshot's layers (oci_layer.c), so
  * a snapshot of it is its own layer plus those: they are hard-linked into the new
  * snapshot's directory (lower-<k>.img), never copied.  Removing a snapshot removes its
@@ -128,10 +133,13 @@ int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id
                            char digest[65], int64_t *bytes, brig_error **err)
 {
     oci *o = rt->priv;
-    if (sb->iso != BRIG_ISO_CONTAINER)
+    if (sb->iso != BRIG_ISO_CONTAINER && !sb->host_layer)
         return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "snapshots are taken of container sandboxes only: a gVisor "
-                              "sandbox's writes live in gVisor's own overlay");
+                              "%s keeps its writes in gVisor's own overlay, where the host cannot "
+                              "copy them: a gVisor sandbox can be snapshotted or forked when it "
+                              "is created with \"snapshots\": true (its writes then go to its "
+                              "writable layer on the host, as a container's do)",
+                              sb->id);
     _cleanup_free_ char *top = snap_path(o, NULL, NULL);
     _cleanup_free_ char *dir = snap_path(o, id, NULL);
     _cleanup_free_ char *img = snap_path(o, id, "disk.img");

@@ -127,6 +127,7 @@ int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t co
                            .isolation = brig_isolation_name(s.iso),
                            .env = s.env,
                            .snapshot = snap_id,
+                           .host_layer = s.iso == BRIG_ISO_GVISOR, /* forked again, in turn */
                            .egress_none = s.egress_none};
     brig_error *first = NULL;
     json_t *made = make_children(d, c, &o, count, &first);

@@ -28,7 +28,8 @@ typedef struct brig_sandbox_opts {
     const brig_volset *volumes; /* checked (brig_volset_parse), or NULL: none */
     const char *snapshot;       /* start from this snapshot (snapshots.h), or NULL */
     const char *on_idle;        /* "pause", "delete"; NULL: its project's default */
-    bool host_layer;            /* its writes in the host's writable layer (runtime.h): a build's */
+    bool host_layer; /* its writes in the host's writable layer (runtime.h): a build's, and a
+                      * gVisor sandbox's that can be snapshotted ("snapshots": true) */
     bool egress_none;           /* it reaches nothing, whatever its project's egress policy says */
 } brig_sandbox_opts;
 

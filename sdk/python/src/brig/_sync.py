@@ -255,7 +255,8 @@ class Sandbox:
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
                project: Optional[str] = None, isolation: Optional[str] = None,
                volumes: Any = None, snapshot: Optional[str] = None,
-               on_idle: Optional[str] = None, url: Optional[str] = None, api_key: Optional[str] = None,
+               on_idle: Optional[str] = None, snapshots: Optional[bool] = None,
+               url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> "Sandbox":
         """Creates a sandbox (``POST /v1/sandboxes``) and returns once its
         agent answers.
@@ -290,6 +291,9 @@ class Sandbox:
             on_idle: what the idle timeout does: ``"delete"`` it, or ``"pause"``
                 it (resume with :meth:`resume`; deleted once paused for the
                 server's ``paused_max_age``). Default: its project's, else delete.
+            snapshots: ``True`` makes a gVisor sandbox one that can be
+                snapshotted and forked (its writes go to the host's layer:
+                slower on file-heavy work; docs/snapshots.md).
             client: a :class:`Client` to use (then url/api_key are ignored).
 
         Only the arguments given are sent. brigd refuses fields it does not
@@ -298,7 +302,7 @@ class Sandbox:
         cl, owns = _client(client, url, api_key)
         body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
                              max_lifetime, project, isolation, volumes, snapshot,
-                             on_idle)
+                             on_idle, snapshots)
         try:
             j = cl.transport.request("POST", "/v1/sandboxes", json=body).json()
         except BaseException:

@@ -287,7 +287,8 @@ class Sandbox:
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
                project: Optional[str] = None, isolation: Optional[str] = None,
                volumes: Any = None, snapshot: Optional[str] = None,
-               on_idle: Optional[str] = None, url: Optional[str] = None, api_key: Optional[str] = None,
+               on_idle: Optional[str] = None, snapshots: Optional[bool] = None,
+               url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> _Creating:
         """Creates a sandbox (arguments as :meth:`brig.Sandbox.create`).
         ``sb = await Sandbox.create(...)``, or ``async with
@@ -298,7 +299,7 @@ class Sandbox:
             cl, owns = _client(client, url, api_key)
             body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
                                  max_lifetime, project, isolation, volumes, snapshot,
-                                 on_idle)
+                                 on_idle, snapshots)
             post = asyncio.ensure_future(cl.transport.request("POST", "/v1/sandboxes", json=body))
             try:
                 # shielded: if this task is cancelled (asyncio.wait_for …) while
