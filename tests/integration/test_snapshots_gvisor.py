@@ -158,3 +158,64 @@ def test_a_checkpointed_gvisor_sandbox_is_snapshotted_and_restored(gvisor_api, d
                 assert k.exec("cat /root/f")["stdout"] == "before\n"
         finally:
             api.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
+
+
+def addresses(api, sid):
+    """Its IPv4 addresses other than loopback, as its own kernel sees them."""
+    r = api.exec(sid, "ip -4 -o addr show")
+    assert r["exit_code"] == 0, r
+    w = r["stdout"].split()
+    return sorted(w[i + 1].split("/")[0] for i in range(len(w) - 1)
+                  if w[i] == "inet" and not w[i + 1].startswith("127."))
+
+
+def test_fork_with_memory_the_counter_goes_on_in_each_child(gvisor_api):
+    """{"memory": true}: each child is restored from the source's memory image (runsc
+    checkpoint --leave-running) on the snapshot's layer of the same instant: the source's
+    counting process goes on in every child, from its number, with no restart; each child
+    has its own network address (gVisor's restore keeps the stack of the child's own
+    namespace) and its own files; the source goes on too."""
+    api = gvisor_api
+    with Sandbox(api, isolation="gvisor", snapshots=True) as src:
+        src.exec("echo base > /root/f")
+        pid = api.ok("POST", f"/v1/sandboxes/{src.id}/exec", {"cmd": COUNTER, "background": True},
+                     expect=(202,)).json()["pid"]
+        wait_for(lambda: len(ticks(api, src.id, pid)) >= 5, timeout=20, what="counting")
+        r = api.ok("POST", f"/v1/sandboxes/{src.id}/fork", {"count": 2, "memory": True},
+                   expect=(201,)).json()
+        kids = [k["id"] for k in r["sandboxes"]]
+        try:
+            assert len(kids) == 2 and r["refused"] == 0, r
+            for k in kids:
+                seen = ticks(api, k, pid)
+                assert len(seen) >= 5 and seen == list(range(1, len(seen) + 1)), (k, seen)
+                wait_for(lambda: len(ticks(api, k, pid)) > len(seen) + 5, timeout=20,
+                         what=f"the counter going on in {k}")
+                api.exec(k, f"echo {k} > /root/f")
+            assert [api.exec(k, "cat /root/f")["stdout"] for k in kids] == [k + "\n" for k in kids]
+            n = len(ticks(api, src.id, pid))
+            wait_for(lambda: len(ticks(api, src.id, pid)) > n + 5, timeout=20,
+                     what="the source counting on")
+            assert src.exec("cat /root/f")["stdout"] == "base\n"
+            ips = [addresses(api, s) for s in [src.id] + kids]
+            assert all(ips) and len({tuple(a) for a in ips}) == 3, ips
+        finally:
+            for k in kids:
+                api.delete(k)
+        assert api.ok("GET", "/v1/snapshots").json()["snapshots"] == []
+
+
+def test_fork_with_memory_is_refused_where_it_cannot_be(gvisor_api):
+    api = gvisor_api
+    with Sandbox(api) as c:
+        r = api.request("POST", f"/v1/sandboxes/{c.id}/fork", {"memory": True})
+        assert r.status == 400 and "gVisor" in r.json()["error"]["message"], r.body
+        r = api.request("POST", f"/v1/sandboxes/{c.id}/fork", {"memory": 1})
+        assert r.status == 400 and "memory" in r.json()["error"]["message"], r.body
+    with Sandbox(api, isolation="gvisor", snapshots=True) as g:
+        api.ok("POST", f"/v1/sandboxes/{g.id}/pause")
+        r = api.request("POST", f"/v1/sandboxes/{g.id}/fork", {"memory": True})
+        assert r.status == 409 and "running" in r.json()["error"]["message"], r.body
+        api.ok("POST", f"/v1/sandboxes/{g.id}/resume")
+        assert g.exec("echo ok")["stdout"] == "ok\n"
+    assert api.ok("GET", "/v1/snapshots").json()["snapshots"] == []

@@ -199,6 +199,10 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     sb->dirfd = sb->pidfd = -1;
     sb->iso = spec->isolation;
     int userns = -1, lfd = -1;
+    /* A fork with memory's child: runsc restores the source's image (its agent listens again
+     * once told: gvisor_ckpt.c). */
+    _cleanup_free_ char *img =
+        spec->snapshot_memory ? brig_oci_snapshot_file(o, spec->snapshot, "memory") : NULL;
     if (brig_oci_bundle_dir(o, spec, &sb->dirfd, err) < 0)
         goto fail_sb; /* nothing made: never clean up a directory we did not create */
     if (brig_gvisor_host_layer_mark(o, spec, sb->dirfd, err) < 0)
@@ -228,12 +232,14 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         if (lfd < 0 || brig_oci_bundle_config(o, spec, userns, err) < 0)
             goto fail_destroy;
     }
-    int rc = brig_oci_runtime_start(o, spec->id, spec->isolation, sb->host_layer, lfd, NULL, err);
+    int rc = brig_oci_runtime_start(o, spec->id, spec->isolation, sb->host_layer, lfd, img, err);
     if (lfd >= 0)
         close(lfd);
     lfd = -1;
     if (rc < 0 || (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_seal(o, spec->id, err) < 0) ||
-        brig_oci_init_hold(o, sb, err) < 0 || brig_oci_agent_ready(rt, sb, err) < 0)
+        brig_oci_init_hold(o, sb, err) < 0 ||
+        (img && brig_gvisor_agent_listen(o, spec->id, err) < 0) ||
+        brig_oci_agent_ready(rt, sb, err) < 0)
         goto fail_destroy;
     if (userns >= 0)
         close(userns); /* the sandbox (and a container's id-mapped mount) holds it now */
@@ -434,6 +440,7 @@ static const brig_runtime_ops oci_ops = {
     .resume = brig_oci_resume,
     .paused = brig_oci_paused,
     .snapshot_take = brig_oci_snapshot_take,
+    .snapshot_memory = brig_oci_snapshot_memory,
     .snapshot_remove = brig_oci_snapshot_remove,
     .snapshot_list = brig_oci_snapshot_list,
     .free = oci_free,

@@ -78,6 +78,14 @@ int brig_gvisor_checkpoint(oci *o, brig_rt_sandbox *sb, brig_error **err);
 /* Restores a checkpointed sb and waits for its agent; the checkpoint is removed once it runs.
  * On failure it stays checkpointed. */
 int brig_gvisor_restore(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+/* A fork with memory (oci_snapshot.c): quiet (running sb, paused by its caller: it runs
+ * while its agent closes its connections, then is paused again), the image of its memory
+ * (`runsc checkpoint --leave-running`, while paused), listening again (it runs on). */
+int brig_gvisor_quiet(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+int brig_gvisor_image(oci *o, brig_rt_sandbox *sb, const char *img, brig_error **err);
+void brig_gvisor_listen(brig_runtime *rt, brig_rt_sandbox *sb);
+/* `runsc kill id USR1`: its agent listens again after a restore. */
+int brig_gvisor_agent_listen(oci *o, const char *id, brig_error **err);
 
 /* ---- oci_start.c: the runtime, and the steps of a create that a restore takes again ---- */
 
@@ -176,6 +184,10 @@ int brig_oci_paused(brig_runtime *rt, const char *id);
 
 int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
                            char digest[65], int64_t *bytes, brig_error **err);
+/* "<state>/snapshots/<id>/<name>" (caller frees). */
+char *brig_oci_snapshot_file(const oci *o, const char *id, const char *name);
+int brig_oci_snapshot_memory(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                             char digest[65], int64_t *bytes, brig_error **err);
 int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err);
 /* oci_layer.c: thaws the sandbox's file system, frozen for a snapshot by a brigd that died
  * meanwhile (FIFREEZE outlives its caller); one not frozen: nothing. */

@@ -157,6 +157,36 @@ int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id
     return 0;
 }
 
+/* Its memory too: the agent quiet while the sandbox runs, then (paused again) the layer
+ * and the image of its memory, of the same instant; it runs on, listening again. */
+int brig_oci_snapshot_memory(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                             char digest[65], int64_t *bytes, brig_error **err)
+{
+    oci *o = rt->priv;
+    if (sb->iso != BRIG_ISO_GVISOR)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "only a gVisor sandbox's memory can go into a fork (%s is a "
+                              "container)",
+                              sb->id);
+    if (!sb->host_layer) /* refused, saying why */
+        return brig_oci_snapshot_take(rt, sb, id, durable, digest, bytes, err);
+    if (brig_gvisor_quiet(rt, sb, err) < 0)
+        return -1;
+    _cleanup_free_ char *mem = snap_path(o, id, "memory");
+    int rc = brig_oci_snapshot_take(rt, sb, id, durable, digest, bytes, err);
+    if (rc == 0 && brig_gvisor_image(o, sb, mem, err) < 0) {
+        brig_oci_snapshot_remove(rt, id, NULL);
+        rc = -1;
+    }
+    brig_gvisor_listen(rt, sb);
+    return rc;
+}
+
+char *brig_oci_snapshot_file(const oci *o, const char *id, const char *name)
+{
+    return snap_path(o, id, name);
+}
+
 int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err)
 {
     (void)err;

@@ -540,6 +540,7 @@ static int start(create *x, brig_error **err)
         spec.snapshot = x->snap.id;
         spec.snapshot_digest = x->snap.digest;
         spec.snapshot_uid_base = (unsigned)x->snap.uid_base;
+        spec.snapshot_memory = x->o->snapshot_memory;
     }
     brig_rt_sandbox *h = NULL;
     if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)
