@@ -7,7 +7,7 @@ timings; default 1 and 100; 1024 fits the small tariff's 2 GiB disk) and each is
 mode (gVisor: pause and resume of a default sandbox, the rest of one created with
 "snapshots": true, docs/snapshots.md): `-n` samples of each operation, as the API's
 caller sees it (one HTTP request), median and p90 in ms.  fork x1 and x10 are timed
-per fork and per child.
+per fork and per child (gVisor: also with its memory, {"memory": true}).
 
 As root, with Debian's python3 (standard library only), after `make build templates`,
 inside a network namespace of its own like the tests:
@@ -80,19 +80,22 @@ def bench_snapshots(api, iso, mib, n):
             api.delete(r.json()["id"])
         out["snapshot"] = stats(take)
         out["create_from_snapshot"] = stats(make)
-        for count in (1, 10):
-            per_fork, per_child = [], []
-            for _ in range(max(1, n // count)):
-                ms, r = timed(lambda: api.ok("POST", f"/v1/sandboxes/{sid}/fork",
-                                             {"count": count}, expect=(201,)))
-                kids = r.json()["sandboxes"]
-                assert len(kids) == count, r.json()
-                per_fork.append(ms)
-                per_child.append(ms / count)
-                for k in kids:
-                    api.delete(k["id"])
-            out[f"fork_x{count}"] = stats(per_fork)
-            out[f"fork_x{count}_per_child"] = stats(per_child)
+        for memory in (False, True) if iso == "gvisor" else (False,):
+            for count in (1, 10):
+                per_fork, per_child = [], []
+                for _ in range(max(1, n // count)):
+                    ms, r = timed(lambda: api.ok("POST", f"/v1/sandboxes/{sid}/fork",
+                                                 {"count": count, "memory": memory},
+                                                 expect=(201,)))
+                    kids = r.json()["sandboxes"]
+                    assert len(kids) == count, r.json()
+                    per_fork.append(ms)
+                    per_child.append(ms / count)
+                    for k in kids:
+                        api.delete(k["id"])
+                name = f"fork{'_memory' if memory else ''}_x{count}"
+                out[name] = stats(per_fork)
+                out[f"{name}_per_child"] = stats(per_child)
         for s in snaps:
             api.ok("DELETE", f"/v1/snapshots/{s}", expect=(204,))
         return out

@@ -78,6 +78,7 @@ enum cli_opt_key {
     OPT_GRANT,
     OPT_CHECKPOINT,
     OPT_SNAPSHOTS,
+    OPT_MEMORY,
 };
 
 /* Whether a command takes a remote command after its operands. */

@@ -35,6 +35,8 @@ static const cli_opt options[] = {
     {OPT_SNAPSHOT, "snapshot", "SNAPSHOT", "start from this snapshot's file system (and template)"},
     {OPT_SNAPSHOTS, "snapshots", NULL,
      "gvisor: one that can be snapshotted and forked (its writes in the host's layer)"},
+    {OPT_MEMORY, "memory", NULL,
+     "gvisor: with its memory too (its processes go on in each child)"},
     {OPT_CHECKPOINT, "checkpoint", NULL,
      "gvisor: write its memory to disk and free it, not just freeze it (pause)"},
     {OPT_ON_IDLE, "on-idle", "WHAT",

@@ -169,9 +169,15 @@ export class Sandbox {
     return await this.client.json<Record<string, unknown>>("POST", `${this.#path}/snapshot`, { json });
   }
 
-  /** `count` new sandboxes from its file system as it is now (fewer when a limit stopped them). */
-  async fork(count = 1): Promise<Sandbox[]> {
-    const r = await this.client.json<{ sandboxes: unknown[] }>("POST", `${this.#path}/fork`, { json: { count } });
+  /**
+   * `count` new sandboxes from its file system as it is now (fewer when a limit stopped them);
+   * `memory`: a running gVisor sandbox created with `snapshots: true` goes on in each child, its
+   * processes and memory too (docs/snapshots.md).
+   */
+  async fork(count = 1, options: { memory?: boolean } = {}): Promise<Sandbox[]> {
+    const json: Record<string, unknown> = { count };
+    if (options.memory) json.memory = true;
+    const r = await this.client.json<{ sandboxes: unknown[] }>("POST", `${this.#path}/fork`, { json });
     return r.sandboxes.map((info) => new Sandbox(this.client, sandboxInfo(info)));
   }
 

@@ -399,11 +399,16 @@ class Sandbox:
         body = {"name": name} if name is not None else None
         return dict(self._t.request("POST", self._p("/snapshot"), json=body).json())
 
-    def fork(self, count: int = 1) -> builtins.list["Sandbox"]:
+    def fork(self, count: int = 1, memory: bool = False) -> builtins.list["Sandbox"]:
         """``count`` new sandboxes that start from its file system as it is now,
         each its own afterwards (docs/snapshots.md).  Fewer than ``count`` when a
-        limit stopped the creates (none: the limit's error is raised)."""
-        j = self._t.request("POST", self._p("/fork"), json={"count": count}).json()
+        limit stopped the creates (none: the limit's error is raised).  ``memory``:
+        a running gVisor sandbox created with ``snapshots=True`` is forked with its
+        memory too: its processes go on in every child."""
+        body: dict[str, Any] = {"count": count}
+        if memory:
+            body["memory"] = True
+        j = self._t.request("POST", self._p("/fork"), json=body).json()
         return [Sandbox(self.client, SandboxInfo.from_json(x)) for x in j.get("sandboxes", [])]
 
     def network_log(self) -> builtins.list[dict[str, Any]]:

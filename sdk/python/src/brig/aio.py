@@ -391,10 +391,13 @@ class Sandbox:
         body = {"name": name} if name is not None else None
         return dict((await self._t.request("POST", self._p("/snapshot"), json=body)).json())
 
-    async def fork(self, count: int = 1) -> builtins.list["Sandbox"]:
+    async def fork(self, count: int = 1, memory: bool = False) -> builtins.list["Sandbox"]:
         """``count`` new sandboxes from its file system now (see the sync
         :meth:`brig.Sandbox.fork`)."""
-        j = (await self._t.request("POST", self._p("/fork"), json={"count": count})).json()
+        body: dict[str, Any] = {"count": count}
+        if memory:
+            body["memory"] = True
+        j = (await self._t.request("POST", self._p("/fork"), json=body)).json()
         return [Sandbox(self.client, SandboxInfo.from_json(x)) for x in j.get("sandboxes", [])]
 
     async def network_log(self) -> builtins.list[dict[str, Any]]:
