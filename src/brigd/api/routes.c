@@ -67,10 +67,10 @@ static int seconds_field(json_t *body, const char *name, int64_t max_ms, int64_t
 
 static void h_sandbox_create(brig_req *r)
 {
-    static const char *const fields[] = {"template",    "tariff",       "env",          "secrets",
-                                         "secret_refs", "idle_timeout", "max_lifetime", "project",
-                                         "isolation",   "volumes",      "snapshot",     "on_idle",
-                                         "snapshots",   NULL};
+    static const char *const fields[] = {
+        "template",     "tariff",       "env",       "secrets",   "secret_refs",
+        "idle_timeout", "max_lifetime", "project",   "isolation", "volumes",
+        "snapshot",     "on_idle",      "snapshots", NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;

@@ -57,9 +57,8 @@ static void runsc_flags(oci *o, const brig_runtime_config *cfg)
     o->runsc_flags[n++] = brig_xstrdup("--network=sandbox");
     o->runsc_flags[n++] = brig_xstrdup("--host-uds=create");
     o->runsc_host_layer = strcmp(overlay, "none") == 0;
-    o->runsc_flags[n++] = o->runsc_host_layer
-                              ? brig_xstrdup("--overlay2=none")
-                              : brig_asprintf("--overlay2=root:%s", overlay);
+    o->runsc_flags[n++] = o->runsc_host_layer ? brig_xstrdup("--overlay2=none")
+                                              : brig_asprintf("--overlay2=root:%s", overlay);
     o->runsc_flags[n++] = brig_asprintf("--directfs=%s", cfg->runsc_directfs ? "true" : "false");
     o->runsc_flags[n] = NULL;
 }
@@ -145,8 +144,7 @@ bool brig_gvisor_has(const oci *o, const char *id)
     return found;
 }
 
-int brig_gvisor_host_layer_mark(const oci *o, const brig_rt_spec *spec, int dirfd,
-                                brig_error **err)
+int brig_gvisor_host_layer_mark(const oci *o, const brig_rt_spec *spec, int dirfd, brig_error **err)
 {
     if (spec->isolation != BRIG_ISO_GVISOR || !(spec->host_layer || o->runsc_host_layer))
         return 0;

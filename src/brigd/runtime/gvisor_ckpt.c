@@ -171,33 +171,13 @@ int brig_gvisor_agent_listen(oci *o, const char *id, brig_error **err)
     return signal_agent(o, id, "USR1", err);
 }
 
-int brig_gvisor_quiet(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+int brig_gvisor_agent_quiet(oci *o, brig_rt_sandbox *sb, brig_error **err)
 {
-    oci *o = rt->priv;
-    if (brig_gvisor_checkpointed(o, sb->id))
-        return brig_error_set(err, BRIG_E_CONFLICT, 0,
-                              "%s's memory is checkpointed: resume it before a fork with memory",
-                              sb->id);
-    if (brig_oci_resume(rt, sb, err) < 0 || signal_agent(o, sb->id, "USR2", err) < 0)
-        return -1;
-    if (wait_quiet(sb, err) < 0 || brig_oci_pause(rt, sb, NULL, err) < 0) {
-        brig_gvisor_listen(rt, sb);
-        return -1;
-    }
-    return 0;
+    return signal_agent(o, sb->id, "USR2", err) < 0 ? -1 : wait_quiet(sb, err);
 }
 
 int brig_gvisor_image(oci *o, brig_rt_sandbox *sb, const char *img, brig_error **err)
 {
     const char *ck[] = {"checkpoint", "--leave-running", "--image-path", img, sb->id, NULL};
     return runsc(o, ck, err);
-}
-
-void brig_gvisor_listen(brig_runtime *rt, brig_rt_sandbox *sb)
-{
-    brig_error *err = NULL;
-    if (brig_oci_resume(rt, sb, &err) < 0 || signal_agent(rt->priv, sb->id, "USR1", &err) < 0) {
-        brig_warn("%s: listening again after a fork with memory: %s", sb->id, err->msg);
-        brig_error_clear(&err);
-    }
 }

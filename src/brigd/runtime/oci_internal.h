@@ -78,14 +78,12 @@ int brig_gvisor_checkpoint(oci *o, brig_rt_sandbox *sb, brig_error **err);
 /* Restores a checkpointed sb and waits for its agent; the checkpoint is removed once it runs.
  * On failure it stays checkpointed. */
 int brig_gvisor_restore(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
-/* A fork with memory (oci_snapshot.c): quiet (running sb, paused by its caller: it runs
- * while its agent closes its connections, then is paused again), the image of its memory
- * (`runsc checkpoint --leave-running`, while paused), listening again (it runs on). */
-int brig_gvisor_quiet(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
-int brig_gvisor_image(oci *o, brig_rt_sandbox *sb, const char *img, brig_error **err);
-void brig_gvisor_listen(brig_runtime *rt, brig_rt_sandbox *sb);
-/* `runsc kill id USR1`: its agent listens again after a restore. */
+/* For a fork with memory (oci_snapshot.c): running sb's agent closes every connection
+ * (SIGUSR2, until it did); listens again (SIGUSR1: a running sandbox, a restored one);
+ * the image of paused sb's memory (`runsc checkpoint --leave-running`: it stays). */
+int brig_gvisor_agent_quiet(oci *o, brig_rt_sandbox *sb, brig_error **err);
 int brig_gvisor_agent_listen(oci *o, const char *id, brig_error **err);
+int brig_gvisor_image(oci *o, brig_rt_sandbox *sb, const char *img, brig_error **err);
 
 /* ---- oci_start.c: the runtime, and the steps of a create that a restore takes again ---- */
 

@@ -157,6 +157,30 @@ int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id
     return 0;
 }
 
+/* A fork with memory's source (paused by the caller) runs while its agent closes its
+ * connections (gvisor_ckpt.c), then is paused again. */
+static int quiet(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+{
+    oci *o = rt->priv;
+    if (brig_gvisor_checkpointed(o, sb->id))
+        return brig_error_set(err, BRIG_E_CONFLICT, 0,
+                              "%s's memory is checkpointed: resume it before a fork with memory",
+                              sb->id);
+    if (brig_oci_resume(rt, sb, err) < 0 || brig_gvisor_agent_quiet(o, sb, err) < 0)
+        return -1;
+    return brig_oci_pause(rt, sb, NULL, err);
+}
+
+/* It runs on, listening again (a frozen sandbox cannot be signalled: resumed first). */
+static void listen_again(brig_runtime *rt, brig_rt_sandbox *sb)
+{
+    brig_error *err = NULL;
+    if (brig_oci_resume(rt, sb, &err) < 0 || brig_gvisor_agent_listen(rt->priv, sb->id, &err) < 0) {
+        brig_warn("%s: listening again after a fork with memory: %s", sb->id, err->msg);
+        brig_error_clear(&err);
+    }
+}
+
 /* Its memory too: the agent quiet while the sandbox runs, then (paused again) the layer
  * and the image of its memory, of the same instant; it runs on, listening again. */
 int brig_oci_snapshot_memory(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
@@ -170,15 +194,15 @@ int brig_oci_snapshot_memory(brig_runtime *rt, brig_rt_sandbox *sb, const char *
                               sb->id);
     if (!sb->host_layer) /* refused, saying why */
         return brig_oci_snapshot_take(rt, sb, id, durable, digest, bytes, err);
-    if (brig_gvisor_quiet(rt, sb, err) < 0)
-        return -1;
     _cleanup_free_ char *mem = snap_path(o, id, "memory");
-    int rc = brig_oci_snapshot_take(rt, sb, id, durable, digest, bytes, err);
+    int rc = quiet(rt, sb, err) < 0
+                 ? -1
+                 : brig_oci_snapshot_take(rt, sb, id, durable, digest, bytes, err);
     if (rc == 0 && brig_gvisor_image(o, sb, mem, err) < 0) {
         brig_oci_snapshot_remove(rt, id, NULL);
         rc = -1;
     }
-    brig_gvisor_listen(rt, sb);
+    listen_again(rt, sb); /* also after a quiet that failed half-way */
     return rc;
 }
 
