@@ -32,14 +32,24 @@ static json_t *snapshot_json(const brig_snapshot_row *r)
 
 typedef struct take {
     brigd *d;
+    brig_sandbox *sb;
     brig_snapshot_row *row;
     bool durable, memory;
 } take;
 
+/* Under the pause lock (pause.h): a sandbox paused by a request stays paused, and a fork
+ * with memory needs it running (its agent closes its connections first). */
 static int take_layer(void *arg, brig_rt_sandbox *rt, brig_error **err)
 {
     take *t = arg;
     brig_runtime *r = t->d->rt;
+    brig_sandbox_view v;
+    brig_registry_view_of(t->d, t->sb, &v);
+    brig_sandbox_view_dispose(&v);
+    if (t->memory && v.state != BRIG_SB_RUNNING)
+        return brig_error_set(err, BRIG_E_CONFLICT, 0,
+                              "sandbox '%.40s' is %s: a fork with memory is of a running one",
+                              t->row->source_id, brig_sb_state_name(v.state));
     return (t->memory ? r->ops->snapshot_memory : r->ops->snapshot_take)(
         r, rt, t->row->id, t->durable, t->row->digest, &t->row->bytes, err);
 }
@@ -51,10 +61,6 @@ static int take_snapshot(brigd *d, const brig_caller *c, const char *sandbox_id,
     if (!brig_registry_view(d, c, sandbox_id, &v))
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", sandbox_id);
     brig_sandbox_view_dispose(&v);
-    if (memory && v.state != BRIG_SB_RUNNING) /* its agent must run to close its connections */
-        return brig_error_set(err, BRIG_E_CONFLICT, 0,
-                              "sandbox '%.40s' is %s: a fork with memory is of a running one",
-                              sandbox_id, brig_sb_state_name(v.state));
     brig_sandbox *sb = brig_registry_ref_id(d, sandbox_id);
     if (sb == NULL)
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", sandbox_id);
@@ -68,7 +74,7 @@ static int take_snapshot(brigd *d, const brig_caller *c, const char *sandbox_id,
     snprintf(row.source_id, sizeof(row.source_id), "%s", sp->id);
     snprintf(row.template, sizeof(row.template), "%s", sp->template);
     memcpy(row.template_key, sp->template_key, sizeof(row.template_key));
-    take t = {d, &row, durable, memory};
+    take t = {d, sb, &row, durable, memory};
     int rc = brig_sandbox_frozen_do(d, sb, take_layer, &t, err);
     if (rc == 0 && brig_store_snapshot_insert(d->store, &row, err) < 0) {
         d->rt->ops->snapshot_remove(d->rt, row.id, NULL);
