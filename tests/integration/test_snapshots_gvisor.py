@@ -116,8 +116,8 @@ def test_a_damaged_gvisor_snapshot_is_refused(gvisor_api, daemon):
     api.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
 
 
-def ticks(api, sid, pid):
-    """The numbers the counting process printed so far."""
+def output_text(api, sid, pid):
+    """What the background process printed so far."""
     conn = http.client.HTTPConnection(api.host, api.port, timeout=60)
     conn.request("GET", f"/v1/sandboxes/{sid}/processes/{pid}/output?follow=0",
                  headers={"Authorization": f"Bearer {api.key}", "Accept": "application/x-ndjson"})
@@ -125,7 +125,12 @@ def ticks(api, sid, pid):
     assert resp.status == 200, resp.read()
     evs = [json.loads(line) for line in resp]
     conn.close()
-    return [int(x) for x in "".join(e["data"] for e in evs if e.get("type") == "stdout").split()]
+    return "".join(e["data"] for e in evs if e.get("type") == "stdout")
+
+
+def ticks(api, sid, pid):
+    """The numbers the counting process printed so far."""
+    return [int(x) for x in output_text(api, sid, pid).split()]
 
 
 COUNTER = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.02; done"
@@ -174,10 +179,15 @@ def test_fork_with_memory_the_counter_goes_on_in_each_child(gvisor_api):
     checkpoint --leave-running) on the snapshot's layer of the same instant: the source's
     counting process goes on in every child, from its number, with no restart; each child
     has its own network address (gVisor's restore keeps the stack of the child's own
-    namespace) and its own files; the source goes on too."""
+    namespace) and its own files; the source goes on too.  The children hold the source's
+    secrets (its processes do) and redact them."""
     api = gvisor_api
-    with Sandbox(api, isolation="gvisor", snapshots=True) as src:
+    with Sandbox(api, isolation="gvisor", snapshots=True,
+                 secrets={"TOKEN": "s3cret-token-value"}) as src:
         src.exec("echo base > /root/f")
+        said = api.ok("POST", f"/v1/sandboxes/{src.id}/exec",
+                      {"cmd": "echo $TOKEN; sleep 600", "background": True},
+                      expect=(202,)).json()["pid"]
         pid = api.ok("POST", f"/v1/sandboxes/{src.id}/exec", {"cmd": COUNTER, "background": True},
                      expect=(202,)).json()["pid"]
         wait_for(lambda: len(ticks(api, src.id, pid)) >= 5, timeout=20, what="counting")
@@ -192,6 +202,9 @@ def test_fork_with_memory_the_counter_goes_on_in_each_child(gvisor_api):
                 wait_for(lambda: len(ticks(api, k, pid)) > len(seen) + 5, timeout=20,
                          what=f"the counter going on in {k}")
                 api.exec(k, f"echo {k} > /root/f")
+                # Its processes hold the source's secrets: the child redacts them as well.
+                out = output_text(api, k, said)
+                assert "[REDACTED:TOKEN]" in out and "s3cret" not in out, out
             assert [api.exec(k, "cat /root/f")["stdout"] for k in kids] == [k + "\n" for k in kids]
             n = len(ticks(api, src.id, pid))
             wait_for(lambda: len(ticks(api, src.id, pid)) > n + 5, timeout=20,
