@@ -9,7 +9,7 @@ import http.client
 import json
 import os
 
-from brigtest import Sandbox, runsc_processes, wait_for
+from brigtest import Sandbox, needs_gvisor, runsc_processes, wait_for
 
 
 def snapshot(api, sid, expect=(201,), **body):
@@ -232,3 +232,24 @@ def test_fork_with_memory_is_refused_where_it_cannot_be(gvisor_api):
         api.ok("POST", f"/v1/sandboxes/{g.id}/resume")
         assert g.exec("echo ok")["stdout"] == "ok\n"
     assert api.ok("GET", "/v1/snapshots").json()["snapshots"] == []
+
+
+def test_made_to_be_snapshotted_survives_a_restart(fresh_daemon):
+    """The mark is in its directory: a restarted brigd still snapshots it (and a default
+    gVisor sandbox is still refused)."""
+    d = fresh_daemon.start()
+    a = d.api()
+    needs_gvisor(a)
+    g = a.create("minimal", isolation="gvisor", snapshots=True)["id"]
+    plain = a.create("minimal", isolation="gvisor")["id"]
+    a.exec(g, "echo kept > /root/k")
+    d.stop()
+    d.start()
+    a = d.api()
+    snap = snapshot(a, g)
+    assert a.request("POST", f"/v1/sandboxes/{plain}/snapshot").status == 400
+    with Sandbox(a, snapshot=snap["id"], isolation="gvisor") as k:
+        assert k.exec("cat /root/k")["stdout"] == "kept\n"
+    a.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
+    a.delete(g)
+    a.delete(plain)
