@@ -10,10 +10,7 @@ import json
 import os
 
 from brigtest import Sandbox, needs_gvisor, runsc_processes, wait_for
-
-
-def snapshot(api, sid, expect=(201,), **body):
-    return api.ok("POST", f"/v1/sandboxes/{sid}/snapshot", body or None, expect=expect).json()
+from test_snapshots import damage, snapshot
 
 
 WRITE = ("mkdir -p /root/work && head -c 5000000 /dev/urandom > /root/work/blob && "
@@ -90,15 +87,6 @@ def test_fork_of_a_gvisor_sandbox_diverges_and_forks_again(gvisor_api):
         finally:
             for k in kids:
                 api.delete(k)
-
-
-def damage(img):
-    with open(img, "r+b") as f:  # flip a byte in its data
-        off = os.lseek(f.fileno(), 1 << 20, os.SEEK_DATA)
-        f.seek(off)
-        b = f.read(1)
-        f.seek(off)
-        f.write(bytes([b[0] ^ 0xFF]))
 
 
 def test_a_damaged_gvisor_snapshot_is_refused(gvisor_api, daemon):
