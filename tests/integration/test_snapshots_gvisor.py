@@ -8,8 +8,9 @@ how to get one.  Skipped (only) where brigd cannot run gvisor."""
 import http.client
 import json
 import os
+import subprocess
 
-from brigtest import Sandbox, needs_gvisor, runsc_processes, wait_for
+from brigtest import BUILD, Sandbox, needs_gvisor, runsc_processes, wait_for
 from test_snapshots import damage, snapshot
 
 
@@ -241,3 +242,25 @@ def test_made_to_be_snapshotted_survives_a_restart(fresh_daemon):
     a.ok("DELETE", f"/v1/snapshots/{snap['id']}", expect=(204,))
     a.delete(g)
     a.delete(plain)
+
+
+def test_cli_create_snapshots_and_fork_memory(gvisor_api):
+    api = gvisor_api
+    env = dict(os.environ, BRIG_URL=api.base_url, BRIG_API_KEY=api.key)
+
+    def brig(*args):
+        return subprocess.run([os.path.join(BUILD, "brig"), *args], env=env,
+                              capture_output=True, timeout=120)
+    r = brig("create", "--isolation", "gvisor", "--snapshots")
+    assert r.returncode == 0, r
+    sid = r.stdout.decode().strip()
+    try:
+        r = brig("fork", "--memory", sid, "2")
+        assert r.returncode == 0, r
+        kids = r.stdout.decode().split()
+        assert len(kids) == 2 and all(k.startswith("sbx_") for k in kids), r
+        for k in kids:
+            assert api.ok("GET", f"/v1/sandboxes/{k}").json()["isolation"] == "gvisor"
+            api.delete(k)
+    finally:
+        api.delete(sid)
