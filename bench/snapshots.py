@@ -3,10 +3,11 @@
 (issue 16; results and what they mean in docs/benchmarks.md, "Pause, snapshots, fork").
 
 For each amount of state (MiB written into the sandbox's writable layer before the
-timings; default 1 and 100) and each isolation mode (gVisor: pause and resume only,
-snapshots are of container sandboxes): `-n` samples of each operation, as the API's
+timings; default 1 and 100; 1024 fits the small tariff's 2 GiB disk) and each isolation
+mode (gVisor: pause and resume of a default sandbox, the rest of one created with
+"snapshots": true, docs/snapshots.md): `-n` samples of each operation, as the API's
 caller sees it (one HTTP request), median and p90 in ms.  fork x1 and x10 are timed
-per fork and per child.
+per fork and per child (gVisor: also with its memory, {"memory": true}).
 
 As root, with Debian's python3 (standard library only), after `make build templates`,
 inside a network namespace of its own like the tests:
@@ -61,8 +62,9 @@ def bench_pause(api, iso, mib, n):
         api.delete(sid)
 
 
-def bench_snapshots(api, mib, n):
-    sid = api.create("minimal")["id"]
+def bench_snapshots(api, iso, mib, n):
+    extra = {"snapshots": True} if iso == "gvisor" else {}
+    sid = api.create("minimal", isolation=iso, **extra)["id"]
     out = {}
     try:
         fill(api, sid, mib)
@@ -72,24 +74,28 @@ def bench_snapshots(api, mib, n):
             take.append(ms)
             snaps.append(r.json()["id"])
         for _ in range(n):
-            ms, r = timed(lambda: api.ok("POST", "/v1/sandboxes", {"snapshot": snaps[0]}))
+            ms, r = timed(lambda: api.ok("POST", "/v1/sandboxes",
+                                         {"snapshot": snaps[0], "isolation": iso}))
             make.append(ms)
             api.delete(r.json()["id"])
         out["snapshot"] = stats(take)
         out["create_from_snapshot"] = stats(make)
-        for count in (1, 10):
-            per_fork, per_child = [], []
-            for _ in range(max(1, n // count)):
-                ms, r = timed(lambda: api.ok("POST", f"/v1/sandboxes/{sid}/fork",
-                                             {"count": count}, expect=(201,)))
-                kids = r.json()["sandboxes"]
-                assert len(kids) == count, r.json()
-                per_fork.append(ms)
-                per_child.append(ms / count)
-                for k in kids:
-                    api.delete(k["id"])
-            out[f"fork_x{count}"] = stats(per_fork)
-            out[f"fork_x{count}_per_child"] = stats(per_child)
+        for memory in (False, True) if iso == "gvisor" else (False,):
+            for count in (1, 10):
+                per_fork, per_child = [], []
+                for _ in range(max(1, n // count)):
+                    ms, r = timed(lambda: api.ok("POST", f"/v1/sandboxes/{sid}/fork",
+                                                 {"count": count, "memory": memory},
+                                                 expect=(201,)))
+                    kids = r.json()["sandboxes"]
+                    assert len(kids) == count, r.json()
+                    per_fork.append(ms)
+                    per_child.append(ms / count)
+                    for k in kids:
+                        api.delete(k["id"])
+                name = f"fork{'_memory' if memory else ''}_x{count}"
+                out[name] = stats(per_fork)
+                out[f"{name}_per_child"] = stats(per_child)
         for s in snaps:
             api.ok("DELETE", f"/v1/snapshots/{s}", expect=(204,))
         return out
@@ -115,9 +121,10 @@ def main():
         gvisor = not a.skip_gvisor and brigtest.gvisor_refusal(api) is None
         for mib in [int(x) for x in a.mib.split(",")]:
             row = {"container": bench_pause(api, "container", mib, a.n)}
-            row["container"].update(bench_snapshots(api, mib, a.n))
+            row["container"].update(bench_snapshots(api, "container", mib, a.n))
             if gvisor:
                 row["gvisor"] = bench_pause(api, "gvisor", mib, a.n)
+                row["gvisor"].update(bench_snapshots(api, "gvisor", mib, a.n))
             res[f"{mib}MiB"] = row
             print(json.dumps({f"{mib}MiB": row}, indent=1), flush=True)
     finally:

@@ -77,6 +77,8 @@ enum cli_opt_key {
     OPT_SNAPSHOT,
     OPT_GRANT,
     OPT_CHECKPOINT,
+    OPT_SNAPSHOTS,
+    OPT_MEMORY,
 };
 
 /* Whether a command takes a remote command after its operands. */

@@ -115,7 +115,10 @@ static int fork_cmd(const cli_args *a)
         return cli_usage_error(a->cmd, "COUNT: 1 to 16, not '%s'", a->pos[1]);
     _cleanup_free_ char *path = cli_sandbox_path(id, "/fork");
     json_t *out = NULL;
-    int rc = cli_call("POST", path, json_pack("{s:i}", "count", (int)n), NULL, &out);
+    json_t *body = json_pack("{s:i}", "count", (int)n);
+    if (cli_opt_has(a, OPT_MEMORY))
+        json_object_set_new(body, "memory", json_true());
+    int rc = cli_call("POST", path, body, NULL, &out);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (cli_opt_has(a, OPT_JSON)) {
@@ -143,6 +146,7 @@ static int fork_cmd(const cli_args *a)
 
 static const int opts_pause[] = {OPT_JSON, 0};
 static const int opts_pause_mem[] = {OPT_CHECKPOINT, OPT_JSON, 0};
+static const int opts_fork[] = {OPT_MEMORY, OPT_JSON, 0};
 static const int opts_none[] = {0};
 
 const cli_cmd cli_pause_commands[] = {
@@ -165,10 +169,11 @@ const cli_cmd cli_pause_commands[] = {
      "One a line: id, name, source sandbox, template, created.\n", opts_pause, 0, 0, CLI_REST_NONE},
     {"snapshot-rm", snapshot_rm_cmd, "SNAPSHOT", "delete a snapshot", NULL, opts_none, 1, 1,
      CLI_REST_NONE},
-    {"fork", fork_cmd, "[--json] ID [COUNT]",
+    {"fork", fork_cmd, "[--memory] [--json] ID [COUNT]",
      "COUNT (1..16, default 1) new sandboxes from a sandbox's file system now",
      "Prints their ids, one a line.  When a limit stopped some, says why on stderr and\n"
-     "exits 1.\n",
-     opts_pause, 1, 2, CLI_REST_NONE},
+     "exits 1.  --memory: a running gVisor sandbox created with \"snapshots\": true goes\n"
+     "on in each child, its processes too (docs/snapshots.md).\n",
+     opts_fork, 1, 2, CLI_REST_NONE},
     {0},
 };

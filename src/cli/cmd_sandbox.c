@@ -60,6 +60,8 @@ int brig_cmd_create(const cli_args *a)
     const char *on_idle = cli_opt_get(a, OPT_ON_IDLE); /* brigd checks it */
     if (on_idle != NULL)
         json_object_set_new(body, "on_idle", json_string(on_idle));
+    if (cli_opt_has(a, OPT_SNAPSHOTS))
+        json_object_set_new(body, "snapshots", json_true());
     json_t *sbx = NULL;
     int rc = brig_client_call(c, "POST", "/v1/sandboxes", body, CLI_TIMEOUT_MS, &sbx, &err);
     json_decref(body);

@@ -33,6 +33,9 @@ static const cli_opt options[] = {
     {OPT_ISOLATION, "isolation", "MODE",
      "container, gvisor or microvm (default: the project's, else the operator's)"},
     {OPT_SNAPSHOT, "snapshot", "SNAPSHOT", "start from this snapshot's file system (and template)"},
+    {OPT_SNAPSHOTS, "snapshots", NULL,
+     "gvisor: one that can be snapshotted and forked (its writes in the host's layer)"},
+    {OPT_MEMORY, "memory", NULL, "gvisor: with its memory too (its processes go on in each child)"},
     {OPT_CHECKPOINT, "checkpoint", NULL,
      "gvisor: write its memory to disk and free it, not just freeze it (pause)"},
     {OPT_ON_IDLE, "on-idle", "WHAT",
@@ -87,8 +90,8 @@ static const cli_opt *option_row(int key)
 /* command rows */
 
 static const int opts_none[] = {0};
-static const int opts_create[] = {
-    OPT_TEMPLATE, OPT_SNAPSHOT, OPT_ISOLATION, OPT_ON_IDLE, OPT_VOLUME, OPT_JSON, 0};
+static const int opts_create[] = {OPT_TEMPLATE,  OPT_SNAPSHOT, OPT_ISOLATION, OPT_ON_IDLE,
+                                  OPT_SNAPSHOTS, OPT_VOLUME,   OPT_JSON,      0};
 static const int opts_json[] = {OPT_JSON, 0};
 static const int opts_tbuild[] = {OPT_FILE, OPT_JSON, 0};
 static const int opts_exec[] = {OPT_CWD,   OPT_ENV,  OPT_GRANT, OPT_TIMEOUT,
@@ -189,7 +192,7 @@ static int cmd_help(const cli_args *a);
 static const cli_cmd commands[] = {
     {"create", brig_cmd_create,
      "[--template NAME] [--snapshot SNAPSHOT] [--isolation MODE] [--on-idle delete|pause] "
-     "[--volume NAME:/PATH[:ro]]... [--json]",
+     "[--snapshots] [--volume NAME:/PATH[:ro]]... [--json]",
      "create a sandbox and print its id", NULL, opts_create, 0, 0, CLI_REST_NONE},
     {"ls", brig_cmd_ls, "[--ended [--since TIME]] [--json]",
      "list the live sandboxes, or (--ended) the ended ones", LS_DETAILS, opts_ls, 0, 0,

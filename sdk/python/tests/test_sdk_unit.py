@@ -192,6 +192,23 @@ def test_create_sends_only_given_fields():
         assert [r["method"] for r in f.requests] == ["POST", "DELETE", "POST", "DELETE"]
 
 
+def test_snapshots_and_a_fork_with_memory_are_sent():
+    def route(h, body):
+        if h.path.endswith("/fork"):
+            h.send_json(201, {"source_id": "sbx_new", "sandboxes": [], "refused": 0,
+                              "error": None})
+        else:
+            capture_route(h, body)
+    with FakeServer(route) as f:
+        with brig.Sandbox.create(isolation="gvisor", snapshots=True, url=f.url,
+                                 api_key="k") as sb:
+            sb.fork(2, memory=True)
+            sb.fork(3)
+        assert json.loads(f.requests[0]["body"]) == {"isolation": "gvisor", "snapshots": True}
+        assert json.loads(f.requests[1]["body"]) == {"count": 2, "memory": True}
+        assert json.loads(f.requests[2]["body"]) == {"count": 3}
+
+
 def test_exec_body_and_set_timeout():
     with FakeServer(capture_route) as f:
         with brig.Sandbox.create(url=f.url, api_key="k") as sb:

@@ -71,6 +71,7 @@ export class Sandbox {
     if (options.volumes !== undefined) body.volumes = volumeMounts(options.volumes);
     if (options.snapshot !== undefined) body.snapshot = options.snapshot;
     if (options.onIdle !== undefined) body.on_idle = options.onIdle;
+    if (options.snapshots !== undefined) body.snapshots = options.snapshots;
     const info = await client.json("POST", "/v1/sandboxes", { json: body, signal: options.signal });
     return new Sandbox(client, sandboxInfo(info));
   }
@@ -168,9 +169,15 @@ export class Sandbox {
     return await this.client.json<Record<string, unknown>>("POST", `${this.#path}/snapshot`, { json });
   }
 
-  /** `count` new sandboxes from its file system as it is now (fewer when a limit stopped them). */
-  async fork(count = 1): Promise<Sandbox[]> {
-    const r = await this.client.json<{ sandboxes: unknown[] }>("POST", `${this.#path}/fork`, { json: { count } });
+  /**
+   * `count` new sandboxes from its file system as it is now (fewer when a limit stopped them);
+   * `memory`: a running gVisor sandbox created with `snapshots: true` goes on in each child, its
+   * processes and memory too (docs/snapshots.md).
+   */
+  async fork(count = 1, options: { memory?: boolean } = {}): Promise<Sandbox[]> {
+    const json: Record<string, unknown> = { count };
+    if (options.memory) json.memory = true;
+    const r = await this.client.json<{ sandboxes: unknown[] }>("POST", `${this.#path}/fork`, { json });
     return r.sandboxes.map((info) => new Sandbox(this.client, sandboxInfo(info)));
   }
 

@@ -148,6 +148,11 @@ export interface CreateOptions {
    * else delete (docs/snapshots.md).
    */
   onIdle?: "delete" | "pause";
+  /**
+   * gVisor: `true` makes it a sandbox that can be snapshotted and forked (its writes go to the
+   * host's layer, slower on file-heavy work; docs/snapshots.md).
+   */
+  snapshots?: boolean;
   /** Delete the sandbox this long after creation, whatever it does (brigd's default: 1 h). */
   maxLifetimeMs?: number;
   signal?: AbortSignal;

@@ -60,19 +60,21 @@ void api_snapshot_delete(brig_req *r)
 
 void api_sandbox_fork(brig_req *r)
 {
-    static const char *const fields[] = {"count", NULL};
+    static const char *const fields[] = {"count", "memory", NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
-    json_t *count = json_object_get(body, "count");
+    json_t *count = json_object_get(body, "count"), *memory = json_object_get(body, "memory");
     json_int_t n = count ? json_integer_value(count) : 1;
     brig_error *err = NULL;
     json_t *out = NULL;
     if ((count && !json_is_integer(count)) || n < 1 || n > BRIG_FORK_MAX)
         brig_error_set(&err, BRIG_E_INVALID, 0, "'count' must be an integer in [1, %d]",
                        BRIG_FORK_MAX);
+    else if (memory && !json_is_boolean(memory))
+        brig_error_set(&err, BRIG_E_INVALID, 0, "'memory' must be true or false");
     else
-        brig_sandbox_fork(r->d, &r->caller, r->params[0], n, &out, &err);
+        brig_sandbox_fork(r->d, &r->caller, r->params[0], n, json_is_true(memory), &out, &err);
     json_decref(body);
     brig_http_answer(r, err, 201, out);
 }

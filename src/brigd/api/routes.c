@@ -67,10 +67,10 @@ static int seconds_field(json_t *body, const char *name, int64_t max_ms, int64_t
 
 static void h_sandbox_create(brig_req *r)
 {
-    static const char *const fields[] = {"template",    "tariff",       "env",          "secrets",
-                                         "secret_refs", "idle_timeout", "max_lifetime", "project",
-                                         "isolation",   "volumes",      "snapshot",     "on_idle",
-                                         NULL};
+    static const char *const fields[] = {
+        "template",     "tariff",       "env",       "secrets",   "secret_refs",
+        "idle_timeout", "max_lifetime", "project",   "isolation", "volumes",
+        "snapshot",     "on_idle",      "snapshots", NULL};
     json_t *body = api_body(r, fields);
     if (body == NULL)
         return;
@@ -79,6 +79,7 @@ static void h_sandbox_create(brig_req *r)
     json_t *env = json_object_get(body, "env"), *secrets = json_object_get(body, "secrets");
     json_t *refs = json_object_get(body, "secret_refs"), *prj = json_object_get(body, "project");
     json_t *snap = json_object_get(body, "snapshot"), *on_idle = json_object_get(body, "on_idle");
+    json_t *snaps = json_object_get(body, "snapshots"); /* gvisor: its writes on the host */
     brig_sandbox_opts opts = {.template = json_string_value(tmpl),
                               .tariff = json_string_value(tariff),
                               .project_id = json_string_value(prj),
@@ -87,7 +88,8 @@ static void h_sandbox_create(brig_req *r)
                               .secrets = secrets,
                               .secret_refs = refs,
                               .snapshot = json_string_value(snap),
-                              .on_idle = json_string_value(on_idle)};
+                              .on_idle = json_string_value(on_idle),
+                              .host_layer = json_is_true(snaps)};
     json_t *vols = json_object_get(body, "volumes");
     brig_volset vs;
     if (vols)
@@ -106,6 +108,8 @@ static void h_sandbox_create(brig_req *r)
              0) ||
         (snap && !json_is_string(snap) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'snapshot' must be a snapshot id") < 0) ||
+        (snaps && !json_is_boolean(snaps) &&
+         brig_error_set(&err, BRIG_E_INVALID, 0, "'snapshots' must be true or false") < 0) ||
         (prj && !json_is_string(prj) &&
          brig_error_set(&err, BRIG_E_INVALID, 0, "'project' must be a project id") < 0) ||
         (env && brig_request_env(env, &err) < 0) ||

@@ -56,9 +56,9 @@ static void runsc_flags(oci *o, const brig_runtime_config *cfg)
         brig_asprintf("--platform=%s", cfg->runsc_platform ? cfg->runsc_platform : "systrap");
     o->runsc_flags[n++] = brig_xstrdup("--network=sandbox");
     o->runsc_flags[n++] = brig_xstrdup("--host-uds=create");
-    o->runsc_flags[n++] = strcmp(overlay, "none") == 0
-                              ? brig_xstrdup("--overlay2=none")
-                              : brig_asprintf("--overlay2=root:%s", overlay);
+    o->runsc_host_layer = strcmp(overlay, "none") == 0;
+    o->runsc_flags[n++] = o->runsc_host_layer ? brig_xstrdup("--overlay2=none")
+                                              : brig_asprintf("--overlay2=root:%s", overlay);
     o->runsc_flags[n++] = brig_asprintf("--directfs=%s", cfg->runsc_directfs ? "true" : "false");
     o->runsc_flags[n] = NULL;
 }
@@ -142,6 +142,22 @@ bool brig_gvisor_has(const oci *o, const char *id)
         found = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
     closedir(d);
     return found;
+}
+
+int brig_gvisor_host_layer_mark(const oci *o, const brig_rt_spec *spec, int dirfd, brig_error **err)
+{
+    if (spec->isolation != BRIG_ISO_GVISOR || !(spec->host_layer || o->runsc_host_layer))
+        return 0;
+    int fd = openat(dirfd, "host-layer", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return brig_error_sys(err, "mark %s's writable layer", spec->id);
+    close(fd);
+    return 0;
+}
+
+bool brig_gvisor_host_layer(int dirfd)
+{
+    return faccessat(dirfd, "host-layer", F_OK, 0) == 0;
 }
 
 int brig_gvisor_seal(const oci *o, const char *id, brig_error **err)

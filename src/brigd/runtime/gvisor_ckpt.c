@@ -163,3 +163,21 @@ int brig_gvisor_restore(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
     brig_info("%s: restored", sb->id);
     return 0;
 }
+
+/* ---- a fork with memory (docs/snapshots.md, "Memory forks") ---------------------------- */
+
+int brig_gvisor_agent_listen(oci *o, const char *id, brig_error **err)
+{
+    return signal_agent(o, id, "USR1", err);
+}
+
+int brig_gvisor_agent_quiet(oci *o, brig_rt_sandbox *sb, brig_error **err)
+{
+    return signal_agent(o, sb->id, "USR2", err) < 0 ? -1 : wait_quiet(sb, err);
+}
+
+int brig_gvisor_image(oci *o, brig_rt_sandbox *sb, const char *img, brig_error **err)
+{
+    const char *ck[] = {"checkpoint", "--leave-running", "--image-path", img, sb->id, NULL};
+    return runsc(o, ck, err);
+}

@@ -198,10 +198,16 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
     snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
     sb->dirfd = sb->pidfd = -1;
     sb->iso = spec->isolation;
-    sb->host_layer = spec->host_layer;
     int userns = -1, lfd = -1;
+    /* A fork with memory's child: runsc restores the source's image (its agent listens again
+     * once told: gvisor_ckpt.c). */
+    _cleanup_free_ char *img =
+        spec->snapshot_memory ? brig_oci_snapshot_file(o, spec->snapshot, "memory") : NULL;
     if (brig_oci_bundle_dir(o, spec, &sb->dirfd, err) < 0)
         goto fail_sb; /* nothing made: never clean up a directory we did not create */
+    if (brig_gvisor_host_layer_mark(o, spec, sb->dirfd, err) < 0)
+        goto fail_destroy;
+    sb->host_layer = brig_gvisor_host_layer(sb->dirfd);
     /* The TCP buffer bound (cgroup.c), before anything of the sandbox runs.  Not under
      * gVisor: its TCP buffers are its own kernel's memory (netstack), and runsc sets no
      * limit on a cgroup that exists before it (the memory limit would be lost). */
@@ -226,12 +232,14 @@ static int oci_create(brig_runtime *rt, const brig_rt_spec *spec, brig_rt_sandbo
         if (lfd < 0 || brig_oci_bundle_config(o, spec, userns, err) < 0)
             goto fail_destroy;
     }
-    int rc = brig_oci_runtime_start(o, spec->id, spec->isolation, spec->host_layer, lfd, NULL, err);
+    int rc = brig_oci_runtime_start(o, spec->id, spec->isolation, sb->host_layer, lfd, img, err);
     if (lfd >= 0)
         close(lfd);
     lfd = -1;
     if (rc < 0 || (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_seal(o, spec->id, err) < 0) ||
-        brig_oci_init_hold(o, sb, err) < 0 || brig_oci_agent_ready(rt, sb, err) < 0)
+        brig_oci_init_hold(o, sb, err) < 0 ||
+        (img && brig_gvisor_agent_listen(o, spec->id, err) < 0) ||
+        brig_oci_agent_ready(rt, sb, err) < 0)
         goto fail_destroy;
     if (userns >= 0)
         close(userns); /* the sandbox (and a container's id-mapped mount) holds it now */
@@ -267,6 +275,7 @@ static int oci_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, b
         goto fail;
     }
     brig_oci_disk_thaw(o, id); /* brigd died during a snapshot */
+    sb->host_layer = sb->iso == BRIG_ISO_GVISOR && brig_gvisor_host_layer(sb->dirfd);
     if (sb->iso == BRIG_ISO_GVISOR && brig_gvisor_checkpointed(o, id)) {
         *out = sb; /* its memory on disk, no process: paused until restored */
         return 0;
@@ -431,6 +440,7 @@ static const brig_runtime_ops oci_ops = {
     .resume = brig_oci_resume,
     .paused = brig_oci_paused,
     .snapshot_take = brig_oci_snapshot_take,
+    .snapshot_memory = brig_oci_snapshot_memory,
     .snapshot_remove = brig_oci_snapshot_remove,
     .snapshot_list = brig_oci_snapshot_list,
     .free = oci_free,

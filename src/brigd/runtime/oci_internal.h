@@ -25,6 +25,7 @@ typedef struct oci {
     char *runsc_root;              /* runsc's state dir (--root), ours alone */
     char *runsc_missing;           /* why isolation gvisor cannot run here, or NULL */
     char *runsc_flags[8];          /* runsc's flags for every command, NULL-terminated */
+    bool runsc_host_layer;         /* runsc_overlay none: every gVisor root writes on the host */
     char *sb_dir;                  /* <state>/sandboxes */
     char *agent_layer;             /* <state>/agent/<hash> */
     char *disk_dir;                /* <state>/disk: golden images of the writable layer */
@@ -40,7 +41,7 @@ struct brig_rt_sandbox {
     int pidfd; /* container init; -1 when unknown */
     pid_t pid; /* its host pid (valid while pidfd says it lives) */
     brig_isolation iso;
-    bool host_layer; /* created with brig_rt_spec.host_layer */
+    bool host_layer; /* gvisor: its root's writes reach its writable layer (gvisor.c) */
     bool killed;     /* the kill op was called: it is ending */
 };
 
@@ -58,6 +59,13 @@ int brig_gvisor_netns_new(int *fd, brig_error **err);
 extern const char *const brig_gvisor_mask[];
 /* Is id a sandbox runsc holds state for? */
 bool brig_gvisor_has(const oci *o, const char *id);
+/* A gVisor sandbox whose root's writes go through the gofer into its writable layer on the
+ * host (--overlay2=none: created with brig_rt_spec.host_layer, or runsc_overlay none) is
+ * marked so in its directory (host-layer), where a restarted brigd finds it; the host can
+ * then copy its writes (a snapshot, a template's build).  mark: at its create. */
+int brig_gvisor_host_layer_mark(const oci *o, const brig_rt_spec *spec, int dirfd,
+                                brig_error **err);
+bool brig_gvisor_host_layer(int dirfd);
 /* After `runsc run`: what runsc made too open on the host, closed (its file store). */
 int brig_gvisor_seal(const oci *o, const char *id, brig_error **err);
 
@@ -70,6 +78,12 @@ int brig_gvisor_checkpoint(oci *o, brig_rt_sandbox *sb, brig_error **err);
 /* Restores a checkpointed sb and waits for its agent; the checkpoint is removed once it runs.
  * On failure it stays checkpointed. */
 int brig_gvisor_restore(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+/* For a fork with memory (oci_snapshot.c): running sb's agent closes every connection
+ * (SIGUSR2, until it did); listens again (SIGUSR1: a running sandbox, a restored one);
+ * the image of paused sb's memory (`runsc checkpoint --leave-running`: it stays). */
+int brig_gvisor_agent_quiet(oci *o, brig_rt_sandbox *sb, brig_error **err);
+int brig_gvisor_agent_listen(oci *o, const char *id, brig_error **err);
+int brig_gvisor_image(oci *o, brig_rt_sandbox *sb, const char *img, brig_error **err);
 
 /* ---- oci_start.c: the runtime, and the steps of a create that a restore takes again ---- */
 
@@ -168,6 +182,10 @@ int brig_oci_paused(brig_runtime *rt, const char *id);
 
 int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
                            char digest[65], int64_t *bytes, brig_error **err);
+/* "<state>/snapshots/<id>/<name>" (caller frees). */
+char *brig_oci_snapshot_file(const oci *o, const char *id, const char *name);
+int brig_oci_snapshot_memory(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                             char digest[65], int64_t *bytes, brig_error **err);
 int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err);
 /* oci_layer.c: thaws the sandbox's file system, frozen for a snapshot by a brigd that died
  * meanwhile (FIFREEZE outlives its caller); one not frozen: nothing. */

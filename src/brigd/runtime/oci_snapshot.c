@@ -11,6 +11,11 @@
  * digest is the sha256 of every 64 KiB block of the image that is not all zeros, each
  * after its offset: the same for a file whatever its holes are, and computed while copying.
  *
+ * A gVisor sandbox has one where its root's writes reach it (created with "snapshots": true,
+ * gvisor.c); runsc's pause stops its tasks, and its writes are in the host's page cache
+ * already (gVisor writes a file through the host descriptor the gofer handed it), so the
+ * same FIFREEZE and copy hold for it.
+ *
  * A sandbox made from a snapshot writes on top of the snapshot's layers (oci_layer.c), so
  * a snapshot of it is its own layer plus those: they are hard-linked into the new
  * snapshot's directory (lower-<k>.img), never copied.  Removing a snapshot removes its
@@ -128,10 +133,13 @@ int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id
                            char digest[65], int64_t *bytes, brig_error **err)
 {
     oci *o = rt->priv;
-    if (sb->iso != BRIG_ISO_CONTAINER)
+    if (sb->iso != BRIG_ISO_CONTAINER && !sb->host_layer)
         return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "snapshots are taken of container sandboxes only: a gVisor "
-                              "sandbox's writes live in gVisor's own overlay");
+                              "%s keeps its writes in gVisor's own overlay, where the host cannot "
+                              "copy them: a gVisor sandbox can be snapshotted or forked when it "
+                              "is created with \"snapshots\": true (its writes then go to its "
+                              "writable layer on the host, as a container's do)",
+                              sb->id);
     _cleanup_free_ char *top = snap_path(o, NULL, NULL);
     _cleanup_free_ char *dir = snap_path(o, id, NULL);
     _cleanup_free_ char *img = snap_path(o, id, "disk.img");
@@ -147,6 +155,60 @@ int brig_oci_snapshot_take(brig_runtime *rt, brig_rt_sandbox *sb, const char *id
     }
     brig_oci_chain_digest(&c, digest);
     return 0;
+}
+
+/* A fork with memory's source (paused by the caller) runs while its agent closes its
+ * connections (gvisor_ckpt.c), then is paused again. */
+static int quiet(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+{
+    oci *o = rt->priv;
+    if (brig_gvisor_checkpointed(o, sb->id))
+        return brig_error_set(err, BRIG_E_CONFLICT, 0,
+                              "%s's memory is checkpointed: resume it before a fork with memory",
+                              sb->id);
+    if (brig_oci_resume(rt, sb, err) < 0 || brig_gvisor_agent_quiet(o, sb, err) < 0)
+        return -1;
+    return brig_oci_pause(rt, sb, NULL, err);
+}
+
+/* It runs on, listening again (a frozen sandbox cannot be signalled: resumed first). */
+static void listen_again(brig_runtime *rt, brig_rt_sandbox *sb)
+{
+    brig_error *err = NULL;
+    if (brig_oci_resume(rt, sb, &err) < 0 || brig_gvisor_agent_listen(rt->priv, sb->id, &err) < 0) {
+        brig_warn("%s: listening again after a fork with memory: %s", sb->id, err->msg);
+        brig_error_clear(&err);
+    }
+}
+
+/* Its memory too: the agent quiet while the sandbox runs, then (paused again) the layer
+ * and the image of its memory, of the same instant; it runs on, listening again. */
+int brig_oci_snapshot_memory(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                             char digest[65], int64_t *bytes, brig_error **err)
+{
+    oci *o = rt->priv;
+    if (sb->iso != BRIG_ISO_GVISOR)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "only a gVisor sandbox's memory can go into a fork (%s is a "
+                              "container)",
+                              sb->id);
+    if (!sb->host_layer) /* refused, saying why */
+        return brig_oci_snapshot_take(rt, sb, id, durable, digest, bytes, err);
+    _cleanup_free_ char *mem = snap_path(o, id, "memory");
+    int rc = quiet(rt, sb, err) < 0
+                 ? -1
+                 : brig_oci_snapshot_take(rt, sb, id, durable, digest, bytes, err);
+    if (rc == 0 && brig_gvisor_image(o, sb, mem, err) < 0) {
+        brig_oci_snapshot_remove(rt, id, NULL);
+        rc = -1;
+    }
+    listen_again(rt, sb); /* also after a quiet that failed half-way */
+    return rc;
+}
+
+char *brig_oci_snapshot_file(const oci *o, const char *id, const char *name)
+{
+    return snap_path(o, id, name);
 }
 
 int brig_oci_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err)

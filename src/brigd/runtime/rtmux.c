@@ -176,6 +176,16 @@ static int x_snapshot_take(brig_runtime *rt, brig_rt_sandbox *h, const char *id,
     return DRIVER(h)->ops->snapshot_take(DRIVER(h), INNER(h), id, durable, digest, bytes, err);
 }
 
+static int x_snapshot_memory(brig_runtime *rt, brig_rt_sandbox *h, const char *id, bool durable,
+                             char digest[65], int64_t *bytes, brig_error **err)
+{
+    (void)rt;
+    if (DRIVER(h)->ops->snapshot_memory == NULL)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "only a gVisor sandbox's memory can go into a fork");
+    return DRIVER(h)->ops->snapshot_memory(DRIVER(h), INNER(h), id, durable, digest, bytes, err);
+}
+
 /* Snapshots are the OCI driver's alone (a microVM refuses to take one). */
 static int x_snapshot_remove(brig_runtime *rt, const char *id, brig_error **err)
 {
@@ -246,6 +256,7 @@ static const brig_runtime_ops mux_ops = {
     .resume = x_resume,
     .paused = x_paused,
     .snapshot_take = x_snapshot_take,
+    .snapshot_memory = x_snapshot_memory,
     .snapshot_remove = x_snapshot_remove,
     .snapshot_list = x_snapshot_list,
     .list = x_list,

@@ -62,6 +62,7 @@ typedef struct brig_rt_spec {
     const char *snapshot;
     const char *snapshot_digest;
     unsigned snapshot_uid_base;
+    bool snapshot_memory; /* gvisor: restore the snapshot's memory image (snapshot_memory) */
     /* Called by create, when set, once the sandbox's network namespace (netns_fd; not
      * kept by the callee) exists and before anything of the sandbox runs, for an
      * isolation whose network stack takes the interfaces it finds when it starts
@@ -174,6 +175,13 @@ typedef struct brig_runtime_ops {
      * (idempotent). */
     int (*snapshot_take)(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
                          char digest[65], int64_t *bytes, brig_error **err);
+    /* The same, and the sandbox's memory with it (a fork whose children go on running its
+     * processes, docs/snapshots.md): gvisor's image of its memory, taken at the same
+     * instant as the layer; a create whose spec has snapshot_memory restores it.  The
+     * sandbox must be running (it is paused by the caller for the copy); its agent's
+     * connections end.  NULL, or BRIG_E_INVALID, where the driver cannot. */
+    int (*snapshot_memory)(brig_runtime *rt, brig_rt_sandbox *sb, const char *id, bool durable,
+                           char digest[65], int64_t *bytes, brig_error **err);
     int (*snapshot_remove)(brig_runtime *rt, const char *id, brig_error **err);
     /* Ids of every snapshot it keeps a layer of (a crash may leave one no row names). */
     int (*snapshot_list)(brig_runtime *rt, char ***ids, size_t *n, brig_error **err);

@@ -10,8 +10,10 @@
 #include "log.h"
 #include "orchestrator.h"
 #include "registry.h"
+#include "secrets.h"
 #include "snapshots.h"
 #include "util.h"
+#include "vault/vault.h"
 
 /* What the children copy of their source. */
 typedef struct source {
@@ -20,9 +22,11 @@ typedef struct source {
     brig_isolation iso;
     bool egress_none; /* a fork of a sandbox with no egress has none either */
     json_t *env;      /* a copy, or NULL */
+    json_t *secrets;  /* a fork with memory's: its running processes hold them (wiped) */
 } source;
 
-static int source_of(brigd *d, const brig_caller *c, const char *id, source *s, brig_error **err)
+static int source_of(brigd *d, const brig_caller *c, const char *id, bool memory, source *s,
+                     brig_error **err)
 {
     brig_sandbox_view v;
     if (!brig_registry_view(d, c, id, &v))
@@ -37,8 +41,13 @@ static int source_of(brigd *d, const brig_caller *c, const char *id, source *s, 
         return brig_error_set(err, BRIG_E_NOT_FOUND, 0, "no sandbox '%.40s'", id);
     const json_t *env = brig_sandbox_env(sb);
     s->env = env ? json_deep_copy(env) : NULL;
+    /* Its processes go on in the children with their env and memory: the children's output
+     * is redacted of the same secrets. */
+    int rc = memory ? brig_sandbox_secrets(d, sb, &s->secrets, err) : 0;
     brig_sandbox_unref(d, sb);
-    return 0;
+    if (rc < 0)
+        json_decref(s->env);
+    return rc;
 }
 
 /* The children's creates, run side by side by up to MAKERS threads: a create spends
@@ -61,6 +70,7 @@ static void *maker(void *arg)
     brig_sandbox_opts o = *m->o;
     pthread_mutex_lock(&m->lock);
     o.env = o.env ? json_deep_copy(o.env) : NULL; /* a create takes references: its own */
+    o.secrets = o.secrets ? json_deep_copy(o.secrets) : NULL;
     pthread_mutex_unlock(&m->lock);
     for (;;) {
         pthread_mutex_lock(&m->lock);
@@ -82,6 +92,7 @@ static void *maker(void *arg)
         pthread_mutex_unlock(&m->lock);
     }
     json_decref(o.env);
+    brig_vault_wipe(o.secrets);
     return NULL;
 }
 
@@ -110,15 +121,17 @@ static json_t *error_json(const brig_error *e)
     return json_pack("{s:s, s:s}", "code", brig_error_code(e->kind), "message", e->msg);
 }
 
-int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t count, json_t **out,
-                      brig_error **err)
+int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t count, bool memory,
+                      json_t **out, brig_error **err)
 {
     source s = {0};
     json_t *snap = NULL;
-    if (source_of(d, c, id, &s, err) < 0)
+    if (source_of(d, c, id, memory, &s, err) < 0)
         return -1;
-    if (brig_snapshot_take(d, c, id, "fork", false, &snap, err) < 0) {
+    if ((memory ? brig_snapshot_take_memory(d, c, id, &snap, err)
+                : brig_snapshot_take(d, c, id, "fork", false, &snap, err)) < 0) {
         json_decref(s.env);
+        brig_vault_wipe(s.secrets);
         return -1;
     }
     const char *snap_id = json_string_value(json_object_get(snap, "id"));
@@ -126,7 +139,10 @@ int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t co
                            .project_id = s.project_id,
                            .isolation = brig_isolation_name(s.iso),
                            .env = s.env,
+                           .secrets = s.secrets,
                            .snapshot = snap_id,
+                           .snapshot_memory = memory,
+                           .host_layer = s.iso == BRIG_ISO_GVISOR, /* forked again, in turn */
                            .egress_none = s.egress_none};
     brig_error *first = NULL;
     json_t *made = make_children(d, c, &o, count, &first);
@@ -137,6 +153,7 @@ int brig_sandbox_fork(brigd *d, const brig_caller *c, const char *id, int64_t co
     }
     json_decref(snap);
     json_decref(s.env);
+    brig_vault_wipe(s.secrets);
     size_t n = json_array_size(made);
     brig_info("sandbox %s: forked %zu of %lld", id, n, (long long)count);
     if (n == 0) {

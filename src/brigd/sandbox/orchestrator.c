@@ -330,6 +330,9 @@ static int resolve(create *x, brig_error **err)
                               brig_isolation_name(x->iso));
         return -1;
     }
+    if (x->o->host_layer && x->iso == BRIG_ISO_MICROVM)
+        return brig_error_set(err, BRIG_E_INVALID, 0,
+                              "'snapshots': a microvm sandbox cannot be snapshotted (yet)");
     /* a built-in template, else one of the account's (usertpl.h) */
     x->builtin = brig_template_lookup(&d->cfg, tname, &x->t, NULL) == 0;
     if (!x->builtin && brig_utpl_lookup(d, c->account_id, tname, &x->t, &x->run, err) < 0) {
@@ -417,7 +420,8 @@ static int reserve(create *x, brig_error **err)
     /* A warm sandbox has its mounts and layer already.  A user template's pool is its
      * account's; its start command ran there with the template's env, so a create with an
      * env of its own (which the start command would see) is a cold one, and so is a
-     * gVisor build's (its writes must reach the host's layer; pooled ones keep theirs). */
+     * gVisor build's or one made to be snapshotted (its writes must reach the host's layer;
+     * pooled ones keep theirs). */
     bool own_env = x->run.start && o->env && json_object_size(o->env);
     bool claimed = x->vols.n == 0 && !x->snap.id[0] && !own_env &&
                    !(o->host_layer && x->iso == BRIG_ISO_GVISOR) &&
@@ -536,6 +540,7 @@ static int start(create *x, brig_error **err)
         spec.snapshot = x->snap.id;
         spec.snapshot_digest = x->snap.digest;
         spec.snapshot_uid_base = (unsigned)x->snap.uid_base;
+        spec.snapshot_memory = x->o->snapshot_memory;
     }
     brig_rt_sandbox *h = NULL;
     if (d->rt->ops->create(d->rt, &spec, &h, err) < 0)

@@ -27,9 +27,11 @@ typedef struct brig_sandbox_opts {
     int64_t max_lifetime_ms;    /* 0: the default */
     const brig_volset *volumes; /* checked (brig_volset_parse), or NULL: none */
     const char *snapshot;       /* start from this snapshot (snapshots.h), or NULL */
+    bool snapshot_memory;       /* and restore its memory (a fork's: fork.h) */
     const char *on_idle;        /* "pause", "delete"; NULL: its project's default */
-    bool host_layer;            /* its writes in the host's writable layer (runtime.h): a build's */
-    bool egress_none;           /* it reaches nothing, whatever its project's egress policy says */
+    bool host_layer;  /* its writes in the host's writable layer (runtime.h): a build's, and a
+                       * gVisor sandbox's that can be snapshotted ("snapshots": true) */
+    bool egress_none; /* it reaches nothing, whatever its project's egress policy says */
 } brig_sandbox_opts;
 
 /* Admits (limits, host capacity) and creates a sandbox, waiting until it is ready;

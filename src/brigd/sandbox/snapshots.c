@@ -32,19 +32,30 @@ static json_t *snapshot_json(const brig_snapshot_row *r)
 
 typedef struct take {
     brigd *d;
+    brig_sandbox *sb;
     brig_snapshot_row *row;
-    bool durable;
+    bool durable, memory;
 } take;
 
+/* Under the pause lock (pause.h): a sandbox paused by a request stays paused, and a fork
+ * with memory needs it running (its agent closes its connections first). */
 static int take_layer(void *arg, brig_rt_sandbox *rt, brig_error **err)
 {
     take *t = arg;
-    return t->d->rt->ops->snapshot_take(t->d->rt, rt, t->row->id, t->durable, t->row->digest,
-                                        &t->row->bytes, err);
+    brig_runtime *r = t->d->rt;
+    brig_sandbox_view v;
+    brig_registry_view_of(t->d, t->sb, &v);
+    brig_sandbox_view_dispose(&v);
+    if (t->memory && v.state != BRIG_SB_RUNNING)
+        return brig_error_set(err, BRIG_E_CONFLICT, 0,
+                              "sandbox '%.40s' is %s: a fork with memory is of a running one",
+                              t->row->source_id, brig_sb_state_name(v.state));
+    return (t->memory ? r->ops->snapshot_memory : r->ops->snapshot_take)(
+        r, rt, t->row->id, t->durable, t->row->digest, &t->row->bytes, err);
 }
 
-int brig_snapshot_take(brigd *d, const brig_caller *c, const char *sandbox_id, const char *name,
-                       bool durable, json_t **out, brig_error **err)
+static int take_snapshot(brigd *d, const brig_caller *c, const char *sandbox_id, const char *name,
+                         bool durable, bool memory, json_t **out, brig_error **err)
 {
     brig_sandbox_view v;
     if (!brig_registry_view(d, c, sandbox_id, &v))
@@ -63,7 +74,7 @@ int brig_snapshot_take(brigd *d, const brig_caller *c, const char *sandbox_id, c
     snprintf(row.source_id, sizeof(row.source_id), "%s", sp->id);
     snprintf(row.template, sizeof(row.template), "%s", sp->template);
     memcpy(row.template_key, sp->template_key, sizeof(row.template_key));
-    take t = {d, &row, durable};
+    take t = {d, sb, &row, durable, memory};
     int rc = brig_sandbox_frozen_do(d, sb, take_layer, &t, err);
     if (rc == 0 && brig_store_snapshot_insert(d->store, &row, err) < 0) {
         d->rt->ops->snapshot_remove(d->rt, row.id, NULL);
@@ -78,6 +89,18 @@ int brig_snapshot_take(brigd *d, const brig_caller *c, const char *sandbox_id, c
     }
     brig_sandbox_unref(d, sb);
     return rc;
+}
+
+int brig_snapshot_take(brigd *d, const brig_caller *c, const char *sandbox_id, const char *name,
+                       bool durable, json_t **out, brig_error **err)
+{
+    return take_snapshot(d, c, sandbox_id, name, durable, false, out, err);
+}
+
+int brig_snapshot_take_memory(brigd *d, const brig_caller *c, const char *sandbox_id, json_t **out,
+                              brig_error **err)
+{
+    return take_snapshot(d, c, sandbox_id, "fork", false, true, out, err);
 }
 
 int brig_snapshot_lookup(brigd *d, const brig_caller *c, const char *id, brig_snapshot_row *out,

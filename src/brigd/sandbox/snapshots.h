@@ -21,6 +21,9 @@
  * runtime.h). */
 int brig_snapshot_take(brigd *d, const brig_caller *c, const char *sandbox_id, const char *name,
                        bool durable, json_t **out, brig_error **err);
+/* The same, and its memory (gvisor, running: runtime.h's snapshot_memory), for a fork. */
+int brig_snapshot_take_memory(brigd *d, const brig_caller *c, const char *sandbox_id, json_t **out,
+                              brig_error **err);
 /* The caller's snapshot id: its row (1), or BRIG_E_NOT_FOUND. */
 int brig_snapshot_lookup(brigd *d, const brig_caller *c, const char *id, brig_snapshot_row *out,
                          brig_error **err);

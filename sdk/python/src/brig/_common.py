@@ -104,6 +104,7 @@ def create_body(
     volumes: Any = None,
     snapshot: Optional[str] = None,
     on_idle: Optional[str] = None,
+    snapshots: Optional[bool] = None,
 ) -> dict[str, Any]:
     """``POST /v1/sandboxes``: only the fields the caller set."""
     body: dict[str, Any] = {}
@@ -133,6 +134,8 @@ def create_body(
         body["snapshot"] = snapshot
     if on_idle is not None:
         body["on_idle"] = on_idle
+    if snapshots is not None:
+        body["snapshots"] = bool(snapshots)
     return body
 
 

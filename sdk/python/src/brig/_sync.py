@@ -255,7 +255,8 @@ class Sandbox:
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
                project: Optional[str] = None, isolation: Optional[str] = None,
                volumes: Any = None, snapshot: Optional[str] = None,
-               on_idle: Optional[str] = None, url: Optional[str] = None, api_key: Optional[str] = None,
+               on_idle: Optional[str] = None, snapshots: Optional[bool] = None,
+               url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> "Sandbox":
         """Creates a sandbox (``POST /v1/sandboxes``) and returns once its
         agent answers.
@@ -290,6 +291,9 @@ class Sandbox:
             on_idle: what the idle timeout does: ``"delete"`` it, or ``"pause"``
                 it (resume with :meth:`resume`; deleted once paused for the
                 server's ``paused_max_age``). Default: its project's, else delete.
+            snapshots: ``True`` makes a gVisor sandbox one that can be
+                snapshotted and forked (its writes go to the host's layer:
+                slower on file-heavy work; docs/snapshots.md).
             client: a :class:`Client` to use (then url/api_key are ignored).
 
         Only the arguments given are sent. brigd refuses fields it does not
@@ -298,7 +302,7 @@ class Sandbox:
         cl, owns = _client(client, url, api_key)
         body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
                              max_lifetime, project, isolation, volumes, snapshot,
-                             on_idle)
+                             on_idle, snapshots)
         try:
             j = cl.transport.request("POST", "/v1/sandboxes", json=body).json()
         except BaseException:
@@ -395,11 +399,16 @@ class Sandbox:
         body = {"name": name} if name is not None else None
         return dict(self._t.request("POST", self._p("/snapshot"), json=body).json())
 
-    def fork(self, count: int = 1) -> builtins.list["Sandbox"]:
+    def fork(self, count: int = 1, memory: bool = False) -> builtins.list["Sandbox"]:
         """``count`` new sandboxes that start from its file system as it is now,
         each its own afterwards (docs/snapshots.md).  Fewer than ``count`` when a
-        limit stopped the creates (none: the limit's error is raised)."""
-        j = self._t.request("POST", self._p("/fork"), json={"count": count}).json()
+        limit stopped the creates (none: the limit's error is raised).  ``memory``:
+        a running gVisor sandbox created with ``snapshots=True`` is forked with its
+        memory too: its processes go on in every child."""
+        body: dict[str, Any] = {"count": count}
+        if memory:
+            body["memory"] = True
+        j = self._t.request("POST", self._p("/fork"), json=body).json()
         return [Sandbox(self.client, SandboxInfo.from_json(x)) for x in j.get("sandboxes", [])]
 
     def network_log(self) -> builtins.list[dict[str, Any]]:

@@ -287,7 +287,8 @@ class Sandbox:
                idle_timeout: Optional[float] = None, max_lifetime: Optional[float] = None,
                project: Optional[str] = None, isolation: Optional[str] = None,
                volumes: Any = None, snapshot: Optional[str] = None,
-               on_idle: Optional[str] = None, url: Optional[str] = None, api_key: Optional[str] = None,
+               on_idle: Optional[str] = None, snapshots: Optional[bool] = None,
+               url: Optional[str] = None, api_key: Optional[str] = None,
                client: Optional[Client] = None) -> _Creating:
         """Creates a sandbox (arguments as :meth:`brig.Sandbox.create`).
         ``sb = await Sandbox.create(...)``, or ``async with
@@ -298,7 +299,7 @@ class Sandbox:
             cl, owns = _client(client, url, api_key)
             body = C.create_body(template, tariff, env, secrets, secret_refs, idle_timeout,
                                  max_lifetime, project, isolation, volumes, snapshot,
-                                 on_idle)
+                                 on_idle, snapshots)
             post = asyncio.ensure_future(cl.transport.request("POST", "/v1/sandboxes", json=body))
             try:
                 # shielded: if this task is cancelled (asyncio.wait_for …) while
@@ -390,10 +391,13 @@ class Sandbox:
         body = {"name": name} if name is not None else None
         return dict((await self._t.request("POST", self._p("/snapshot"), json=body)).json())
 
-    async def fork(self, count: int = 1) -> builtins.list["Sandbox"]:
+    async def fork(self, count: int = 1, memory: bool = False) -> builtins.list["Sandbox"]:
         """``count`` new sandboxes from its file system now (see the sync
         :meth:`brig.Sandbox.fork`)."""
-        j = (await self._t.request("POST", self._p("/fork"), json={"count": count})).json()
+        body: dict[str, Any] = {"count": count}
+        if memory:
+            body["memory"] = True
+        j = (await self._t.request("POST", self._p("/fork"), json=body)).json()
         return [Sandbox(self.client, SandboxInfo.from_json(x)) for x in j.get("sandboxes", [])]
 
     async def network_log(self) -> builtins.list[dict[str, Any]]:
