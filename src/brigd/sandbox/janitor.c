@@ -29,6 +29,7 @@
 #include "registry.h"
 #include "runtime/cgroup.h"
 #include "snapshots.h"
+#include "spares.h"
 #include "usage.h"
 
 #define TICK_MS            500
