@@ -435,7 +435,7 @@ int main(int argc, char **argv)
     brig_builds_free(&d);
     brig_watch_stop(&d);
     brig_janitor_stop(&d);
-    brig_spares_stop(&d);     /* before the registry: it holds references while it fills */
+    brig_spares_stop(&d);     /* before the registry: it holds references while it trims */
     brig_pool_stop(&d);       /* warm sandboxes belong to nobody: they go */
     brig_teardown_stop(&d);   /* what was deleted is cleaned up before we exit */
     brig_volumes_stop(&d);    /* after the teardown: it lets go of volumes */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agentconn.h"
+#include "frame.h"
 #include "log.h"
 #include "oci_internal.h"
 #include "spawn.h"
@@ -70,6 +71,19 @@ char *brig_oci_runtime_message(const char *text)
 
 int brig_oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
+    int fd = brig_oci_connect_begin(rt, sb, err);
+    if (fd >= 0 && brig_proto_client_hello_recv(fd, NULL, err) < 0) {
+        if (err && *err)
+            (*err)->kind = BRIG_E_UNAVAILABLE;
+        brig_error_prefix(err, "agent of %s", sb->id);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int brig_oci_connect_begin(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+{
     (void)rt;
     struct sockaddr_un sa;
     brig_oci_sock_path(sb, &sa);
@@ -84,7 +98,7 @@ int brig_oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
         close(fd);
         return -1;
     }
-    return brig_agent_handshake(fd, sb->id, READY_TIMEOUT_MS, err);
+    return brig_agent_handshake_begin(fd, sb->id, READY_TIMEOUT_MS, err);
 }
 
 int brig_oci_runtime_start(const oci *o, const char *id, brig_isolation iso, bool host_layer,

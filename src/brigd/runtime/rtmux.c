@@ -87,9 +87,11 @@ static int x_spares(brig_runtime *rt, brig_rt_sandbox *h, int want, brig_error *
         brig_spareconn_close(SPARES(h), false);
         return 0;
     }
+    if (DRIVER(h)->ops->connect_begin == NULL)
+        return 0;
     int n;
     while ((n = brig_spareconn_count(SPARES(h))) < want && n < BRIG_SPARECONN_MAX) {
-        int fd = DRIVER(h)->ops->connect(DRIVER(h), INNER(h), err);
+        int fd = DRIVER(h)->ops->connect_begin(DRIVER(h), INNER(h), err);
         if (fd < 0)
             return -1;
         if (!brig_spareconn_keep(SPARES(h), fd)) { /* paused or ending meanwhile */

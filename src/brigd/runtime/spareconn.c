@@ -4,7 +4,10 @@
 #include "spareconn.h"
 
 #include <poll.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "frame.h"
 
 void brig_spareconn_init(brig_spareconn *s)
 {
@@ -19,26 +22,29 @@ void brig_spareconn_dispose(brig_spareconn *s)
     pthread_mutex_destroy(&s->lock);
 }
 
-/* An idle handler never writes: anything to read (its EOF) or an error means it is gone. */
-static bool alive(int fd)
+/* The agent's HELLO answer read, and nothing after it: an idle handler writes nothing more,
+ * so anything to read (its EOF) or an error means it is gone. */
+static bool ready(int fd)
 {
+    if (brig_proto_client_hello_recv(fd, NULL, NULL) < 0)
+        return false;
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
     return poll(&p, 1, 0) == 0;
 }
 
 int brig_spareconn_take(brig_spareconn *s)
 {
-    int fd = -1;
-    pthread_mutex_lock(&s->lock);
-    while (fd < 0 && s->n > 0) {
-        fd = s->fd[--s->n]; /* the newest: the least likely to have been dropped meanwhile */
-        if (!alive(fd)) {
-            close(fd);
-            fd = -1;
-        }
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        /* The oldest: its handler has had the longest to answer. */
+        int fd = s->n > 0 ? s->fd[0] : -1;
+        if (s->n > 0)
+            memmove(s->fd, s->fd + 1, (size_t)--s->n * sizeof(s->fd[0]));
+        pthread_mutex_unlock(&s->lock);
+        if (fd < 0 || ready(fd))
+            return fd;
+        close(fd);
     }
-    pthread_mutex_unlock(&s->lock);
-    return fd;
 }
 
 bool brig_spareconn_keep(brig_spareconn *s, int fd)

@@ -585,7 +585,7 @@ static void activate(create *x, json_t **out)
     brig_timeline_record(d, sb, x->c, "sandbox.created", created_event(x, *out));
     brig_usage_created(d, sb, x->claimed, brig_now_mono_ms() - x->begun);
     if (x->claimed) /* a warm sandbox's first command follows: its connections first */
-        brig_spares_want(d, sb);
+        brig_spares_fill(d, sb);
     brig_sandbox_put(d, sb);
 }
 
