@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "agentconn.h"
-#include "frame.h"
 #include "log.h"
 #include "oci_internal.h"
 #include "spawn.h"
@@ -72,14 +71,7 @@ char *brig_oci_runtime_message(const char *text)
 int brig_oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
     int fd = brig_oci_connect_begin(rt, sb, err);
-    if (fd >= 0 && brig_proto_client_hello_recv(fd, NULL, err) < 0) {
-        if (err && *err)
-            (*err)->kind = BRIG_E_UNAVAILABLE;
-        brig_error_prefix(err, "agent of %s", sb->id);
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return fd < 0 ? -1 : brig_agent_handshake_end(fd, sb->id, err);
 }
 
 int brig_oci_connect_begin(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
