@@ -613,6 +613,9 @@ int main(int argc, char **argv)
             unlink(a.listen_path);
         return 1;
     }
+    /* jansson seeds its hash tables from /dev/urandom at the first JSON object: once here,
+     * not in every handler we fork (an open and a read on each connection's path). */
+    json_object_seed(0);
     brig_info("brig-agent %s ready (pid %d)", BRIG_VERSION, (int)a.pid);
     if (o.console_off)
         console_detach();

@@ -360,7 +360,8 @@ static int run(brigd *d, int sigfd, brig_error **err)
         return destroy_all(d) == 0
                    ? 0
                    : brig_error_set(err, BRIG_E_INTERNAL, 0, "destroy-all: some sandboxes remain");
-    if (brig_janitor_start(d, err) < 0 || brig_pool_start(d, err) < 0)
+    if (brig_janitor_start(d, err) < 0 || brig_pool_start(d, err) < 0 ||
+        brig_spares_start(d, err) < 0)
         return -1;
     brig_builds_init(d);
     if (brig_http_start(d, brig_api_routes, brig_api_explain, err) < 0 ||
@@ -435,6 +436,7 @@ int main(int argc, char **argv)
     brig_builds_free(&d);
     brig_watch_stop(&d);
     brig_janitor_stop(&d);
+    brig_spares_stop(&d);     /* before the registry: it holds references while it trims */
     brig_pool_stop(&d);       /* warm sandboxes belong to nobody: they go */
     brig_teardown_stop(&d);   /* what was deleted is cleaned up before we exit */
     brig_volumes_stop(&d);    /* after the teardown: it lets go of volumes */

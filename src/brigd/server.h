@@ -35,6 +35,7 @@ typedef struct brigd {
     struct brig_worker *janitor; /* idle/lifetime/CPU-abuse/billing ticks (sandbox/janitor.c) */
     struct brig_builds *builds;  /* template builds running or recently ended (build.c) */
     struct brig_pool *pool;      /* warm sandboxes ready to be claimed; NULL: no pool */
+    struct brig_worker *spares;  /* closes idle sandboxes' spare agent connections (spares.c) */
     struct MHD_Daemon *http;     /* the REST API server */
     char *base_url;              /* "http://host:port" actually listened on */
     int state_lock;              /* flock on <state>/brigd.lock: one brigd per state dir */

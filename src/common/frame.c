@@ -147,12 +147,23 @@ int brig_frame_read_json(int fd, brig_frame *f, uint8_t want_type, json_t **out,
 
 int brig_proto_client_hello(int fd, int *version, brig_error **err)
 {
+    if (brig_proto_client_hello_send(fd, err) < 0)
+        return -1;
+    return brig_proto_client_hello_recv(fd, version, err);
+}
+
+int brig_proto_client_hello_send(int fd, brig_error **err)
+{
     json_t *hello = json_pack("{s:s, s:i, s:i}", "proto", BRIG_PROTO_NAME, "version",
                               BRIG_PROTO_VERSION, "min_version", 1);
     int r = brig_frame_write_json(fd, BRIG_FRAME_HELLO, hello, err);
     json_decref(hello);
-    if (r < 0)
-        return -1;
+    return r;
+}
+
+int brig_proto_client_hello_recv(int fd, int *version, brig_error **err)
+{
+    int r = 0;
     brig_frame f = {0};
     json_t *ans = NULL;
     r = brig_frame_read(fd, &f, NULL, err);

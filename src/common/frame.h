@@ -69,8 +69,11 @@ void brig_frame_dispose(brig_frame *f);
 int brig_frame_read_json(int fd, brig_frame *f, uint8_t want_type, json_t **out, brig_error **err);
 
 /* Client half of the handshake: sends our HELLO and checks the agent's answer.
- * On success *version is the negotiated version. */
+ * On success *version is the negotiated version (version may be NULL).  In two halves for a
+ * connection opened ahead of its use: the HELLO sent now, its answer read when it is used. */
 int brig_proto_client_hello(int fd, int *version, brig_error **err);
+int brig_proto_client_hello_send(int fd, brig_error **err);
+int brig_proto_client_hello_recv(int fd, int *version, brig_error **err);
 
 /* Builds {"type":"error","code":code,"message":msg}. */
 json_t *brig_proto_error_msg(const char *code, const char *msg);

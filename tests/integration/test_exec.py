@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from brigtest import Brigd, Sandbox, wait_for
+from brigtest import Brigd, Sandbox, sandbox_processes, wait_for
 
 
 def stream(api, path, body=None, method="POST"):
@@ -318,3 +318,39 @@ def test_pty_session_with_python(api):
         conn.close()
         r = api.request("POST", proc_path(sb, pid, "/resize"), {"cols": 0, "rows": 5})
         assert r.status == 400
+
+
+# ---- spare agent connections (sandbox/spares.c) ---------------------------------
+
+def idle_handlers(sid):
+    """Host pids of the agent's handlers in sandbox sid that wait for their request:
+    brig-agent processes blocked in read(2) (syscall 0; PID 1 and supervisors poll)."""
+    found = []
+    for p in sandbox_processes([sid]):
+        try:
+            with open(f"/proc/{p}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{p}/syscall") as f:
+                nr = f.read().split()[0]
+        except OSError:
+            continue
+        if comm == "brig-agent" and nr == "0":
+            found.append(p)
+    return found
+
+
+def test_an_exec_leaves_spare_connections_and_survives_their_death(api):
+    """After a command brigd keeps agent connections ready (handlers waiting for a
+    request); ones whose handler died are never handed out: the next command works."""
+    with Sandbox(api) as sb:
+        assert sb.exec(argv=["true"])["exit_code"] == 0
+        spares = wait_for(lambda: len(idle_handlers(sb.id)) >= 2 and idle_handlers(sb.id),
+                          what="two spare connections")
+        for p in spares:
+            os.kill(p, 9)
+        wait_for(lambda: not set(spares) & set(idle_handlers(sb.id)),
+                 what="the killed handlers to be gone")
+        for _ in range(3):
+            r = sb.exec(argv=["sh", "-c", "echo ok"])
+            assert (r["exit_code"], r["stdout"]) == (0, "ok\n")
+        wait_for(lambda: len(idle_handlers(sb.id)) >= 2, what="new spare connections")

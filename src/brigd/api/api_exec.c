@@ -211,6 +211,19 @@ static void exec_recorded(brig_req *r, brig_sandbox *sb, json_t *ev, const brig_
                        err ? err->msg : NULL);
 }
 
+/* Why a buffered exec ended (sandbox/ends.h).  The limits' counters are read again only
+ * for a command that did not exit 0: one that did "exited", whatever they did. */
+static const char *exec_reason(brigd *d, brig_sandbox *sb, const brig_rt_events *before,
+                               const brig_exec_result *res)
+{
+    bool clean = res->exit_code == 0 && res->signal == 0 && !res->timed_out;
+    brig_rt_events after;
+    if (!clean)
+        brig_sandbox_events(d, sb, &after);
+    return brig_exec_reason(before, clean ? NULL : &after, res->exit_code, res->signal,
+                            res->timed_out);
+}
+
 /* A buffered exec's answer but its output. */
 static json_t *exec_meta(const brig_exec_result *res, const char *reason)
 {
@@ -283,13 +296,11 @@ void api_exec(brig_req *r)
     }
     brig_exec_budget budget = {hold_grow, hold};
     brig_exec_result res;
-    brig_rt_events before, after;
+    brig_rt_events before;
     brig_sandbox_events(r->d, sb, &before);
     int rc = brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &budget, &res, &err);
     close(fd);
-    brig_sandbox_events(r->d, sb, &after);
-    const char *reason =
-        rc < 0 ? NULL : brig_exec_reason(&before, &after, res.exit_code, res.signal, res.timed_out);
+    const char *reason = rc < 0 ? NULL : exec_reason(r->d, sb, &before, &res);
     exec_recorded(r, sb, ev, rc < 0 ? NULL : &res, reason, red, err);
     brig_sandbox_put(r->d, sb);
     if (rc < 0) {

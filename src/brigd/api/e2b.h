@@ -20,9 +20,10 @@
 /* e2b_rec.c: what is kept of a sandbox made or connected through E2B's API (in the store).
  *
  * Makes id's record, unless it has one: owner is who envd acts as, metadata (may be NULL)
- * an object of strings; its access token in token. */
-void e2b_record_make(brigd *d, const char *id, const brig_caller *owner, json_t *metadata,
-                     char token[E2B_TOKEN_LEN + 1]);
+ * an object of strings; its access token in token.  fresh: id was made by this very request
+ * (a create), so the store holds no record of it and is not asked. */
+void e2b_record_make(brigd *d, const char *id, bool fresh, const brig_caller *owner,
+                     json_t *metadata, char token[E2B_TOKEN_LEN + 1]);
 /* The envd access token of listed sandbox id and the caller envd acts as (who created or
  * connected it, else a sandbox key of its project); false when it is not listed. */
 bool e2b_record_get(brigd *d, const char *id, char token[E2B_TOKEN_LEN + 1], brig_caller *owner);

@@ -208,7 +208,7 @@ void e2b_sandbox_create(brig_req *r)
     e2b_records_prune(r->d);
     const char *id = json_string_value(json_object_get(out, "id"));
     char token[E2B_TOKEN_LEN + 1];
-    e2b_record_make(r->d, id, &r->caller, json_is_object(meta) ? meta : NULL, token);
+    e2b_record_make(r->d, id, true, &r->caller, json_is_object(meta) ? meta : NULL, token);
     brig_http_json(r, 201,
                    sandbox_json(id, json_string_value(json_object_get(out, "template")), token));
     sodium_memzero(token, sizeof(token));
@@ -332,7 +332,7 @@ static void connect_or_resume(brig_req *r, bool resume_only)
             e2b_fail(r, 409, "sandbox '%.40s' is not paused", r->params[0]);
         } else if ((!paused || resume(r) == 0) && set_timeout(r, body, false) == 0) {
             char token[E2B_TOKEN_LEN + 1];
-            e2b_record_make(r->d, r->params[0], &r->caller, NULL, token);
+            e2b_record_make(r->d, r->params[0], false, &r->caller, NULL, token);
             brig_http_json(r, paused ? 201 : 200,
                            sandbox_json(r->params[0],
                                         json_string_value(json_object_get(v, "template")), token));

@@ -133,11 +133,13 @@ static void token_of(brigd *d, const char *id, char token[E2B_TOKEN_LEN + 1])
     sodium_memzero(raw, sizeof(raw));
 }
 
-void e2b_record_make(brigd *d, const char *id, const brig_caller *owner, json_t *metadata,
-                     char token[E2B_TOKEN_LEN + 1])
+void e2b_record_make(brigd *d, const char *id, bool fresh, const brig_caller *owner,
+                     json_t *metadata, char token[E2B_TOKEN_LEN + 1])
 {
     pthread_mutex_lock(&recs_lock);
-    e2b_rec *e = rec_load(d, id);
+    e2b_rec *e = fresh ? rec_find(id) : rec_load(d, id);
+    if (e == NULL) /* a new sandbox: the store has nothing of it to read */
+        e = rec_new(id);
     if (!e->has_owner) {
         e->has_owner = true;
         e->owner = *owner;

@@ -25,6 +25,7 @@
 #include "e2b.h"
 #include "handlers.h"
 #include "sandbox/registry.h"
+#include "sandbox/spares.h"
 #include "util.h"
 #include "vault/redact.h"
 

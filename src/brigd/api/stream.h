@@ -66,9 +66,11 @@ typedef struct brig_stream {
  * result's other fields) with "stdout" and "stderr" added, each as text or, when
  * it is not valid UTF-8 or holds NUL bytes, as base64 with "<name>_encoding":
  * "base64"; red's secrets (NULL: none) are redacted on the way.  Memory: the two
- * buffers and a few chunks, never a second copy of the output nor its JSON.
- * Takes meta, red and the buffers of res (res is left empty); done(cls) runs once
- * MHD is finished with the response, after the buffers are freed. */
+ * buffers and a few chunks, never a second copy of the output nor its JSON; except
+ * for a small output (16 KiB at most), whose answer is encoded at once into one buffer
+ * and sent with its length (one write, not a chunk per part).  Takes meta, red and the
+ * buffers of res (res is left empty); done(cls) runs once MHD is finished with the
+ * response (for a small one: once it is encoded), after the buffers are freed. */
 struct MHD_Response *brig_exec_reply_response(json_t *meta, brig_exec_result *res,
                                               brig_redactor *red, void (*done)(void *cls),
                                               void *cls);

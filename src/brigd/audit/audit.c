@@ -21,9 +21,14 @@
 
 #define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 #define BATCH_MAX 512 /* records per transaction */
+/* A record waits this long for more (and for the request that made it to be answered):
+ * one transaction for a burst of them, and none competing with that request for the CPU
+ * and the store's lock; a reader's brig_audit_sync does not wait for it. */
+#define DEFER_MS 10
 
 typedef struct pending {
     struct pending *next;
+    int64_t queued_at;  /* mono ms */
     brig_audit_row row; /* data still empty */
     json_t *data;       /* to redact */
     brig_redactor *red; /* a reference, or NULL */
@@ -39,6 +44,7 @@ struct brig_audit {
     pthread_cond_t moved; /* a batch was stored */
     pending *head, **tail;
     uint64_t queued, stored; /* events ever queued; of those, stored (or dropped) */
+    int syncing;             /* readers in brig_audit_sync: no record waits */
     int64_t last_seq;        /* the newest stored */
     bool closed;
     bool no_followers;          /* shutdown: brig_audit_wait says -1 */
@@ -123,6 +129,12 @@ static int64_t flush(void *arg)
 {
     brig_audit *a = arg;
     pthread_mutex_lock(&a->lock);
+    if (a->head && a->syncing == 0 && !a->closed && a->queued - a->stored < BATCH_MAX &&
+        brig_now_mono_ms() < a->head->queued_at + DEFER_MS) {
+        int64_t due = a->head->queued_at + DEFER_MS;
+        pthread_mutex_unlock(&a->lock);
+        return due;
+    }
     pending *list = a->head;
     size_t taken = 0;
     pending **cut = &a->head;
@@ -248,8 +260,11 @@ void brig_audit_record(brig_audit *a, const brig_audit_event *ev)
     p->data = ev->data ? ev->data : json_object();
     p->red = brig_redactor_ref(ev->red);
     p->resolve = ev->account_id == NULL;
+    p->queued_at = brig_now_mono_ms();
     pthread_mutex_lock(&a->lock);
     bool closed = a->closed;
+    /* The first of a batch wakes the writer, which then waits DEFER_MS for the rest. */
+    bool first = a->head == NULL;
     if (!closed) {
         *a->tail = p;
         a->tail = &p->next;
@@ -258,7 +273,7 @@ void brig_audit_record(brig_audit *a, const brig_audit_event *ev)
     pthread_mutex_unlock(&a->lock);
     if (closed)
         pending_free(p);
-    else
+    else if (first)
         brig_worker_kick(a->worker);
 }
 
@@ -279,8 +294,15 @@ void brig_audit_sync(brig_audit *a)
         return;
     pthread_mutex_lock(&a->lock);
     uint64_t want = a->queued;
+    bool behind = a->stored < want && !a->closed;
+    a->syncing++;
+    pthread_mutex_unlock(&a->lock);
+    if (behind)
+        brig_worker_kick(a->worker); /* what waits (DEFER_MS) goes now */
+    pthread_mutex_lock(&a->lock);
     while (a->stored < want && !(a->closed && a->worker == NULL))
         pthread_cond_wait(&a->moved, &a->lock);
+    a->syncing--;
     pthread_mutex_unlock(&a->lock);
 }
 

@@ -4,8 +4,12 @@
  *
  * Recording costs the caller a JSON object and a queue append: a worker (core/worker.c)
  * takes the queue, redacts each event with its sandbox's redactor, chains it and
- * appends the whole batch to the store in one transaction.  Readers call
- * brig_audit_sync first, so what was recorded before their request is there.
+ * appends the whole batch to the store in one transaction.  It takes the queue 10 ms
+ * after its first record (audit.c, DEFER_MS), not at once: the request that recorded it
+ * is answered meanwhile without the store's write beside it, and a burst is one
+ * transaction.  Readers call brig_audit_sync first, which takes the queue at once, so
+ * what was recorded before their request is there; live followers see it up to 10 ms
+ * later.
  *
  * The chain: one per account.  Record n of an account carries prev = the hash of its
  * record n - 1 (64 zeros for n = 1) and hash = hex SHA-256 of

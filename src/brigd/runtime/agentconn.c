@@ -14,19 +14,34 @@
 #include "frame.h"
 #include "util.h"
 
-int brig_agent_handshake(int fd, const char *id, int timeout_ms, brig_error **err)
+/* A handshake that failed: the agent is unavailable; fd is closed. */
+static int failed(int fd, const char *id, brig_error **err)
+{
+    if (err && *err)
+        (*err)->kind = BRIG_E_UNAVAILABLE;
+    brig_error_prefix(err, "agent of %s", id);
+    close(fd);
+    return -1;
+}
+
+int brig_agent_handshake_begin(int fd, const char *id, int timeout_ms, brig_error **err)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (brig_proto_client_hello(fd, NULL, err) < 0) {
-        if (err && *err)
-            (*err)->kind = BRIG_E_UNAVAILABLE;
-        brig_error_prefix(err, "agent of %s", id);
-        close(fd);
+    return brig_proto_client_hello_send(fd, err) < 0 ? failed(fd, id, err) : fd;
+}
+
+int brig_agent_handshake_end(int fd, const char *id, brig_error **err)
+{
+    return brig_proto_client_hello_recv(fd, NULL, err) < 0 ? failed(fd, id, err) : fd;
+}
+
+int brig_agent_handshake(int fd, const char *id, int timeout_ms, brig_error **err)
+{
+    if (brig_agent_handshake_begin(fd, id, timeout_ms, err) < 0)
         return -1;
-    }
-    return fd;
+    return brig_agent_handshake_end(fd, id, err);
 }
 
 int brig_pidfd_wait(int pidfd, int timeout_ms)

@@ -13,6 +13,11 @@
  * and does the protocol's handshake.  On failure closes fd and returns -1 with a
  * BRIG_E_UNAVAILABLE *err naming sandbox id; else returns fd. */
 int brig_agent_handshake(int fd, const char *id, int timeout_ms, brig_error **err);
+/* Its first half, for a connection opened ahead of its use (spareconn.h): the same bounds,
+ * and our HELLO sent; the agent's answer is read later (brig_proto_client_hello_recv). */
+int brig_agent_handshake_begin(int fd, const char *id, int timeout_ms, brig_error **err);
+/* Its second half: the agent's answer read (on failure fd is closed, as above). */
+int brig_agent_handshake_end(int fd, const char *id, brig_error **err);
 
 /* Waits up to timeout_ms until the process behind pidfd has exited (it may stay a
  * zombie): 0, or -1 when it still runs. */

@@ -422,6 +422,7 @@ static const brig_runtime_ops oci_ops = {
     .create = oci_create,
     .attach = oci_attach,
     .connect = brig_oci_connect,
+    .connect_begin = brig_oci_connect_begin,
     .destroy = oci_destroy,
     .kill = oci_kill,
     .exit_fd = oci_exit_fd,

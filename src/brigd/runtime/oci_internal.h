@@ -95,8 +95,10 @@ int brig_oci_run_runtime(oci *o, brig_isolation iso, const char *const *args, br
 char *brig_oci_runtime_message(const char *text);
 /* The same, a non-zero exit an error with the runtime's message. */
 int brig_oci_run(oci *o, brig_isolation iso, const char *const *args, brig_error **err);
-/* The driver's connect op: a new connection to sb's agent, handshake done. */
+/* The driver's connect op: a new connection to sb's agent, handshake done; and its
+ * connect_begin op: the same with only our HELLO sent. */
 int brig_oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+int brig_oci_connect_begin(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
 
 /* `<runtime> run --detach` on sandbox id's bundle (image: `runsc restore` from that
  * checkpoint instead), the agent's listening socket lfd (or -1) as the container's fd 3 and

@@ -70,6 +70,12 @@ char *brig_oci_runtime_message(const char *text)
 
 int brig_oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
 {
+    int fd = brig_oci_connect_begin(rt, sb, err);
+    return fd < 0 ? -1 : brig_agent_handshake_end(fd, sb->id, err);
+}
+
+int brig_oci_connect_begin(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
+{
     (void)rt;
     struct sockaddr_un sa;
     brig_oci_sock_path(sb, &sa);
@@ -84,7 +90,7 @@ int brig_oci_connect(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err)
         close(fd);
         return -1;
     }
-    return brig_agent_handshake(fd, sb->id, READY_TIMEOUT_MS, err);
+    return brig_agent_handshake_begin(fd, sb->id, READY_TIMEOUT_MS, err);
 }
 
 int brig_oci_runtime_start(const oci *o, const char *id, brig_isolation iso, bool host_layer,

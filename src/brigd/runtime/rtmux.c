@@ -4,11 +4,17 @@
  * remembers its driver; an op given only an id asks the microVM driver whether it holds
  * that sandbox (its directory), else the OCI driver answers.  Volumes are the OCI
  * driver's (a microVM mounts their images as disks: microvm_vol.c).
+ *
+ * A handle also keeps the sandbox's spare agent connections (spareconn.h), whatever its
+ * driver: connect hands one out before it opens a new one, and none is kept across a pause
+ * or past a kill or destroy.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime.h"
+#include "spareconn.h"
 #include "util.h"
 
 bool brig_microvm_has(brig_runtime *rt, const char *id); /* microvm.c */
@@ -18,15 +24,17 @@ typedef struct mux {
     brig_runtime *vm;
 } mux;
 
-/* A handle: its driver's own, and which driver. */
+/* A handle: its driver's own, which driver, and the spare connections. */
 typedef struct mux_sb {
     brig_runtime *rt;
     brig_rt_sandbox *sb;
+    brig_spareconn spares;
 } mux_sb;
 
 #define MUX(rt)       ((mux *)(rt)->priv)
 #define INNER(h)      (((mux_sb *)(h))->sb)
 #define DRIVER(h)     (((mux_sb *)(h))->rt)
+#define SPARES(h)     (&((mux_sb *)(h))->spares)
 #define BY_ID(rt, id) (brig_microvm_has(MUX(rt)->vm, id) ? MUX(rt)->vm : MUX(rt)->oci)
 
 static brig_rt_sandbox *wrap(brig_runtime *rt, brig_rt_sandbox *sb)
@@ -34,6 +42,7 @@ static brig_rt_sandbox *wrap(brig_runtime *rt, brig_rt_sandbox *sb)
     mux_sb *h = brig_xcalloc(1, sizeof(*h));
     h->rt = rt;
     h->sb = sb;
+    brig_spareconn_init(&h->spares);
     return (brig_rt_sandbox *)h;
 }
 
@@ -67,19 +76,47 @@ static int x_attach(brig_runtime *rt, const char *id, brig_rt_sandbox **out, bri
 static int x_connect(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
 {
     (void)rt;
-    return DRIVER(h)->ops->connect(DRIVER(h), INNER(h), err);
+    int fd = brig_spareconn_take(SPARES(h));
+    return fd >= 0 ? fd : DRIVER(h)->ops->connect(DRIVER(h), INNER(h), err);
+}
+
+static int x_spares(brig_runtime *rt, brig_rt_sandbox *h, int want, brig_error **err)
+{
+    (void)rt;
+    if (want <= 0) {
+        brig_spareconn_close(SPARES(h), false);
+        return 0;
+    }
+    if (DRIVER(h)->ops->connect_begin == NULL)
+        return 0;
+    int n;
+    while ((n = brig_spareconn_count(SPARES(h))) < want && n < BRIG_SPARECONN_MAX) {
+        int fd = DRIVER(h)->ops->connect_begin(DRIVER(h), INNER(h), err);
+        if (fd < 0)
+            return -1;
+        if (!brig_spareconn_keep(SPARES(h), fd)) { /* paused or ending meanwhile */
+            close(fd);
+            break;
+        }
+    }
+    return brig_spareconn_count(SPARES(h));
 }
 
 static int x_destroy(brig_runtime *rt, const char *id, brig_rt_sandbox *h, brig_error **err)
 {
     brig_runtime *d = h ? DRIVER(h) : BY_ID(rt, id);
+    if (h)
+        brig_spareconn_close(SPARES(h), true);
     return d->ops->destroy(d, id, h ? INNER(h) : NULL, err);
 }
 
 static int x_kill(brig_runtime *rt, brig_rt_sandbox *h, int timeout_ms)
 {
     (void)rt;
-    return h ? DRIVER(h)->ops->kill(DRIVER(h), INNER(h), timeout_ms) : 0;
+    if (h == NULL)
+        return 0;
+    brig_spareconn_close(SPARES(h), true);
+    return DRIVER(h)->ops->kill(DRIVER(h), INNER(h), timeout_ms);
 }
 
 static int x_exit_fd(brig_runtime *rt, brig_rt_sandbox *h)
@@ -99,6 +136,7 @@ static void x_release(brig_runtime *rt, brig_rt_sandbox *h)
     (void)rt;
     if (h == NULL)
         return;
+    brig_spareconn_dispose(SPARES(h));
     DRIVER(h)->ops->release(DRIVER(h), INNER(h));
     free(h);
 }
@@ -151,16 +189,25 @@ static int x_layer_open(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
     return DRIVER(h)->ops->layer_open(DRIVER(h), INNER(h), err);
 }
 
+/* A paused agent answers nothing, and gVisor's checkpoint needs every connection closed
+ * (docs/snapshots.md): the spares go first. */
 static int x_pause(brig_runtime *rt, brig_rt_sandbox *h, const char **memory, brig_error **err)
 {
     (void)rt;
-    return DRIVER(h)->ops->pause(DRIVER(h), INNER(h), memory, err);
+    brig_spareconn_close(SPARES(h), true);
+    int r = DRIVER(h)->ops->pause(DRIVER(h), INNER(h), memory, err);
+    if (r < 0) /* it runs on */
+        brig_spareconn_allow(SPARES(h));
+    return r;
 }
 
 static int x_resume(brig_runtime *rt, brig_rt_sandbox *h, brig_error **err)
 {
     (void)rt;
-    return DRIVER(h)->ops->resume(DRIVER(h), INNER(h), err);
+    int r = DRIVER(h)->ops->resume(DRIVER(h), INNER(h), err);
+    if (r == 0)
+        brig_spareconn_allow(SPARES(h));
+    return r;
 }
 
 static int x_paused(brig_runtime *rt, const char *id)
@@ -239,6 +286,7 @@ static const brig_runtime_ops mux_ops = {
     .create = x_create,
     .attach = x_attach,
     .connect = x_connect,
+    .spares = x_spares,
     .destroy = x_destroy,
     .kill = x_kill,
     .exit_fd = x_exit_fd,

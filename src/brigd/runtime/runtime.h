@@ -111,6 +111,17 @@ typedef struct brig_runtime_ops {
     int (*attach)(brig_runtime *rt, const char *id, brig_rt_sandbox **out, brig_error **err);
     /* Opens a new agent connection (handshake done); returns the fd. */
     int (*connect)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+    /* A new agent connection with only our HELLO sent: the agent forks its handler and
+     * answers while the caller goes on; brig_proto_client_hello_recv reads the answer.
+     * May be NULL (the driver cannot). */
+    int (*connect_begin)(brig_runtime *rt, brig_rt_sandbox *sb, brig_error **err);
+    /* Agent connections opened ahead of their use (spareconn.h): begins new ones
+     * (connect_begin: nothing waits for the agent) until sb keeps `want` (at most
+     * BRIG_SPARECONN_MAX), which connect then hands out first, their handshake finished;
+     * want 0 closes those it keeps.  The count kept, or -1 with *err when a connect
+     * failed.  None is kept while sb is paused or ending, nor by a driver without
+     * connect_begin.  May be NULL (connect always opens one). */
+    int (*spares)(brig_runtime *rt, brig_rt_sandbox *sb, int want, brig_error **err);
     /* Kills every process and removes every trace of the sandbox (runtime state,
      * cgroups, mounts, files); -1 when anything is left, and then it may be called
      * again later.  sb may be NULL (leftovers found by reconcile).  Idempotent.  It

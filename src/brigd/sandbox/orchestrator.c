@@ -37,6 +37,7 @@
 #include "registry.h"
 #include "secrets.h"
 #include "snapshots.h"
+#include "spares.h"
 #include "teardown.h"
 #include "template.h"
 #include "timeline.h"
@@ -588,6 +589,8 @@ static void activate(create *x, json_t **out)
     json_object_set_new(*out, "secrets", brig_vault_names(d->store, sp->id));
     brig_timeline_record(d, sb, x->c, "sandbox.created", created_event(x, *out));
     brig_usage_created(d, sb, x->claimed, brig_now_mono_ms() - x->begun);
+    if (x->claimed) /* a warm sandbox's first command follows: its connections first */
+        brig_spares_fill(d, sb);
     brig_sandbox_put(d, sb);
 }
 

@@ -26,6 +26,7 @@
 #include "core/worker.h"
 #include "log.h"
 #include "registry.h"
+#include "spares.h"
 #include "template.h"
 #include "usertpl.h"
 #include "usertpl_start.h"
@@ -311,6 +312,9 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
         destroy_entry(d, e);
         e = NULL;
     }
+    /* Its first request after a claim takes a connection its agent has answered already. */
+    if (e && d->rt->ops->spares)
+        d->rt->ops->spares(d->rt, e->p.rt, BRIG_SPARES_KEEP, NULL);
     brig_template_dispose(&t);
     brig_utpl_run_dispose(&run);
     return e;

@@ -393,11 +393,6 @@ brig_cmdends *brig_sandbox_cmdends(const brig_sandbox *sb)
     return sb->cmdends;
 }
 
-int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err)
-{
-    return d->rt->ops->connect(d->rt, sb->rt, err);
-}
-
 /* ---- views and counts ---------------------------------------------------------------- */
 
 /* Needs the lock. */
@@ -595,6 +590,14 @@ bool brig_sandbox_redactor_cached(brigd *d, brig_sandbox *sb, brig_redactor **ou
         *out = brig_redactor_ref(sb->redactor);
     UNLOCK(d);
     return built;
+}
+
+bool brig_sandbox_secretless(brigd *d, const brig_sandbox *sb)
+{
+    LOCK(d);
+    bool none = sb->redactor_built && sb->redactor == NULL;
+    UNLOCK(d);
+    return none;
 }
 
 void brig_sandbox_redactor_keep(brigd *d, brig_sandbox *sb, brig_redactor *r, brig_redactor **out)

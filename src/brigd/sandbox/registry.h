@@ -172,9 +172,6 @@ brig_sandbox_marks *brig_sandbox_marks_of(brig_sandbox *sb);
 /* What brigd keeps of its commands until it saw them end (cmdends.h). */
 struct brig_cmdends *brig_sandbox_cmdends(const brig_sandbox *sb);
 
-/* Opens an agent connection to a borrowed sandbox (the caller closes it). */
-int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err);
-
 /* ---- views and counts ---- */
 
 /* A copy of the live sandbox id that the caller may see (c NULL: any); false when
@@ -229,6 +226,8 @@ void brig_registry_drop_net(brigd *d, brig_sandbox *sb, bool destroyed);
 
 /* true, with a new reference in *out (NULL: it has no secrets), once one was kept. */
 bool brig_sandbox_redactor_cached(brigd *d, brig_sandbox *sb, brig_redactor **out);
+/* true once a redactor was kept and it is none: the sandbox has no secrets (and never will). */
+bool brig_sandbox_secretless(brigd *d, const brig_sandbox *sb);
 /* Keeps r (taken) unless one was kept meanwhile; a new reference to the kept one in *out. */
 void brig_sandbox_redactor_keep(brigd *d, brig_sandbox *sb, brig_redactor *r, brig_redactor **out);
 

@@ -16,6 +16,7 @@
  *   timeline      its audit timeline: recording its events, reading them back
  *   usage         what it uses, sampled into a ring; its black box once ended
  *   secrets       its secrets, their redactor, the environment of its commands
+ *   spares        agent connections opened ahead of use (brig_sandbox_connect)
  *   registry      the one owner of live sandboxes: borrowing, state, uid ranges
  *   template      the root filesystems sandboxes start from
  *   volumes       a project's volumes; volmounts: which sandbox mounts which
@@ -30,6 +31,7 @@
 #include "registry.h"
 #include "secrets.h"
 #include "snapshots.h"
+#include "spares.h"
 #include "timeline.h"
 #include "usage.h"
 #include "view.h"

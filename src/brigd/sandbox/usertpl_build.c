@@ -20,6 +20,7 @@
 #include "orchestrator.h"
 #include "registry.h"
 #include "runtime/layer.h"
+#include "spares.h"
 #include "store/store.h"
 #include "usertpl.h"
 #include "usertpl_gc.h"
