@@ -230,7 +230,11 @@ static int x_snapshot_memory(brig_runtime *rt, brig_rt_sandbox *h, const char *i
     if (DRIVER(h)->ops->snapshot_memory == NULL)
         return brig_error_set(err, BRIG_E_INVALID, 0,
                               "only a gVisor sandbox's memory can go into a fork");
-    return DRIVER(h)->ops->snapshot_memory(DRIVER(h), INNER(h), id, durable, digest, bytes, err);
+    /* runsc's checkpoint, like a pause's, needs every agent connection closed */
+    brig_spareconn_close(SPARES(h), true);
+    int r = DRIVER(h)->ops->snapshot_memory(DRIVER(h), INNER(h), id, durable, digest, bytes, err);
+    brig_spareconn_allow(SPARES(h)); /* it runs on either way */
+    return r;
 }
 
 /* Snapshots are the OCI driver's alone (a microVM refuses to take one). */
