@@ -333,7 +333,8 @@ static int resolve(create *x, brig_error **err)
     }
     if (x->o->host_layer && x->iso == BRIG_ISO_MICROVM)
         return brig_error_set(err, BRIG_E_INVALID, 0,
-                              "'snapshots': a microvm sandbox cannot be snapshotted (yet)");
+                              "'snapshots' is for gVisor sandboxes (a microvm sandbox can "
+                              "always be snapshotted)");
     /* a built-in template, else one of the account's (usertpl.h) */
     x->builtin = brig_template_lookup(&d->cfg, tname, &x->t, NULL) == 0;
     if (!x->builtin && brig_utpl_lookup(d, c->account_id, tname, &x->t, &x->run, err) < 0) {
