@@ -152,6 +152,7 @@ class Brigd:
         env.setdefault("ASAN_OPTIONS",
                        "detect_leaks=1:abort_on_error=0:exitcode=23:quarantine_size_mb=16")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        env.setdefault("LSAN_OPTIONS", f"suppressions={REPO}/tests/lsan.supp")
         # Sandbox DNS goes nowhere real: a closed local port (the network tests
         # set their own "internet" upstream).
         env.setdefault("BRIG_DNS_UPSTREAM", "127.0.0.1:9")
