@@ -22,8 +22,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import brigtest  # noqa: E402
-from test_network import (API_ADDR, INET, SECOND_ADDR, gateway, inet,  # noqa: E402,F401
-                          sandbox_links, sbexec, start_in_hostns, stopped_clean, table_elements)
+from test_network import (API_ADDR, HOST_ADDR, INET, SECOND_ADDR, gateway,  # noqa: E402,F401
+                          inet, sandbox_links, sbexec, start_in_hostns, stopped_clean,
+                          table_elements)
 
 VALUE = "sk_live_7Hq2vN9xR4tLm8Pw3Zy6Kb1D"  # the real secret
 RULE = {"host": "api.test", "headers": {"Authorization": "Bearer {{secret:API_KEY}}"}}
@@ -161,6 +162,32 @@ def hidden(value):
     return f"__import__('base64').b64decode('{base64.b64encode(value.encode()).decode()[::-1]}'[::-1]).decode()"
 
 
+def disk_image_holds(d, sb, needles):
+    """Whether the sandbox's disk image (its writable layer, an ext4 image on the host)
+    holds each of needles; only its allocated extents are read."""
+    path = os.path.join(d.state_dir, "sandboxes", sb, "disk.img")
+    want = {n: n.encode() for n in needles}
+    found = dict.fromkeys(needles, False)
+    keep = max(len(b) for b in want.values()) - 1
+    with open(path, "rb") as f:
+        fd, end, pos = f.fileno(), os.fstat(f.fileno()).st_size, 0
+        while pos < end:
+            try:
+                pos = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:
+                break  # no data after pos
+            hole = os.lseek(fd, pos, os.SEEK_HOLE)
+            tail = b""
+            while pos < hole:
+                chunk = os.pread(fd, min(1 << 20, hole - pos), pos)
+                buf = tail + chunk
+                for n, b in want.items():
+                    found[n] = found[n] or b in buf
+                tail = buf[-keep:]
+                pos += len(chunk)
+    return found
+
+
 def project_with_rule(napi, rules=(RULE,)):
     p = napi.ok("POST", "/v1/projects", {"name": "inject"}).json()["id"]
     napi.ok("PUT", f"/v1/projects/{p}/secrets/API_KEY", {"value": VALUE}, expect=(204,))
@@ -189,7 +216,7 @@ def test_rules_are_for_admin_keys_only(napi):
 
 @pytest.mark.base
 @pytest.mark.parametrize("scheme", ["http", "https"])
-def test_injection_from_curl_python_and_node(napi, recorder, scheme):
+def test_injection_from_curl_python_and_node(injd, napi, recorder, scheme):
     p = project_with_rule(napi)
     sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
     rc, ph = sbexec(napi, sb, "printenv API_KEY")
@@ -224,6 +251,13 @@ def test_injection_from_curl_python_and_node(napi, recorder, scheme):
             "print(n)")
     r = napi.exec(sb, argv=["python3", "-c", scan], timeout=60)
     assert (r["exit_code"], r["stdout"].strip()) == (0, "0"), r
+    # nor its disk image, read from the host: a marker the sandbox wrote is found there
+    # (the scan can see what the sandbox's files hold), the value is not
+    marker = f"brig-disk-marker-{os.urandom(8).hex()}"
+    rc, out = sbexec(napi, sb, f"echo {marker} > /root/marker && sync && echo synced")
+    assert out.strip() == "synced", out
+    found = disk_image_holds(injd, sb, [marker, VALUE])
+    assert found == {marker: True, VALUE: False}, found
     log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
     used = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "injected"]
     assert {e["path"] for e in used} >= {f"/{c}-{scheme}" for c in clients}, log
@@ -560,7 +594,7 @@ def test_per_step_credentials_expire(napi, recorder):
 
 
 @pytest.mark.base
-def test_a_sandbox_reaches_only_its_own_proxy(napi, recorder):
+def test_a_sandbox_reaches_only_its_own_proxy(injd, napi, recorder):
     p = project_with_rule(napi)
     a = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
     b = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
@@ -570,8 +604,22 @@ def test_a_sandbox_reaches_only_its_own_proxy(napi, recorder):
         assert rc == 28, out
     # a's own, addressed directly, is the same proxy its redirect reaches: the policy
     # applies to where it would go (its own gateway: never), nothing is relayed
-    rc, out = sbexec(napi, a, f"curl -sS -m 2 -w ' %{{http_code}}' http://{gateway(napi, a)}:15080/")
+    a_gw = gateway(napi, a)
+    rc, out = sbexec(napi, a, f"curl -sS -m 2 -w ' %{{http_code}}' http://{a_gw}:15080/")
     assert out.endswith(" 403") and "egress policy" in out, out
+    # the admin side (brigd's API, where the rules are set): not reachable, neither
+    # directly (dropped: curl times out) nor through the proxy (CONNECT refused, and a
+    # request with its Host relayed nowhere)
+    api_port = injd.url.rstrip("/").rsplit(":", 1)[1]
+    for host in (a_gw, HOST_ADDR, "127.0.0.1"):
+        rc, out = sbexec(napi, a, f"curl -sS -m 2 -o /dev/null http://{host}:{api_port}/healthz")
+        assert rc in (7, 28), (host, rc, out)  # 127.0.0.1: the sandbox's own, refused
+    rc, out = sbexec(napi, a, f"curl -sS -m 5 -x http://{a_gw}:15080 "
+                              f"https://{a_gw}:{api_port}/v1/projects/{p}/injections")
+    assert rc != 0 and "CONNECT tunnel failed, response 403" in out, out
+    rc, out = sbexec(napi, a, f"curl -sS -m 5 -w ' %{{http_code}}' -H 'Host: {a_gw}:{api_port}' "
+                              f"http://{a_gw}:15080/v1/projects/{p}/injections")
+    assert out.endswith(" 403"), out
     napi.delete(a)
     napi.delete(b)
 
