@@ -71,19 +71,24 @@ static int add_env(const cli_args *a, json_t *b)
     return 0;
 }
 
-/* One --grant NAME:SECONDS[:VAR]: the credentials' entry, into *name (caller frees) and
- * *grant (caller owns); with VAR its value is brig's own environment variable VAR (so it is
- * never on a command line).  brigd checks the name and the bounds.  0, or CLI_EXIT_USAGE
- * (printed). */
+/* One --grant NAME:SECONDS[:VAR] or NAME:exec[:VAR] (for this exec only): the credentials'
+ * entry, into *name (caller frees) and *grant (caller owns); with VAR its value is brig's
+ * own environment variable VAR (so it is never on a command line).  brigd checks the name
+ * and the bounds.  0, or CLI_EXIT_USAGE (printed). */
 static int parse_grant(const cli_args *a, const char *g, char **name, json_t **grant)
 {
     const char *colon = strchr(g, ':');
     char *end = NULL;
     long long ttl = 0;
-    if (colon != NULL && colon != g && colon[1] >= '0' && colon[1] <= '9')
+    bool once = colon != NULL && colon != g && strncmp(colon + 1, "exec", 4) == 0 &&
+                (colon[5] == '\0' || colon[5] == ':');
+    if (once)
+        end = (char *)colon + 5;
+    else if (colon != NULL && colon != g && colon[1] >= '0' && colon[1] <= '9')
         ttl = strtoll(colon + 1, &end, 10);
-    if (ttl < 1 || (*end != '\0' && *end != ':'))
-        return cli_usage_error(a->cmd, "--grant takes NAME:SECONDS[:VAR], not '%s'", g);
+    if ((!once && ttl < 1) || (*end != '\0' && *end != ':'))
+        return cli_usage_error(a->cmd,
+                               "--grant takes NAME:SECONDS[:VAR] or NAME:exec[:VAR], not '%s'", g);
     json_t *v = NULL;
     if (*end == ':') {
         const char *value = getenv(end + 1);
@@ -92,7 +97,8 @@ static int parse_grant(const cli_args *a, const char *g, char **name, json_t **g
             return cli_usage_error(a->cmd, "--grant %s: %s is not set here (or not UTF-8)", g,
                                    end + 1);
     }
-    *grant = json_pack("{s:I}", "ttl_seconds", (json_int_t)ttl);
+    *grant = once ? json_pack("{s:b}", "exec_only", 1)
+                  : json_pack("{s:I}", "ttl_seconds", (json_int_t)ttl);
     if (v != NULL)
         json_object_set_new(*grant, "value", v);
     *name = brig_xstrndup(g, (size_t)(colon - g));

@@ -54,7 +54,8 @@ static const cli_opt options[] = {
     {OPT_CWD, "cwd", "DIR", "working directory of the command"},
     {OPT_ENV, "env", "K=V", "set a variable for the command (repeatable; K alone: its value here)"},
     {OPT_GRANT, "grant", "NAME:SECONDS[:VAR]",
-     "grant credential NAME to the proxy for SECONDS (repeatable; VAR: its value here)"},
+     "grant credential NAME to the proxy for SECONDS, or NAME:exec for this exec only "
+     "(repeatable; VAR: its value here)"},
     {OPT_TIMEOUT, "timeout", "SECONDS", "stop the command after this long (brigd's default: 55)"},
     {OPT_SHELL, "shell", NULL, "join CMD and ARGs with spaces and run them with bash -lc"},
     {OPT_MODE, "mode", "MODE", "octal permission bits of what is created (e.g. 0755)"},
@@ -132,7 +133,8 @@ static int cmd_help(const cli_args *a);
     "--grant NAME:SECONDS grants a credential for SECONDS (docs/secrets.md): brigd's egress\n"     \
     "proxy injects the project's secret NAME (with :VAR, brig's environment variable VAR's\n"      \
     "value, for this grant only) where an injection rule names it; the command holds a\n"          \
-    "placeholder, never the value.\n"
+    "placeholder, never the value.  --grant NAME:exec[:VAR] grants it for this exec only:\n"       \
+    "the proxy stops injecting it when the command ends.\n"
 #define PS_DETAILS                                                                                 \
     "STATE is running, exited(CODE) or killed(SIGNAL).  brigd keeps finished processes\n"          \
     "for a while (the last 64).\n"

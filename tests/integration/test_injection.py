@@ -22,9 +22,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import brigtest  # noqa: E402
-from test_network import (API_ADDR, HOST_ADDR, INET, SECOND_ADDR, gateway,  # noqa: E402,F401
-                          inet, sandbox_links, sbexec, start_in_hostns, stopped_clean,
-                          table_elements)
+from test_network import (API_ADDR, HOST_ADDR, HOSTNS, INET, SECOND_ADDR,  # noqa: E402,F401
+                          gateway, in_netns, inet, sandbox_links, sbexec, start_in_hostns,
+                          stopped_clean, table_elements)
 
 VALUE = "sk_live_7Hq2vN9xR4tLm8Pw3Zy6Kb1D"  # the real secret
 RULE = {"host": "api.test", "headers": {"Authorization": "Bearer {{secret:API_KEY}}"}}
@@ -590,6 +590,53 @@ def test_per_step_credentials_expire(napi, recorder):
     assert any(e["verdict"] == "refused" and "expired" in e["reason"] for e in log
                if e["kind"] == "proxy")
     assert "tmp_4Xk9Qw2Lr7Zp" not in json.dumps(log) and "given-just-now-77" not in json.dumps(log)
+    napi.delete(sb)
+
+
+@pytest.mark.base
+def test_credentials_for_one_exec_only(napi, recorder):
+    """"exec_only": the proxy injects the credential while the exec runs and stops when
+    it ends (buffered and streamed), its end recorded with why; not for a background
+    command, whose end brigd does not wait for."""
+    from test_exec import events, stream
+    temp = {"host": "api.test", "headers": {"X-Temp": "{{secret:TEMP_KEY}}"}}
+    p = project_with_rule(napi, rules=(RULE, temp))
+    napi.ok("PUT", f"/v1/projects/{p}/secrets/TEMP_KEY", {"value": "tmp_4Xk9Qw2Lr7Zp"},
+            expect=(204,))
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    curl = 'curl -sS -m 5 -w " %{http_code}" -H "X-Temp: $TEMP_KEY" http://api.test/'
+
+    def sent(path):
+        return [x for x in recorded(recorder) if x["path"] == path][-1]["headers"].get("X-Temp")
+
+    once = {"TEMP_KEY": {"exec_only": True}}
+    r = napi.ok("POST", f"/v1/sandboxes/{sb}/exec", {"cmd": curl + "once-1",
+                                                     "credentials": once}).json()
+    assert r["stdout"].endswith(" 200"), r
+    assert sent("/once-1") == "tmp_4Xk9Qw2Lr7Zp"
+    r = napi.ok("POST", f"/v1/sandboxes/{sb}/exec", {"cmd": curl + "after-1"}).json()
+    assert " 403" in r["stdout"] and "TEMP_KEY expired" in r["stdout"], r
+    # streamed, with a value of its own and a TTL that would outlive it
+    with in_netns(HOSTNS):  # brigd's API is in the test host namespace
+        conn, resp = stream(napi, f"/v1/sandboxes/{sb}/exec", {
+            "cmd": curl + "once-2", "credentials": {"TEMP_KEY": {
+                "exec_only": True, "ttl_seconds": 600, "value": "for-one-exec-55"}}})
+        evs = list(events(resp))
+        conn.close()
+    out = "".join(e.get("data", "") for e in evs if e["type"] == "stdout")
+    assert out.endswith(" 200") and evs[-1]["type"] == "exit", evs
+    assert sent("/once-2") == "for-one-exec-55"
+    r = napi.ok("POST", f"/v1/sandboxes/{sb}/exec", {"cmd": curl + "after-2"}).json()
+    assert " 403" in r["stdout"] and "TEMP_KEY expired" in r["stdout"], r
+    for bad in ({"cmd": "true", "background": True, "credentials": once},
+                {"cmd": "true", "credentials": {"TEMP_KEY": {"exec_only": False}}},
+                {"cmd": "true", "credentials": {"TEMP_KEY": {"exec_only": 1}}}):
+        rr = napi.request("POST", f"/v1/sandboxes/{sb}/exec", bad)
+        assert rr.status == 400 and "exec_only" in rr.json()["error"]["message"], (bad, rr.body)
+    log = napi.ok("GET", f"/v1/sandboxes/{sb}/network-log").json()["entries"]
+    ended = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "expired"]
+    assert [(e["secrets"], e["reason"]) for e in ended] == [(["TEMP_KEY"], "its exec ended")] * 2
+    assert "for-one-exec-55" not in json.dumps(log)
     napi.delete(sb)
 
 

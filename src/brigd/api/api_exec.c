@@ -131,11 +131,13 @@ static void start_stream(brig_req *r, brig_stream *s)
     brig_http_response(r, 200, brig_stream_response(s));
 }
 
-/* Takes red and ev (the timeline's event, recorded at the command's exit). */
+/* Takes red, ev (the timeline's event, recorded at the command's exit) and ends (the
+ * credentials for this exec only, ended with the stream). */
 static void exec_streamed(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int fd,
-                          brig_redactor *red, json_t *ev)
+                          brig_redactor *red, json_t *ev, json_t *ends)
 {
     brig_stream *s = brig_xcalloc(1, sizeof(*s));
+    s->grants = ends;
     brig_stream_redact(s, red);
     s->d = r->d;
     s->sb = sb;
@@ -242,7 +244,7 @@ static json_t *exec_meta(const brig_exec_result *res, const char *reason)
 
 void api_exec(brig_req *r)
 {
-    json_t *body = NULL, *env = NULL, *secrets = NULL;
+    json_t *body = NULL, *env = NULL, *secrets = NULL, *ends = NULL;
     brig_redactor *red = NULL;
     brig_error *err = NULL;
     brig_exec_req req;
@@ -261,7 +263,7 @@ void api_exec(brig_req *r)
     /* The redactor is the sandbox's own, built once (not per exec). */
     if (brig_sandbox_secrets(r->d, sb, &secrets, &err) < 0 ||
         brig_sandbox_redactor(r->d, sb, &red, &err) < 0 ||
-        brig_injection_grant(r->d, sb, json_object_get(body, "credentials"), &err) < 0) {
+        brig_injection_grant(r->d, sb, json_object_get(body, "credentials"), &ends, &err) < 0) {
         /* Neither the command's env nor the redaction of its output can be right. */
         brig_vault_wipe(secrets);
         close(fd);
@@ -283,14 +285,16 @@ void api_exec(brig_req *r)
         goto out;
     }
     if (wants_ndjson(r)) {
-        exec_streamed(r, &req, sb, fd, red, ev);
-        red = NULL; /* the stream owns it */
+        exec_streamed(r, &req, sb, fd, red, ev, ends);
+        red = NULL; /* the stream owns it, and ends */
+        ends = NULL;
         goto out;
     }
     output_hold *hold = hold_take(r);
     if (hold == NULL) {
         json_decref(ev);
         close(fd);
+        brig_injection_end(r->d, sb, ends);
         brig_sandbox_put(r->d, sb);
         goto out;
     }
@@ -300,6 +304,7 @@ void api_exec(brig_req *r)
     brig_sandbox_events(r->d, sb, &before);
     int rc = brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &budget, &res, &err);
     close(fd);
+    brig_injection_end(r->d, sb, ends); /* the credentials for this exec only */
     const char *reason = rc < 0 ? NULL : exec_reason(r->d, sb, &before, &res);
     exec_recorded(r, sb, ev, rc < 0 ? NULL : &res, reason, red, err);
     brig_sandbox_put(r->d, sb);
@@ -319,6 +324,7 @@ out:
     brig_exec_req_dispose(&req);
     brig_redactor_free(red);
     brig_vault_wipe(env);
+    json_decref(ends);
     json_decref(body);
 }
 

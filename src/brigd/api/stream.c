@@ -12,6 +12,7 @@
 #include "exec_event.h"
 #include "log.h"
 #include "sandbox/ends.h"
+#include "sandbox/injection.h"
 
 size_t brig_utf8_cut(const uint8_t *p, size_t n)
 {
@@ -127,6 +128,15 @@ static void exit_recorded(brig_stream *s, json_t *msg, const char *reason)
     s->audit = NULL;
 }
 
+/* Ends the credentials granted for this exec only: at its exit, before the client reads
+ * it (a request it makes next finds them ended), else when the stream ends. */
+static void grants_end(brig_stream *s)
+{
+    brig_injection_end(s->d, s->sb, s->grants);
+    json_decref(s->grants);
+    s->grants = NULL;
+}
+
 /* Turns one agent CONTROL message into an event; sets s->done on a final one. */
 static void translate(brig_stream *s, json_t *msg)
 {
@@ -142,6 +152,7 @@ static void translate(brig_stream *s, json_t *msg)
         json_t *sig = json_object_get(msg, "signal");
         const char *reason = exit_reason(s, msg);
         exit_recorded(s, msg, reason);
+        grants_end(s);
         brig_ndjson_line(&s->line,
                          json_pack("{s:s, s:O, s:O, s:b, s:O, s:s}", "type", "exit", "exit_code",
                                    json_object_get(msg, "exit_code"), "signal",
@@ -259,6 +270,7 @@ void brig_stream_free(brig_stream *s)
     for (int i = 0; i < 3; i++)
         brig_redact_dispose(&s->rs[i]);
     brig_redactor_free(s->red);
+    grants_end(s); /* the command has ended or is killed */
     brig_sandbox_put(s->d, s->sb);
     brig_frame_dispose(&s->f);
     brig_buf_dispose(&s->line);

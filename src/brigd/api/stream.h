@@ -60,6 +60,7 @@ typedef struct brig_stream {
      * process's output, its pid (its exit's reason is the process's) */
     brig_rt_events before;
     int proc_pid;
+    json_t *grants; /* exec streams: credentials for this exec only, ended with it */
 } brig_stream;
 
 /* A buffered exec's answer, encoded while it is sent: the JSON object meta (the

@@ -132,7 +132,9 @@ int brig_request_exec(json_t *body, int64_t default_ms, int64_t max_ms, brig_exe
         "cmd",  "argv", "cwd",        "env",          "timeout",     "stdin", "stdin_encoding",
         "user", "pty",  "background", "buffer_bytes", "credentials", NULL};
     if (brig_request_only_fields(body, fields, err) < 0 ||
-        brig_injection_credentials_check(json_object_get(body, "credentials"), err) < 0)
+        brig_injection_credentials_check(json_object_get(body, "credentials"),
+                                         json_is_true(json_object_get(body, "background")),
+                                         err) < 0)
         return -1;
     memset(req, 0, sizeof(*req));
     json_t *cmd = json_object_get(body, "cmd"), *argv = json_object_get(body, "argv");

@@ -189,6 +189,32 @@ int brig_inject_grant(brig_net_host *n, brig_net_sandbox *s, const brig_inject_s
     return 0;
 }
 
+void brig_inject_end(brig_net_host *n, brig_net_sandbox *s, const char *name, int64_t expires_ms,
+                     const char *reason)
+{
+    pthread_mutex_lock(&n->lock);
+    brig_inj_cfg *old = s->inj;
+    const brig_inject_secret *g = NULL;
+    for (size_t i = 0; old && i < old->n_secrets && g == NULL; i++)
+        if (strcmp(old->secrets[i].name, name) == 0 && old->secrets[i].expires_ms == expires_ms)
+            g = &old->secrets[i];
+    int64_t now = brig_now_real_ms();
+    if (g == NULL || g->expiry_logged || g->expires_ms <= now) {
+        pthread_mutex_unlock(&n->lock); /* replaced, or expired on its own (the timer's) */
+        return;
+    }
+    /* A new copy, not a change in place: connections read theirs without the lock. */
+    brig_inject_secret ended = {g->name, g->value, g->placeholder, now, true};
+    brig_inject view = {old->rules, old->n_rules, old->secrets, old->n_secrets};
+    s->inj = cfg_merge(s->id, &view, old, &ended);
+    json_t *rec = json_pack("{ss ss s[s] sI ss}", "kind", "proxy", "verdict", "expired", "secrets",
+                            name, "expires_at_ms", (json_int_t)now, "reason", reason);
+    json_object_set_new(rec, "time", brig_net_time_now());
+    brig_net_log_add(s, rec);
+    pthread_mutex_unlock(&n->lock);
+    brig_inject_cfg_unref(old);
+}
+
 /* ---- expiries ------------------------------------------------------------------------- */
 
 #define EXPIRY_WAIT_MAX 60000 /* ms: the timer looks again at least this often (clock steps) */

@@ -222,3 +222,10 @@ int brig_net_inject_grant(brig_net *n, brig_net_sandbox *s, const brig_inject_se
         return 0;
     return brig_inject_grant(brig_net_host_of(n), s, g, err);
 }
+
+void brig_net_inject_end(brig_net *n, brig_net_sandbox *s, const char *name, int64_t expires_ms,
+                         const char *reason)
+{
+    if (brig_net_enabled(n) && s)
+        brig_inject_end(brig_net_host_of(n), s, name, expires_ms, reason);
+}

@@ -107,4 +107,11 @@ int brig_net_set_inject(brig_net *n, brig_net_sandbox *s, const brig_inject *inj
 int brig_net_inject_grant(brig_net *n, brig_net_sandbox *s, const brig_inject_secret *g,
                           brig_error **err);
 
+/* Ends s's grant of name now, if it is still the one that expires at expires_ms (a later
+ * grant of the name replaced it otherwise, and stays): the credential of an exec that
+ * was granted for that exec only, at the exec's end.  Its expiry is recorded at once,
+ * with why (reason).  The none flavour ignores it. */
+void brig_net_inject_end(brig_net *n, brig_net_sandbox *s, const char *name, int64_t expires_ms,
+                         const char *reason);
+
 #endif

@@ -455,6 +455,9 @@ int brig_inject_set(brig_net_host *n, brig_net_sandbox *s, const brig_inject *in
 /* Adds (or renews) a credential g for s's rules, until g->expires_ms (brig_net_inject_grant). */
 int brig_inject_grant(brig_net_host *n, brig_net_sandbox *s, const brig_inject_secret *g,
                       brig_error **err);
+/* Ends s's grant of name that expires at expires_ms, now (brig_net_inject_end). */
+void brig_inject_end(brig_net_host *n, brig_net_sandbox *s, const char *name, int64_t expires_ms,
+                     const char *reason);
 /* Under n->lock: closes s's listeners and drops its rules (connections in flight
  * keep their own reference and end on their own).  Every record leaves the registry
  * through here (attach.c's unregister, or brig_inject_stop at shutdown). */

@@ -365,7 +365,7 @@ int brig_injection_ca(brigd *d, char **cert_pem, char **key_pem, brig_error **er
 
 #define CREDENTIAL_TTL_MAX 86400
 
-int brig_injection_credentials_check(json_t *creds, brig_error **err)
+int brig_injection_credentials_check(json_t *creds, bool background, brig_error **err)
 {
     if (creds == NULL)
         return 0;
@@ -377,14 +377,26 @@ int brig_injection_credentials_check(json_t *creds, brig_error **err)
     json_object_foreach(creds, name, c)
     {
         json_t *ttl = json_object_get(c, "ttl_seconds"), *v = json_object_get(c, "value");
+        json_t *once = json_object_get(c, "exec_only");
         if (brig_vault_check_name(name, err) < 0)
             return -1;
-        if (!json_is_object(c) || json_object_size(c) != (v ? 2u : 1u) || !json_is_integer(ttl) ||
-            json_integer_value(ttl) < 1 || json_integer_value(ttl) > CREDENTIAL_TTL_MAX)
+        /* A TTL, or this exec only (a TTL then ends it sooner if it comes first). */
+        bool ok = json_is_object(c) && (once == NULL || json_is_boolean(once)) &&
+                  json_object_size(c) == (size_t)(!!ttl + !!v + !!once) &&
+                  (ttl ? json_is_integer(ttl) && json_integer_value(ttl) >= 1 &&
+                             json_integer_value(ttl) <= CREDENTIAL_TTL_MAX
+                       : json_is_true(once));
+        if (!ok)
             return brig_error_set(err, BRIG_E_INVALID, 0,
-                                  "credential %s: {\"ttl_seconds\": 1..%d} and an optional "
+                                  "credential %s: {\"ttl_seconds\": 1..%d} or "
+                                  "{\"exec_only\": true} (or both), and an optional "
                                   "\"value\", nothing else",
                                   name, CREDENTIAL_TTL_MAX);
+        if (background && json_is_true(once))
+            return brig_error_set(err, BRIG_E_INVALID, 0,
+                                  "credential %s: \"exec_only\" needs a command brigd waits for, "
+                                  "not a background one (give it a \"ttl_seconds\")",
+                                  name);
         if (v && (!json_is_string(v) ||
                   brig_vault_check_value(json_string_value(v), json_string_length(v), err) < 0))
             return err && *err ? -1
@@ -415,8 +427,9 @@ static char *credential_value(brigd *d, const brig_sandbox *sb, const char *name
     return out;
 }
 
-int brig_injection_grant(brigd *d, brig_sandbox *sb, json_t *creds, brig_error **err)
+int brig_injection_grant(brigd *d, brig_sandbox *sb, json_t *creds, json_t **ends, brig_error **err)
 {
+    *ends = NULL;
     if (json_object_size(creds) == 0)
         return 0;
     json_t *rules = brig_injection_get(d, brig_sandbox_spec_of(sb)->project_id, err);
@@ -446,13 +459,19 @@ int brig_injection_grant(brigd *d, brig_sandbox *sb, json_t *creds, brig_error *
         }
         char ph[64];
         brig_vault_placeholder(d->vault, brig_sandbox_id(sb), name, ph);
-        int64_t ttl = json_integer_value(json_object_get(c, "ttl_seconds"));
-        brig_inject_secret g = {name, value, ph, brig_now_real_ms() + ttl * 1000, false};
+        json_t *ttl = json_object_get(c, "ttl_seconds");
+        int64_t secs = ttl ? json_integer_value(ttl) : CREDENTIAL_TTL_MAX;
+        brig_inject_secret g = {name, value, ph, brig_now_real_ms() + secs * 1000, false};
         rc = brig_net_inject_grant(d->net, brig_sandbox_net(sb), &g, err);
         explicit_bzero(value, strlen(value));
         free(value);
         if (rc < 0)
             break;
+        if (json_is_true(json_object_get(c, "exec_only"))) { /* ended with the exec */
+            if (*ends == NULL)
+                *ends = json_object();
+            json_object_set_new(*ends, name, json_integer(g.expires_ms));
+        }
     }
     json_object_foreach(creds, name, c)
     {
@@ -462,5 +481,21 @@ int brig_injection_grant(brigd *d, brig_sandbox *sb, json_t *creds, brig_error *
     }
     json_decref(own);
     json_decref(rules);
+    if (rc < 0) { /* the exec does not run: what it was granted ends */
+        brig_injection_end(d, sb, *ends);
+        json_decref(*ends);
+        *ends = NULL;
+    }
     return rc;
+}
+
+void brig_injection_end(brigd *d, brig_sandbox *sb, json_t *ends)
+{
+    const char *name;
+    json_t *at;
+    json_object_foreach(ends, name, at)
+    {
+        brig_net_inject_end(d->net, brig_sandbox_net(sb), name, json_integer_value(at),
+                            "its exec ended");
+    }
 }

@@ -42,11 +42,19 @@ json_t *brig_injection_command_env(brigd *d, const brig_sandbox *sb, json_t *sec
                                    json_t *request_env, json_t *creds);
 
 /* Checks an exec's "credentials" (NULL: none): {"NAME": {"ttl_seconds": 1..86400,
- * "value": "…" (optional: else the project's secret NAME)}}, at most 16. */
-int brig_injection_credentials_check(json_t *creds, brig_error **err);
+ * "exec_only": true (this exec only; then the TTL is optional), "value": "…" (optional:
+ * else the project's secret NAME)}}, at most 16; "exec_only" not for a background
+ * command (brigd does not wait for its end). */
+int brig_injection_credentials_check(json_t *creds, bool background, brig_error **err);
 /* Grants the sandbox's proxy each credential of creds (checked) until its TTL ends: a
  * rule of the project must name it, and the sandbox must hold no secret of that name.
- * BRIG_E_INVALID otherwise. */
-int brig_injection_grant(brigd *d, brig_sandbox *sb, json_t *creds, brig_error **err);
+ * BRIG_E_INVALID otherwise (nothing granted then lives on past the exec's refusal
+ * unless it had a TTL alone).  *ends: the grants for this exec only, a new object
+ * (NULL: none), for brig_injection_end when the exec ends. */
+int brig_injection_grant(brigd *d, brig_sandbox *sb, json_t *creds, json_t **ends,
+                         brig_error **err);
+/* Ends the grants of ends (brig_injection_grant's; may be NULL) now, each unless a
+ * later grant of its name replaced it, and records their expiry. */
+void brig_injection_end(brigd *d, brig_sandbox *sb, json_t *ends);
 
 #endif
