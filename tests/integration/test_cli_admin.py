@@ -551,8 +551,9 @@ def test_project_on_idle(api):
 
 
 def test_exec_grants_per_step_credentials(api):
-    """exec --grant NAME:SECONDS (the project's secret) and NAME:SECONDS:VAR (brig's own
-    variable's value, which brigd otherwise lacks): the command holds a placeholder."""
+    """exec --grant NAME:SECONDS (the project's secret), NAME:SECONDS:VAR (brig's own
+    variable's value, which brigd otherwise lacks) and NAME:exec (for this exec only): the
+    command holds a placeholder."""
     pid = api.ok("POST", "/v1/projects", {"name": "cli-grant"}).json()["id"]
     api.ok("PUT", f"/v1/projects/{pid}/secrets/TEMP_KEY", {"value": "tmp_4Xk9Qw2Lr7Zp"})
     api.ok("PUT", f"/v1/projects/{pid}/injections", {"rules": [
@@ -573,11 +574,19 @@ def test_exec_grants_per_step_credentials(api):
         assert b"given-77" not in r.stdout
         r = brig(api, "run", "--grant", "TEMP_KEY:30", "--", "true", check=False)
         assert r.returncode == 1 and b"no rule of the project names it" in r.stderr, r
-        grants = [e for e in api.ok("GET", f"/v1/sandboxes/{sid}/network-log").json()["entries"]
-                  if e.get("verdict") == "granted"]
-        assert len(grants) == 3, grants
+        # NAME:exec: for this exec only, ended (and recorded so) when it ends
+        r = brig(api, "exec", "--grant", "TEMP_KEY:exec", sid, "--", "sh", "-c", "echo $TEMP_KEY")
+        assert r.stdout.startswith(b"brig-placeholder-"), r
+        refused(api, "exec", "--background", "--grant", "TEMP_KEY:exec", sid, "--", "true",
+                says=b"exec_only")
+        log = api.ok("GET", f"/v1/sandboxes/{sid}/network-log").json()["entries"]
+        grants = [e for e in log if e.get("verdict") == "granted"]
+        assert len(grants) == 4, grants
+        assert [e.get("reason") for e in log if e.get("verdict") == "expired"] == [
+            "its exec ended"], log
         for bad in ("TEMP_KEY", "TEMP_KEY:", ":30", "TEMP_KEY:0", "TEMP_KEY:-5", "TEMP_KEY:3x",
-                    "TEMP_KEY:30:NO_SUCH_VARIABLE_HERE"):
+                    "TEMP_KEY:30:NO_SUCH_VARIABLE_HERE", "TEMP_KEY:execx", ":exec",
+                    "TEMP_KEY:exec:NO_SUCH_VARIABLE_HERE"):
             refused(api, "exec", "--grant", bad, sid, "--", "true", code=2, says=b"--grant")
         refused(api, "exec", "--grant", "TEMP_KEY:86401", sid, "--", "true",
                 says=b"(HTTP 400 invalid_request)")

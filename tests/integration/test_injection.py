@@ -533,14 +533,21 @@ def test_https_without_a_rule_is_relayed_untouched_and_a_bad_upstream_refused(na
     napi.delete(sb)
 
 
-@pytest.mark.base
-def test_per_step_credentials_expire(napi, recorder):
+def with_temp_rule(napi):
+    """A sandbox of a project whose rules also inject TEMP_KEY (a project secret the
+    sandbox does not hold: for grants) as X-Temp, and a curl that sends $TEMP_KEY as
+    X-Temp to a path of api.test and prints the status."""
     temp = {"host": "api.test", "headers": {"X-Temp": "{{secret:TEMP_KEY}}"}}
     p = project_with_rule(napi, rules=(RULE, temp))
     napi.ok("PUT", f"/v1/projects/{p}/secrets/TEMP_KEY", {"value": "tmp_4Xk9Qw2Lr7Zp"},
             expect=(204,))
     sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
-    curl = 'curl -sS -m 5 -w " %{http_code}" -H "X-Temp: $TEMP_KEY" http://api.test/'
+    return sb, 'curl -sS -m 5 -w " %{http_code}" -H "X-Temp: $TEMP_KEY" http://api.test/'
+
+
+@pytest.mark.base
+def test_per_step_credentials_expire(napi, recorder):
+    sb, curl = with_temp_rule(napi)
 
     def step(path, creds=None):
         body = {"cmd": curl + path + '; echo " $TEMP_KEY"'}
@@ -599,12 +606,7 @@ def test_credentials_for_one_exec_only(napi, recorder):
     it ends (buffered and streamed), its end recorded with why; not for a background
     command, whose end brigd does not wait for."""
     from test_exec import events, stream
-    temp = {"host": "api.test", "headers": {"X-Temp": "{{secret:TEMP_KEY}}"}}
-    p = project_with_rule(napi, rules=(RULE, temp))
-    napi.ok("PUT", f"/v1/projects/{p}/secrets/TEMP_KEY", {"value": "tmp_4Xk9Qw2Lr7Zp"},
-            expect=(204,))
-    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
-    curl = 'curl -sS -m 5 -w " %{http_code}" -H "X-Temp: $TEMP_KEY" http://api.test/'
+    sb, curl = with_temp_rule(napi)
 
     def sent(path):
         return [x for x in recorded(recorder) if x["path"] == path][-1]["headers"].get("X-Temp")

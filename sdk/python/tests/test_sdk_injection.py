@@ -48,12 +48,14 @@ def test_exec_with_per_step_credentials(daemon, client):
     with Sandbox.create("minimal", project=p) as sb:
         # the project's secret for 30 s, then a value for this step only: the command
         # holds a placeholder either way, never the value
-        for creds in ({"TEMP_KEY": 30}, {"TEMP_KEY": {"ttl_seconds": 30, "value": "given-77"}}):
+        for creds in ({"TEMP_KEY": 30}, {"TEMP_KEY": {"ttl_seconds": 30, "value": "given-77"}},
+                      {"TEMP_KEY": {"exec_only": True}}):
             r = sb.exec("echo $TEMP_KEY", credentials=creds)
             assert r.exit_code == 0 and r.stdout.startswith("brig-placeholder-"), r
         with sb.exec_stream("echo $TEMP_KEY", credentials={"TEMP_KEY": 5}) as st:
             assert st.wait().stdout.startswith("brig-placeholder-")
-        for bad in ({"OTHER": 5}, {"TEMP_KEY": 0}, {"TEMP_KEY": {"ttl": 5}}):
+        for bad in ({"OTHER": 5}, {"TEMP_KEY": 0}, {"TEMP_KEY": {"ttl": 5}},
+                    {"TEMP_KEY": {"exec_only": False}}):
             with pytest.raises(brig.InvalidRequest):
                 sb.exec("true", credentials=bad)
         with pytest.raises(TypeError):

@@ -385,14 +385,18 @@ function sandboxInfo(json: unknown): SandboxInfo {
   return info;
 }
 
-/** An exec's `credentials` as brigd reads them (`ttl_seconds`, `value`). */
+/** An exec's `credentials` as brigd reads them (`ttl_seconds`, `exec_only`, `value`). */
 function credentialsBody(c: Record<string, number | Credential>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, v] of Object.entries(c)) {
     if (typeof v === "number") out[name] = { ttl_seconds: v };
-    else if (v !== null && typeof v === "object")
-      out[name] = v.value === undefined ? { ttl_seconds: v.ttlSeconds } : { ttl_seconds: v.ttlSeconds, value: v.value };
-    else throw new TypeError(`credentials.${name}: a TTL in seconds or { ttlSeconds, value }`);
+    else if (v !== null && typeof v === "object") {
+      const o: Record<string, unknown> = {};
+      if (v.ttlSeconds !== undefined) o.ttl_seconds = v.ttlSeconds;
+      if (v.execOnly !== undefined) o.exec_only = v.execOnly;
+      if (v.value !== undefined) o.value = v.value;
+      out[name] = o;
+    } else throw new TypeError(`credentials.${name}: a TTL in seconds or { ttlSeconds, execOnly, value }`);
   }
   return out;
 }

@@ -215,8 +215,9 @@ export interface ExecOptions {
   bufferBytes?: number;
   /**
    * Per-step credentials for the egress proxy to inject (docs/secrets.md): a name to
-   * a TTL in seconds (the project's secret of that name) or to `{ ttlSeconds, value }`
-   * (a value for this grant only). The command holds a placeholder; a rule of the
+   * a TTL in seconds (the project's secret of that name) or to `{ ttlSeconds, execOnly,
+   * value }` (`execOnly`: for this exec only; `value`: a value for this grant only). The
+   * command holds a placeholder; a rule of the
    * project must use the name.
    */
   credentials?: Record<string, number | Credential>;
@@ -224,7 +225,10 @@ export interface ExecOptions {
 
 /** A per-step credential of an exec (`ExecOptions.credentials`). */
 export interface Credential {
-  ttlSeconds: number;
+  /** How long it is injected; optional with `execOnly` (then it ends it sooner). */
+  ttlSeconds?: number;
+  /** Injected only while this exec runs (not for a background command). */
+  execOnly?: boolean;
   /** A value for this grant only; without it, the project's secret of the name. */
   value?: string;
 }

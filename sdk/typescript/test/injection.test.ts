@@ -45,7 +45,11 @@ describe("injection", () => {
     const p = await project();
     await client().setInjectionRules(p, [RULE]);
     await using sb = await Sandbox.create({ template: "minimal", project: p, client: client() });
-    for (const credentials of [{ TEMP_KEY: 30 }, { TEMP_KEY: { ttlSeconds: 30, value: "given-77" } }]) {
+    for (const credentials of [
+      { TEMP_KEY: 30 },
+      { TEMP_KEY: { ttlSeconds: 30, value: "given-77" } },
+      { TEMP_KEY: { execOnly: true } },
+    ]) {
       const r = await sb.exec("echo $TEMP_KEY", { credentials });
       assert.equal(r.exitCode, 0);
       assert.match(r.stdout, /^brig-placeholder-/);

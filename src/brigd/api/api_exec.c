@@ -242,6 +242,45 @@ static json_t *exec_meta(const brig_exec_result *res, const char *reason)
     return meta;
 }
 
+/* Takes red and ev; ends (the credentials for this exec only) are ended when the command
+ * has, before the answer goes out. */
+static void exec_buffered(brig_req *r, brig_exec_req *req, brig_sandbox *sb, int fd,
+                          brig_redactor *red, json_t *ev, json_t *ends)
+{
+    brig_error *err = NULL;
+    output_hold *hold = hold_take(r);
+    if (hold == NULL) {
+        json_decref(ev);
+        close(fd);
+        brig_injection_end(r->d, sb, ends);
+        brig_sandbox_put(r->d, sb);
+        brig_redactor_free(red);
+        return;
+    }
+    brig_exec_budget budget = {hold_grow, hold};
+    brig_exec_result res;
+    brig_rt_events before;
+    brig_sandbox_events(r->d, sb, &before);
+    int rc = brig_agentc_exec(fd, req, (size_t)r->d->cfg.output_limit_bytes, &budget, &res, &err);
+    close(fd);
+    brig_injection_end(r->d, sb, ends);
+    const char *reason = rc < 0 ? NULL : exec_reason(r->d, sb, &before, &res);
+    exec_recorded(r, sb, ev, rc < 0 ? NULL : &res, reason, red, err);
+    brig_sandbox_put(r->d, sb);
+    if (rc < 0) {
+        hold_release(hold);
+        brig_redactor_free(red);
+        if (err->kind == BRIG_E_PROTOCOL || err->kind == BRIG_E_UNAVAILABLE)
+            brig_error_prefix(&err, "sandbox %s", r->params[0]);
+        brig_http_error(r, err);
+        return;
+    }
+    json_t *meta = exec_meta(&res, reason);
+    /* The answer owns the output, the redactor and the hold from here on. */
+    brig_http_response(r, 200, brig_exec_reply_response(meta, &res, red, hold_release, hold));
+    brig_exec_result_dispose(&res);
+}
+
 void api_exec(brig_req *r)
 {
     json_t *body = NULL, *env = NULL, *secrets = NULL, *ends = NULL;
@@ -290,36 +329,8 @@ void api_exec(brig_req *r)
         ends = NULL;
         goto out;
     }
-    output_hold *hold = hold_take(r);
-    if (hold == NULL) {
-        json_decref(ev);
-        close(fd);
-        brig_injection_end(r->d, sb, ends);
-        brig_sandbox_put(r->d, sb);
-        goto out;
-    }
-    brig_exec_budget budget = {hold_grow, hold};
-    brig_exec_result res;
-    brig_rt_events before;
-    brig_sandbox_events(r->d, sb, &before);
-    int rc = brig_agentc_exec(fd, &req, (size_t)r->d->cfg.output_limit_bytes, &budget, &res, &err);
-    close(fd);
-    brig_injection_end(r->d, sb, ends); /* the credentials for this exec only */
-    const char *reason = rc < 0 ? NULL : exec_reason(r->d, sb, &before, &res);
-    exec_recorded(r, sb, ev, rc < 0 ? NULL : &res, reason, red, err);
-    brig_sandbox_put(r->d, sb);
-    if (rc < 0) {
-        hold_release(hold);
-        if (err->kind == BRIG_E_PROTOCOL || err->kind == BRIG_E_UNAVAILABLE)
-            brig_error_prefix(&err, "sandbox %s", r->params[0]);
-        brig_http_error(r, err);
-        goto out;
-    }
-    json_t *meta = exec_meta(&res, reason);
-    /* The answer owns the output, the redactor and the hold from here on. */
-    brig_http_response(r, 200, brig_exec_reply_response(meta, &res, red, hold_release, hold));
+    exec_buffered(r, &req, sb, fd, red, ev, ends);
     red = NULL;
-    brig_exec_result_dispose(&res);
 out:
     brig_exec_req_dispose(&req);
     brig_redactor_free(red);

@@ -246,7 +246,8 @@ def exec_body(
 def credentials_body(credentials: Mapping[str, Any]) -> dict[str, Any]:
     """An exec's per-step credentials (docs/secrets.md): a name maps to a TTL in
     seconds (the project's secret of that name) or to ``{"ttl_seconds": …, "value":
-    …}`` (a value given for this grant only)."""
+    …}`` (a value given for this grant only), ``{"exec_only": True}`` (for this exec
+    only) or both."""
     out: dict[str, Any] = {}
     for name, c in credentials.items():
         if isinstance(c, bool):

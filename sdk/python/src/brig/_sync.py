@@ -521,8 +521,9 @@ class Sandbox:
             credentials: per-step credentials for the egress proxy to inject
                 (docs/secrets.md): ``{"DEPLOY_TOKEN": 60}`` grants the project's
                 secret of that name for 60 s, ``{"DEPLOY_TOKEN": {"ttl_seconds": 60,
-                "value": "…"}}`` a value for this grant only; the command sees a
-                placeholder. A rule of the project must use the name.
+                "value": "…"}}`` a value for this grant only, ``{"DEPLOY_TOKEN":
+                {"exec_only": True}}`` for this exec only (ended when it does); the
+                command sees a placeholder. A rule of the project must use the name.
         """
         body = C.exec_body(cmd, cwd=cwd, env=env, timeout=timeout, stdin=stdin, user=user,
                            pty=pty, background=background, buffer_bytes=buffer_bytes,
