@@ -267,6 +267,52 @@ def test_injection_from_curl_python_and_node(injd, napi, recorder, scheme):
     napi.delete(sb)
 
 
+CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "NPM_CONFIG_CAFILE",
+           "NODE_EXTRA_CA_CERTS")
+CA_CHECK = r"""
+import json, os, sys
+ca = open("/usr/local/share/ca-certificates/brig-egress-ca.crt").read().strip()
+def holds(path):
+    try:
+        return ca in open(path).read()
+    except OSError:
+        return False
+print(json.dumps({"ca": ca.startswith("-----BEGIN CERTIFICATE-----"),
+                  "store": holds("/etc/ssl/certs/ca-certificates.crt"),
+                  "vars": {v: [os.environ.get(v), holds(os.environ.get(v, "/nonexistent"))]
+                           for v in sys.argv[1:]}}))
+"""
+
+
+@pytest.mark.base
+def test_the_brig_ca_is_trusted_inside_and_its_key_sealed(injd, napi, recorder):
+    """The brig CA is in the sandbox's system store and in the variables curl, Python,
+    pip, npm and Node read; a client with none of those variables still trusts the
+    proxy's certificate (the system store), which the brig CA issued; its key is
+    nowhere in brigd's state in the clear."""
+    p = project_with_rule(napi)
+    sb = napi.create(template="base", project=p, secret_refs=["API_KEY"])["id"]
+    napi.put_file(sb, "/tmp/ca_check.py", CA_CHECK.encode())
+    r = napi.exec(sb, argv=["python3", "/tmp/ca_check.py", *CA_VARS])
+    assert r["exit_code"] == 0, r
+    got = json.loads(r["stdout"])
+    store = "/etc/ssl/certs/ca-certificates.crt"
+    assert got["ca"] and got["store"], got
+    assert got["vars"] == {v: [store, True] for v in CA_VARS[:-1]} | {
+        "NODE_EXTRA_CA_CERTS": ["/usr/local/share/ca-certificates/brig-egress-ca.crt", True]}, got
+    unset = " ".join(f"-u {v}" for v in CA_VARS)
+    rc, out = sbexec(napi, sb, f"env {unset} curl -sS -v -m 5 -o /dev/null "
+                               f"https://api.test/system-store 2>&1")
+    assert rc == 0 and "issuer: O=brig; CN=brig egress proxy CA" in out, out
+    rc, out = sbexec(napi, sb, f"env {unset} python3 -c \"import urllib.request as u; "
+                               f"print(u.urlopen('https://api.test/system-py').read().decode())\"")
+    assert out.strip() == "ok", out
+    napi.delete(sb)
+    for f in sorted(pathlib.Path(injd.state_dir).glob("*")):
+        if f.is_file():
+            assert b"PRIVATE KEY" not in f.read_bytes(), f
+
+
 KEEPALIVE = r'''
 import http.client, json, os, sys
 scheme = sys.argv[1]
