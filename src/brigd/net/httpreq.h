@@ -7,6 +7,8 @@
  * the proxy answers with 400 rather than guess: bare LF, obsolete line folding,
  * control characters, more than one Host or Content-Length, Transfer-Encoding
  * other than "chunked" or together with Content-Length.
+ * Why not a library: Debian 12's one HTTP/1.1 parser package (libhttp-parser, Node.js's
+ * http-parser 2.9) is archived upstream, and llhttp is not packaged there.
  */
 #ifndef BRIG_HTTPREQ_H
 #define BRIG_HTTPREQ_H
