@@ -685,6 +685,9 @@ def test_credentials_for_one_exec_only(napi, recorder):
     ended = [e for e in log if e["kind"] == "proxy" and e["verdict"] == "expired"]
     assert [(e["secrets"], e["reason"]) for e in ended] == [(["TEMP_KEY"], "its exec ended")] * 2
     assert "for-one-exec-55" not in json.dumps(log)
+    brigtest.wait_for(lambda: len([e for e in napi.ok(
+        "GET", f"/v1/sandboxes/{sb}/timeline?limit=1000").json()["events"]
+        if e["kind"] == "proxy.expired"]) == 2, timeout=10, what="the ends in the timeline")
     napi.delete(sb)
 
 
