@@ -300,6 +300,11 @@ def test_the_brig_ca_is_trusted_inside_and_its_key_sealed(injd, napi, recorder):
     assert got["ca"] and got["store"], got
     assert got["vars"] == {v: [store, True] for v in CA_VARS[:-1]} | {
         "NODE_EXTRA_CA_CERTS": ["/usr/local/share/ca-certificates/brig-egress-ca.crt", True]}, got
+    # npm and pip read theirs (what each says its setting is, and where it came from)
+    rc, out = sbexec(napi, sb, "npm config get cafile")
+    assert rc == 0 and out.strip() == store, out
+    rc, out = sbexec(napi, sb, "python3 -m pip config debug")
+    assert rc == 0 and f"PIP_CERT='{store}'" in out, out
     unset = " ".join(f"-u {v}" for v in CA_VARS)
     rc, out = sbexec(napi, sb, f"env {unset} curl -sS -v -m 5 -o /dev/null "
                                f"https://api.test/system-store 2>&1")
