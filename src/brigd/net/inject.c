@@ -147,6 +147,7 @@ int brig_inject_set(brig_net_host *n, brig_net_sandbox *s, const brig_inject *in
     if (on && n->injector == NULL)
         return brig_error_set(err, BRIG_E_UNAVAILABLE, 0, "the egress proxy is not running");
     pthread_mutex_lock(&n->lock);
+    bool was_on = s->inj != NULL;
     brig_inj_cfg *c = on ? cfg_merge(s->id, inj, s->inj, NULL) : NULL;
     int rc = on ? listeners_open(n, s, err) : 0;
     if (rc == 0) {
@@ -159,8 +160,11 @@ int brig_inject_set(brig_net_host *n, brig_net_sandbox *s, const brig_inject *in
     pthread_mutex_unlock(&n->lock);
     brig_inject_cfg_unref(c);
     /* The redirect last (on) or first (off) would be tidier; either way a
-     * connection redirected without listeners is refused, never let through. */
-    if (rc == 0)
+     * connection redirected without listeners is refused, never let through.
+     * Off and never on (every create of a project without rules): the redirect
+     * was never added (the table is new at each start), so nftables is spared a
+     * transaction. */
+    if (rc == 0 && (on || was_on))
         rc = brig_fw_inject(n->fw, s->ifname, on, err);
     return rc;
 }
