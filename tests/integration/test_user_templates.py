@@ -9,8 +9,11 @@ build sandbox left behind.
 
 The test machines run the suites in network namespaces without a route to the Debian
 mirror or the npm registry (and PyPI is unreachable everywhere here): apt, npm and pip are
-tested with packages made by the test and uploaded with the build as files (a .deb, an
-npm tarball, a wheel), which the package managers install offline.
+tested here with packages made by the test and uploaded with the build as files (a .deb,
+an npm tarball, a wheel), which the package managers install offline.  Packages by name,
+from registries through the build project's egress, are tested hermetically in
+test_user_templates_net.py (the test's own apt repository and npm registry in its own
+"internet" namespace); the last test here tries the real ones where they are reachable.
 """
 
 import base64
@@ -385,17 +388,22 @@ def probe_wheel():
     return buf.getvalue()
 
 
-def probe_deb():
-    """A dependency-free .deb made with dpkg-deb: brig-tplprobe, one file."""
+def probe_deb(name="brig-tplprobe", files=None, depends=None):
+    """A .deb made with dpkg-deb: by default brig-tplprobe, one file, no dependency."""
+    if files is None:
+        files = {"usr/share/brig-tplprobe/hello": (b"deb-ok\n", 0o644)}
     with tempfile.TemporaryDirectory() as d:
         root = os.path.join(d, "pkg")
         os.makedirs(os.path.join(root, "DEBIAN"))
-        os.makedirs(os.path.join(root, "usr/share/brig-tplprobe"))
         with open(os.path.join(root, "DEBIAN/control"), "w") as f:
-            f.write("Package: brig-tplprobe\nVersion: 1.0\nArchitecture: all\n"
-                    "Maintainer: brig tests <tests@invalid>\nDescription: a probe\n")
-        with open(os.path.join(root, "usr/share/brig-tplprobe/hello"), "w") as f:
-            f.write("deb-ok\n")
+            f.write(f"Package: {name}\nVersion: 1.0\nArchitecture: all\n"
+                    + (f"Depends: {depends}\n" if depends else "")
+                    + "Maintainer: brig tests <tests@invalid>\nDescription: a probe\n")
+        for path, (data, mode) in files.items():
+            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+            with open(os.path.join(root, path), "wb") as f:
+                f.write(data)
+            os.chmod(os.path.join(root, path), mode)
         out = os.path.join(d, "probe.deb")
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, out],
                        check=True, capture_output=True)
@@ -403,16 +411,16 @@ def probe_deb():
             return f.read()
 
 
-def probe_npm():
-    """An npm package tarball (npm pack's layout) with a bin: brig-tplprobe-npm."""
-    files = {"package/package.json": json.dumps({
-        "name": "brig-tplprobe-npm", "version": "1.0.0",
-        "bin": {"brig-tplprobe-npm": "cli.js"}}).encode(),
-        "package/cli.js": b"#!/usr/bin/env node\nconsole.log('npm-ok');\n"}
+def probe_npm(package=None, files=None):
+    """An npm package tarball (npm pack's layout): by default brig-tplprobe-npm, a bin."""
+    package = package or {"name": "brig-tplprobe-npm", "version": "1.0.0",
+                          "bin": {"brig-tplprobe-npm": "cli.js"}}
+    files = files or {"cli.js": b"#!/usr/bin/env node\nconsole.log('npm-ok');\n"}
+    files = {"package.json": json.dumps(package).encode(), **files}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as t:
         for name, data in files.items():
-            info = tarfile.TarInfo(name)
+            info = tarfile.TarInfo("package/" + name)
             info.size, info.mode = len(data), 0o755
             t.addfile(info, io.BytesIO(data))
     return buf.getvalue()
@@ -735,10 +743,12 @@ def test_layer_keeps_owners_but_no_setid_bits_devices_or_host_files(api, daemon,
 
 @pytest.mark.base
 def test_apt_and_npm_packages_by_name_where_the_registries_are_reachable(api, templates):
-    """Packages by name from the Debian mirror (the host's, in base's sources.list) and the
-    npm registry, through the project's egress.  The suites here run in network namespaces
-    without a route to either: then this test is skipped, saying so (the uploaded-file test
-    above covers apt, pip and npm offline)."""
+    """Packages by name from the real Debian mirror (the host's, in base's sources.list, as
+    the builder wrote it) and the real npm registry, through the project's egress.  The
+    suites here run in network namespaces without a route to either: then this test is
+    skipped, saying so.  Packages by name are tested hermetically, always, in
+    test_user_templates_net.py (a repository and a registry of the test's own); this one
+    adds base's own apt sources and npm's default registry where a machine reaches them."""
     with Sandbox(api, "base") as sb:
         apt = sb.exec("apt-get update -o Acquire::Retries=0 -o Acquire::http::Timeout=5"
                       " >/dev/null 2>&1", timeout=60)
