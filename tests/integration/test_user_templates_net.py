@@ -1,4 +1,4 @@
-"""Issue 15: a user template's `apt` and `npm` packages BY NAME, from registries, through
+"""Issue 15: a user template's `apt`, `npm` and `pip` packages BY NAME, from registries, through
 the build project's egress policy (docs/templates.md, "Packages by name").
 
 The suites run in network namespaces with no route to the Debian mirror or the npm
@@ -7,9 +7,11 @@ registry, so the registries are the test's own, in test_network.py's "internet"
 (two .debs made here with dpkg-deb, one depending on the other, a Packages and a Release
 file written here) at /debian/, and a minimal npm registry (metadata JSON at /npm/NAME
 with dist.tarball, dist.integrity and dist.shasum, and the tarballs; one package depending
-on the other) at /npm/.  The spec points apt and npm at them through its `files` (an
-/etc/apt/sources.list with `[trusted=yes]`, npm's global npmrc), as a user with a private
-mirror would.  The build runs in a real brigd in the test host namespace (brigtest-host),
+on the other) at /npm/, and a simple pip index (PEP 503: a page per project linking its
+wheels with their SHA-256) at /pypi/simple/.  The spec points apt and npm at them through its
+`files` (an /etc/apt/sources.list with `[trusted=yes]`, npm's global npmrc) and pip through
+its `env` (PIP_INDEX_URL, PIP_TRUSTED_HOST: plain HTTP), as a user with a private mirror
+would.  The build runs in a real brigd in the test host namespace (brigtest-host),
 in a project whose egress allowlists pkgs.test only; the same spec in a project with
 egress `none` fails at its apt step.
 """
@@ -29,7 +31,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import brigtest  # noqa: E402
 from test_network import (INET, OTHER, PKGS_ADDR, inet, sandbox_links,  # noqa: E402,F401
                           start_in_hostns, stopped_clean, table_elements)
-from test_user_templates import b64, probe_deb, probe_npm, unique  # noqa: E402
+from test_user_templates import b64, probe_deb, probe_npm, probe_wheel, unique  # noqa: E402
 
 REGISTRY = r'''
 import http.server, os, socketserver, sys
@@ -38,8 +40,10 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         with open(LOG, "a") as f: f.write(self.path + "\n")
         path = os.path.normpath("/" + self.path.split("?")[0]).lstrip("/")
-        # a file as it is, else NAME.json as JSON (npm's package documents)
-        for p, ctype in ((path, "application/octet-stream"), (path + ".json", "application/json")):
+        # a file as it is, else NAME.json as JSON (npm's package documents), else a
+        # directory's index.html (pip's simple index)
+        for p, ctype in ((path, "application/octet-stream"), (path + ".json", "application/json"),
+                         (path + "/index.html", "text/html")):
             full = os.path.join(ROOT, p)
             if p and os.path.isfile(full):
                 with open(full, "rb") as f: body = f.read()
@@ -109,6 +113,18 @@ def npm_registry(root):
             "versions": {version: {**package, "dist": dist}}}))
 
 
+def pip_index(root):
+    """A simple index (PEP 503) with one project, tplprobe: probe_wheel's wheel."""
+    whl = probe_wheel()
+    d = root / "simple" / "tplprobe"
+    d.mkdir(parents=True)
+    fn = "tplprobe-1.0-py3-none-any.whl"
+    (d / fn).write_bytes(whl)
+    (d / "index.html").write_text(
+        f'<!DOCTYPE html><html><body><a href="{fn}#sha256={hashlib.sha256(whl).hexdigest()}">'
+        f"{fn}</a></body></html>\n")
+
+
 @pytest.fixture(scope="module")
 def registry(inet):
     """The registries on pkgs.test; yields the file of the paths they were asked for."""
@@ -116,6 +132,7 @@ def registry(inet):
     root = tmp / "registry"
     apt_repo(root / "debian")
     npm_registry(root / "npm")
+    pip_index(root / "pypi")
     (tmp / "registry.py").write_text(REGISTRY)
     log = tmp / "registry.log"
     log.write_text("")
@@ -152,7 +169,8 @@ def test_apt_and_npm_packages_by_name_from_registries_the_egress_allows(pkgd, re
     spec = {"name": name, "from": "base",
             "files": [{"path": "/etc/apt/sources.list", "content_b64": b64(SOURCES.encode())},
                       {"path": "/usr/local/etc/npmrc", "content_b64": b64(NPMRC.encode())}],
-            "apt": ["brig-tplprobe-app"], "npm": ["brig-tplprobe-npm"],
+            "apt": ["brig-tplprobe-app"], "npm": ["brig-tplprobe-npm"], "pip": ["tplprobe==1.0"],
+            "env": {"PIP_INDEX_URL": f"{URL}/pypi/simple/", "PIP_TRUSTED_HOST": "pkgs.test"},
             # the egress reaches the registry only
             "run": [f"! curl -sS -m 2 http://other.test/ && ! curl -sS -m 2 http://{OTHER}/"]}
     try:
@@ -171,22 +189,26 @@ def test_apt_and_npm_packages_by_name_from_registries_the_egress_allows(pkgd, re
         t = builder.request("POST", "/v1/templates", spec, timeout=600)
         assert t.status == 201, t.body
         steps = a.ok("GET", f"/v1/templates/{name}/log").json()["steps"]
-        assert [(s["kind"], s["exit_code"]) for s in steps] == [("apt", 0), ("npm", 0), ("run", 0)]
+        assert [(s["kind"], s["exit_code"]) for s in steps] == [("apt", 0), ("pip", 0), ("npm", 0),
+                                                                ("run", 0)]
         assert steps[0]["command"].startswith("export DEBIAN_FRONTEND=noninteractive; apt-get update")
         asked = registry.read_text().split()
         for path in ("/debian/Packages", "/debian/brig-tplprobe_1.0_all.deb",
                      "/debian/brig-tplprobe-app_1.0_all.deb", "/npm/brig-tplprobe-npm",
                      "/npm/brig-tplprobe-npmlib",
                      "/npm/brig-tplprobe-npm/-/brig-tplprobe-npm-1.0.0.tgz",
-                     "/npm/brig-tplprobe-npmlib/-/brig-tplprobe-npmlib-1.0.0.tgz"):
+                     "/npm/brig-tplprobe-npmlib/-/brig-tplprobe-npmlib-1.0.0.tgz",
+                     "/pypi/simple/tplprobe/", "/pypi/simple/tplprobe/tplprobe-1.0-py3-none-any.whl"):
             assert any(p.replace("/./", "/") == path for p in asked), (path, asked)
 
         # a sandbox of the template (the account's admin key, the default project)
         with brigtest.Sandbox(a, name) as sb:
             r = sb.exec("brig-tplprobe-app; dpkg -s brig-tplprobe | grep Status; brig-tplprobe-npm;"
+                        " cd / && python3 -c 'import tplprobe; print(tplprobe.VALUE)';"
                         " ls -A /var/lib/apt/lists | wc -l", timeout=60)
             assert r["exit_code"] == 0, r
-            assert r["stdout"] == "app\ndeb-ok\nStatus: install ok installed\nnpm-ok npmlib-ok\n0\n", r
+            assert r["stdout"] == ("app\ndeb-ok\nStatus: install ok installed\nnpm-ok npmlib-ok\n"
+                                   "wheel-ok\n0\n"), r
     finally:
         a.request("DELETE", f"/v1/templates/{name}")
         for sb in a.ok("GET", "/v1/sandboxes").json()["sandboxes"]:
