@@ -53,12 +53,8 @@ class H(http.server.BaseHTTPRequestHandler):
                 return
         self.send_error(404)
     def log_message(self, *a): pass
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    def server_bind(self):  # no reverse lookup of our own address
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+S = socketserver.ThreadingTCPServer  # not HTTPServer: no reverse lookup of our own address
+S.daemon_threads = S.allow_reuse_address = True
 s = S((ADDR, 80), H)
 print("ready", flush=True)
 s.serve_forever()
