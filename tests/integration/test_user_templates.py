@@ -23,6 +23,7 @@ import io
 import json
 import os
 import secrets
+import signal
 import subprocess
 import tarfile
 import tempfile
@@ -32,6 +33,7 @@ import zipfile
 
 import pytest
 
+import brigtest
 from brigtest import BUILD, Api, Sandbox, wait_for
 from test_openapi import Checker, node  # noqa: F401 (node: the schema checker's fixture)
 
@@ -684,6 +686,39 @@ def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
     built = api.ok("POST", "/v1/templates", {"name": name, "from": "minimal", "run": ["true"]})
     assert built.status == 201
     api.ok("DELETE", f"/v1/templates/{name}", expect=(204,))
+
+
+def test_brigd_killed_during_a_build_leaves_nothing_after_its_restart(fresh_daemon):
+    """SIGKILL: nothing answers, nothing stops the build's sandbox.  The next start
+    re-attaches it like any sandbox, then ends it (it is marked as a build's: brigd's
+    STATE/utpl-builds/), and removes what a layer being published left (planted here: a
+    kill inside that moment is not something a test can aim at)."""
+    d = fresh_daemon.start()
+    api = d.api()
+    name = unique()
+    r = api.ok("POST", "/v1/templates?wait=0", {"name": name, "from": "minimal",
+                                                "run": ["touch /tmp/in-step; exec sleep 600"]},
+               expect=(202,))
+    sid = wait_for(lambda: api.ok("GET", r.headers["location"]).json().get("sandbox_id"),
+                   timeout=60, what="the build's sandbox")
+    wait_for(lambda: api.request("POST", f"/v1/sandboxes/{sid}/exec",
+                                 {"cmd": "test -f /tmp/in-step"}).json().get("exit_code") == 0,
+             timeout=60, what="the build's step")
+    assert os.listdir(os.path.join(d.state_dir, "utpl-builds")) == [sid]
+    acct = api.ok("GET", "/v1/account").json()["id"]
+    planted = os.path.join(d.state_dir, "templates", acct, ".0123456789abcdef-tmp_x", "rootfs")
+    os.makedirs(os.path.join(planted, "etc"))
+    d.stop(sig=signal.SIGKILL)
+    assert d.live_sandboxes() == [sid]  # SIGKILL stops nothing
+    d.start()
+    api = d.api()
+    assert api.ok("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    gone = api.ok("GET", f"/v1/sandboxes/{sid}").json()
+    assert gone["state"] == "deleted" and gone["end_reason"] == "brigd_restart", gone
+    assert api.request("GET", f"/v1/templates/{name}").status == 404
+    assert os.listdir(os.path.join(d.state_dir, "templates", acct)) == []
+    assert not brigtest.leftovers(d.state_dir)
+    assert "brigd died during it; sandbox ended" in d.log()
 
 
 def test_a_sandbox_keeps_its_template_env_and_workdir_across_a_restart(fresh_daemon):
