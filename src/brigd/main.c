@@ -35,6 +35,7 @@
 #include "sandbox/pool.h"
 #include "sandbox/usertpl_build.h"
 #include "sandbox/reconcile.h"
+#include "sandbox/usertpl_reap.h"
 #include "sandbox/teardown.h"
 #include "sandbox/timeline.h"
 #include "sandbox/watch.h"
@@ -356,6 +357,7 @@ static int run(brigd *d, int sigfd, brig_error **err)
     if (brig_teardown_start(d, err) < 0 || brig_watch_start(d, brig_sandbox_agent_lost, err) < 0)
         return -1;
     brig_reconcile(d);
+    brig_utpl_builds_reap(d); /* a dead brigd's builds: their sandboxes, half-published layers */
     if (d->cfg.destroy_all)
         return destroy_all(d) == 0
                    ? 0

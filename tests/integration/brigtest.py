@@ -483,6 +483,9 @@ def leftovers_now(state_dir):
     if os.path.isdir(sdir):
         left += [f"sandbox dir {d}" for d in os.listdir(sdir)]
     left += [f"process {p}" for p in sandbox_processes(ids)]
+    mdir = os.path.join(state_dir, "utpl-builds")  # a user template build's sandbox, marked
+    if os.path.isdir(mdir):
+        left += [f"template build mark {m}" for m in os.listdir(mdir)]
     left += [f"qemu process {p}" for p in qemu_processes(state_dir)]
     vdir = os.path.join(state_dir, "microvm", "vms")
     if os.path.isdir(vdir):

@@ -54,6 +54,7 @@ META = "169.254.169.254"
 PRIV = "10.99.0.1"
 API_ADDR = "198.51.100.30"  # api.test and second.test: test_injection.py's servers
 SECOND_ADDR = "198.51.100.40"
+PKGS_ADDR = "198.51.100.60"  # pkgs.test: test_user_templates_net.py's apt and npm registry
 OPEN = {"mode": "open"}
 # The sandboxes' namespaces are named per test process: /run/netns is the host's,
 # and a leftover of an earlier run must not make this one's `ip netns add` fail.
@@ -71,7 +72,7 @@ ZONE = {  # name -> (address, ttl)
     "meta.test": ("169.254.169.254", 60), "priv.test": ("10.99.0.1", 60),
     "short.test": ("198.51.100.20", 1),
     "api.test": ("198.51.100.30", 60), "second.test": ("198.51.100.40", 60),
-    "wrong.test": ("198.51.100.40", 60),
+    "wrong.test": ("198.51.100.40", 60), "pkgs.test": ("198.51.100.60", 60),
 }
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -249,7 +250,7 @@ def inet():
     sh(*n, "ip", "link", "set", "lo", "up")
     sh(*n, "ip", "link", "set", "eth0", "up")
     for a in (INET_ADDR + "/24", ALLOWED + "/32", OTHER + "/32", DNS + "/32", META + "/32",
-              PRIV + "/32", API_ADDR + "/32", SECOND_ADDR + "/32"):
+              PRIV + "/32", API_ADDR + "/32", SECOND_ADDR + "/32", PKGS_ADDR + "/32"):
         sh(*n, "ip", "addr", "add", a, "dev", "eth0")
     # No default route: replies go to the masqueraded source (198.51.100.1),
     # on link; the namespace can reach nothing else.  Its resolver is its own.

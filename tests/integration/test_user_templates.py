@@ -9,8 +9,11 @@ build sandbox left behind.
 
 The test machines run the suites in network namespaces without a route to the Debian
 mirror or the npm registry (and PyPI is unreachable everywhere here): apt, npm and pip are
-tested with packages made by the test and uploaded with the build as files (a .deb, an
-npm tarball, a wheel), which the package managers install offline.
+tested here with packages made by the test and uploaded with the build as files (a .deb,
+an npm tarball, a wheel), which the package managers install offline.  Packages by name,
+from registries through the build project's egress, are tested hermetically in
+test_user_templates_net.py (the test's own apt repository and npm registry in its own
+"internet" namespace); the last test here tries the real ones where they are reachable.
 """
 
 import base64
@@ -20,6 +23,7 @@ import io
 import json
 import os
 import secrets
+import signal
 import subprocess
 import tarfile
 import tempfile
@@ -29,6 +33,7 @@ import zipfile
 
 import pytest
 
+import brigtest
 from brigtest import BUILD, Api, Sandbox, wait_for
 from test_openapi import Checker, node  # noqa: F401 (node: the schema checker's fixture)
 
@@ -385,17 +390,22 @@ def probe_wheel():
     return buf.getvalue()
 
 
-def probe_deb():
-    """A dependency-free .deb made with dpkg-deb: brig-tplprobe, one file."""
+def probe_deb(name="brig-tplprobe", files=None, depends=None):
+    """A .deb made with dpkg-deb: by default brig-tplprobe, one file, no dependency."""
+    if files is None:
+        files = {"usr/share/brig-tplprobe/hello": (b"deb-ok\n", 0o644)}
     with tempfile.TemporaryDirectory() as d:
         root = os.path.join(d, "pkg")
         os.makedirs(os.path.join(root, "DEBIAN"))
-        os.makedirs(os.path.join(root, "usr/share/brig-tplprobe"))
         with open(os.path.join(root, "DEBIAN/control"), "w") as f:
-            f.write("Package: brig-tplprobe\nVersion: 1.0\nArchitecture: all\n"
-                    "Maintainer: brig tests <tests@invalid>\nDescription: a probe\n")
-        with open(os.path.join(root, "usr/share/brig-tplprobe/hello"), "w") as f:
-            f.write("deb-ok\n")
+            f.write(f"Package: {name}\nVersion: 1.0\nArchitecture: all\n"
+                    + (f"Depends: {depends}\n" if depends else "")
+                    + "Maintainer: brig tests <tests@invalid>\nDescription: a probe\n")
+        for path, (data, mode) in files.items():
+            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+            with open(os.path.join(root, path), "wb") as f:
+                f.write(data)
+            os.chmod(os.path.join(root, path), mode)
         out = os.path.join(d, "probe.deb")
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, out],
                        check=True, capture_output=True)
@@ -403,16 +413,16 @@ def probe_deb():
             return f.read()
 
 
-def probe_npm():
-    """An npm package tarball (npm pack's layout) with a bin: brig-tplprobe-npm."""
-    files = {"package/package.json": json.dumps({
-        "name": "brig-tplprobe-npm", "version": "1.0.0",
-        "bin": {"brig-tplprobe-npm": "cli.js"}}).encode(),
-        "package/cli.js": b"#!/usr/bin/env node\nconsole.log('npm-ok');\n"}
+def probe_npm(package=None, files=None):
+    """An npm package tarball (npm pack's layout): by default brig-tplprobe-npm, a bin."""
+    package = package or {"name": "brig-tplprobe-npm", "version": "1.0.0",
+                          "bin": {"brig-tplprobe-npm": "cli.js"}}
+    files = files or {"cli.js": b"#!/usr/bin/env node\nconsole.log('npm-ok');\n"}
+    files = {"package.json": json.dumps(package).encode(), **files}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as t:
         for name, data in files.items():
-            info = tarfile.TarInfo(name)
+            info = tarfile.TarInfo("package/" + name)
             info.size, info.mode = len(data), 0o755
             t.addfile(info, io.BytesIO(data))
     return buf.getvalue()
@@ -678,6 +688,39 @@ def test_brigd_stopped_during_a_build_fails_it_cleanly(fresh_daemon):
     api.ok("DELETE", f"/v1/templates/{name}", expect=(204,))
 
 
+def test_brigd_killed_during_a_build_leaves_nothing_after_its_restart(fresh_daemon):
+    """SIGKILL: nothing answers, nothing stops the build's sandbox.  The next start
+    re-attaches it like any sandbox, then ends it (it is marked as a build's: brigd's
+    STATE/utpl-builds/), and removes what a layer being published left (planted here: a
+    kill inside that moment is not something a test can aim at)."""
+    d = fresh_daemon.start()
+    api = d.api()
+    name = unique()
+    r = api.ok("POST", "/v1/templates?wait=0", {"name": name, "from": "minimal",
+                                                "run": ["touch /tmp/in-step; exec sleep 600"]},
+               expect=(202,))
+    sid = wait_for(lambda: api.ok("GET", r.headers["location"]).json().get("sandbox_id"),
+                   timeout=60, what="the build's sandbox")
+    wait_for(lambda: api.request("POST", f"/v1/sandboxes/{sid}/exec",
+                                 {"cmd": "test -f /tmp/in-step"}).json().get("exit_code") == 0,
+             timeout=60, what="the build's step")
+    assert os.listdir(os.path.join(d.state_dir, "utpl-builds")) == [sid]
+    acct = api.ok("GET", "/v1/account").json()["id"]
+    planted = os.path.join(d.state_dir, "templates", acct, ".0123456789abcdef-tmp_x", "rootfs")
+    os.makedirs(os.path.join(planted, "etc"))
+    d.stop(sig=signal.SIGKILL)
+    assert d.live_sandboxes() == [sid]  # SIGKILL stops nothing
+    d.start()
+    api = d.api()
+    assert api.ok("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    gone = api.ok("GET", f"/v1/sandboxes/{sid}").json()
+    assert gone["state"] == "deleted" and gone["end_reason"] == "brigd_restart", gone
+    assert api.request("GET", f"/v1/templates/{name}").status == 404
+    assert os.listdir(os.path.join(d.state_dir, "templates", acct)) == []
+    assert not brigtest.leftovers(d.state_dir)
+    assert "brigd died during it; sandbox ended" in d.log()
+
+
 def test_a_sandbox_keeps_its_template_env_and_workdir_across_a_restart(fresh_daemon):
     d = fresh_daemon.start()
     api = d.api()
@@ -735,10 +778,12 @@ def test_layer_keeps_owners_but_no_setid_bits_devices_or_host_files(api, daemon,
 
 @pytest.mark.base
 def test_apt_and_npm_packages_by_name_where_the_registries_are_reachable(api, templates):
-    """Packages by name from the Debian mirror (the host's, in base's sources.list) and the
-    npm registry, through the project's egress.  The suites here run in network namespaces
-    without a route to either: then this test is skipped, saying so (the uploaded-file test
-    above covers apt, pip and npm offline)."""
+    """Packages by name from the real Debian mirror (the host's, in base's sources.list, as
+    the builder wrote it) and the real npm registry, through the project's egress.  The
+    suites here run in network namespaces without a route to either: then this test is
+    skipped, saying so.  Packages by name are tested hermetically, always, in
+    test_user_templates_net.py (a repository and a registry of the test's own); this one
+    adds base's own apt sources and npm's default registry where a machine reaches them."""
     with Sandbox(api, "base") as sb:
         apt = sb.exec("apt-get update -o Acquire::Retries=0 -o Acquire::http::Timeout=5"
                       " >/dev/null 2>&1", timeout=60)

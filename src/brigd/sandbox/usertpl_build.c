@@ -24,6 +24,7 @@
 #include "store/store.h"
 #include "usertpl.h"
 #include "usertpl_gc.h"
+#include "usertpl_reap.h"
 #include "util.h"
 
 /* The builds' sandboxes, so that a stopping brigd can end them (their HTTP requests
@@ -513,6 +514,7 @@ static int build_in_sandbox(build *b, json_t **out, brig_error **err)
         return -1;
     }
     snprintf(b->sbx, sizeof(b->sbx), "%s", json_string_value(json_object_get(sbj, "id")));
+    brig_utpl_build_mark(b->d, b->sbx, true); /* ended at the next start if brigd dies */
     brig_build_set_sandbox(b->rec, b->sbx);
     const char *iso = json_string_value(json_object_get(sbj, "isolation"));
     brig_build_logf(b->rec, "==> sandbox %s of %s (%s)\n", b->sbx, b->spec.from, iso ? iso : "?");
@@ -534,6 +536,7 @@ static int build_in_sandbox(build *b, json_t **out, brig_error **err)
         brig_sandbox_put(b->d, b->sb);
     b->sb = NULL;
     brig_sandbox_delete(b->d, &b->c, b->sbx, "deleted_by_api", NULL);
+    brig_utpl_build_mark(b->d, b->sbx, false);
     live_remove(b->sbx);
     pthread_mutex_lock(&live_lock);
     bool stopped = stopping;
