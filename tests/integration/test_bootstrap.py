@@ -486,6 +486,37 @@ def own_brigd(tmp_path, tdir):
     return OwnBrigd(str(tmp_path / "state"), argv, cache=str(cache)).start(), cache
 
 
+def test_template_key_follows_its_spec_while_brigd_runs(tmp_path):
+    """brigd hashes a template's spec and builder once and reuses the key while both files
+    stay the same: an edit (one of the same length too) or a replaced builder gives the
+    key the builder prints, and going back gives the first key again."""
+    minimal = read(os.path.join(REPO, "templates", "minimal", "spec"))
+    tdir, spec_path, key = own_templates(tmp_path, "keyed", minimal + "\n# one\n")
+    d, _ = own_brigd(tmp_path, tdir)
+
+    def printed():
+        return subprocess.run([os.path.join(tdir, "build"), "--print-key", "keyed"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        api = d.api()
+        assert templates_of(api)["keyed"]["key"] == key
+        assert templates_of(api)["keyed"]["key"] == key  # the second from what it kept
+        spec_path.write_text(minimal + "\n# two\n")  # same size
+        two = printed()
+        assert two != key and templates_of(api)["keyed"]["key"] == two
+        builder = os.path.join(tdir, "build")
+        with open(builder, "a") as f:
+            f.write("\n# a builder of another version\n")
+        three = printed()
+        assert three not in (key, two) and templates_of(api)["keyed"]["key"] == three
+        shutil.copy2(BUILDER, builder)
+        spec_path.write_text(minimal + "\n# one\n")
+        assert templates_of(api)["keyed"]["key"] == key
+    finally:
+        d.stop()
+
+
 def test_template_build_runs_in_the_background(tmp_path):
     """POST .../build answers 202 at once with the build's record and Location; two
     requests at once, a later one and the CLI all get the one build that runs; the API

@@ -45,6 +45,44 @@ def test_claim_refill_and_shutdown(tmp_path):
     assert leftovers(d.state_dir) == []
 
 
+def nice_of(tid):
+    with open(f"/proc/{tid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
+
+
+def sandbox_threads(sid):
+    with open(f"/sys/fs/cgroup/pids/brig/{sid}/tasks") as f:
+        return [int(t) for t in f.read().split()]
+
+
+def test_a_warm_sandbox_starts_below_requests_and_is_claimed_at_their_priority(tmp_path):
+    """Pool starts run at nice 10 (runc, the sandbox's init, its agent's spare handlers
+    inherit it), so a refill takes the CPU that requests leave; a claim gives every thread
+    of the sandbox nice 0, and so do its commands."""
+    if not os.path.isdir("/sys/fs/cgroup/pids/brig"):
+        os.makedirs("/sys/fs/cgroup/pids/brig", exist_ok=True)
+    cfg = tmp_path / "brigd.conf"
+    cfg.write_text("[brigd]\nwarm_pool = minimal:small:1\nnetwork = off\n")
+    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    try:
+        a = d.api()
+        wait_for(lambda: pool_of(a).get("ready") == 1, timeout=30, what="the pool to fill")
+        pooled = [e for e in os.listdir("/sys/fs/cgroup/pids/brig") if e.startswith("sbx_")
+                  and sandbox_threads(e)]
+        assert len(pooled) == 1, pooled
+        threads = sandbox_threads(pooled[0])
+        assert threads and {nice_of(t) for t in threads} == {10}, threads
+        sb = a.create("minimal")
+        assert sb["id"] == pooled[0] and (pool_of(a)["hits"], pool_of(a)["misses"]) == (1, 0)
+        assert {nice_of(t) for t in sandbox_threads(sb["id"])} == {0}
+        r = a.exec(sb["id"], "cut -d' ' -f19 /proc/self/stat")
+        assert r["stdout"] == "0\n", r
+        a.delete(sb["id"])
+    finally:
+        d.stop()
+    assert leftovers(d.state_dir) == []
+
+
 def test_bad_pool_setting_is_refused(tmp_path):
     cfg = tmp_path / "brigd.conf"
     cfg.write_text("[brigd]\nwarm_pool = minimal:nosuchtariff:2\n")

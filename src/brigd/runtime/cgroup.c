@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -266,6 +267,36 @@ static int no_kill_all(const char *id, int timeout_ms)
     return 0;
 }
 
+/* Sets the nice value of every thread tasks lists (a nice value is a thread's). */
+static void renice_listed(const char *tasks, int nice)
+{
+    FILE *f = fopen(tasks, "re");
+    if (f == NULL)
+        return;
+    long tid;
+    while (fscanf(f, "%ld", &tid) == 1)
+        setpriority(PRIO_PROCESS, (id_t)tid, nice);
+    fclose(f);
+}
+
+static void v1_renice(const char *id, int nice)
+{
+    _cleanup_free_ char *tasks = brig_asprintf("/sys/fs/cgroup/pids/brig/%s/tasks", id);
+    renice_listed(tasks, nice);
+}
+
+static void v2_renice(const char *id, int nice)
+{
+    _cleanup_free_ char *tasks = brig_asprintf("/sys/fs/cgroup/brig/%s/cgroup.threads", id);
+    renice_listed(tasks, nice);
+}
+
+static void no_renice(const char *id, int nice)
+{
+    (void)id;
+    (void)nice;
+}
+
 static brig_cgroup_ops v1 = {.name = "v1",
                              .check = ok,
                              .cpu_ns = v1_cpu_ns,
@@ -274,7 +305,8 @@ static brig_cgroup_ops v1 = {.name = "v1",
                              .events = v1_events,
                              .thaw = v1_thaw,
                              .remove = v1_remove,
-                             .kill_all = v1_kill_all};
+                             .kill_all = v1_kill_all,
+                             .renice = v1_renice};
 static brig_cgroup_ops v2 = {.name = "v2",
                              .check = ok,
                              .cpu_ns = v2_cpu_ns,
@@ -283,7 +315,8 @@ static brig_cgroup_ops v2 = {.name = "v2",
                              .events = v2_events,
                              .thaw = v2_thaw,
                              .remove = v2_remove,
-                             .kill_all = v2_kill_all};
+                             .kill_all = v2_kill_all,
+                             .renice = v2_renice};
 static const brig_cgroup_ops none = {.name = "none",
                                      .check = refuse,
                                      .cpu_ns = no_cpu,
@@ -292,7 +325,8 @@ static const brig_cgroup_ops none = {.name = "none",
                                      .events = no_events,
                                      .thaw = no_thaw,
                                      .remove = no_remove,
-                                     .kill_all = no_kill_all};
+                                     .kill_all = no_kill_all,
+                                     .renice = no_renice};
 
 #define V1_MEMORY "/sys/fs/cgroup/memory/brig"
 

@@ -34,6 +34,9 @@ typedef struct brig_cgroup_ops {
      * the runtime's delete could not see (runsc's Sentry and gofer once runsc's state is
      * lost).  The number of processes it killed, or -1 when some survived. */
     int (*kill_all)(const char *id, int timeout_ms);
+    /* Gives every thread of sandbox id the nice value nice: a warm sandbox is started at a
+     * lower priority than requests (pool.c) and gets the normal one when it is claimed. */
+    void (*renice)(const char *id, int nice);
     /* Before the runtime starts sandbox id: what the OCI spec cannot ask of this
      * runtime.  v1 with tcp_limit: makes the sandbox's memory cgroup with its TCP
      * buffer limit (tcp_bytes), which the runtime then joins (runc 1.1 ignores OCI's

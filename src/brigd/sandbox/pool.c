@@ -19,11 +19,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "attach.h"
 #include "core/worker.h"
+#include "runtime/cgroup.h"
 #include "log.h"
 #include "registry.h"
 #include "spares.h"
@@ -43,6 +45,8 @@
 #define HEADROOM     2.0    /* sandboxes kept per sandbox a refill period consumes */
 #define AUTO_MAX     32     /* one adaptive pool's size at most */
 #define REFILL_GUESS 500    /* ms a start takes, until one was measured */
+#define FILLERS      4      /* starts under way at once at most */
+#define FILL_NICE    10     /* a start's nice value (a request's is 0) */
 
 typedef struct entry {
     brig_pooled p;
@@ -61,7 +65,7 @@ typedef struct spec {
     entry *entries;
     int64_t retry_at;         /* mono ms: no start before this after a failure */
     bool pinned;              /* warm_pool names it: its target is fixed */
-    bool filling;             /* the filler starts one for it: its slot is not reused */
+    int starting;             /* starts under way for it (its slot is not reused meanwhile) */
     int64_t mem_mib;          /* its tariff's memory limit */
     double rate;              /* creates per second as of rate_at (adaptive) */
     int64_t rate_at, used_at; /* mono ms: the rate's last update, the last claim */
@@ -88,7 +92,7 @@ static spec *spec_slot(brig_pool *p)
         return &p->specs[p->n_specs++];
     for (int i = 0; i < p->n_specs; i++) {
         spec *sp = &p->specs[i];
-        if (!sp->pinned && !sp->filling && sp->target == 0 && sp->ready == 0)
+        if (!sp->pinned && sp->starting == 0 && sp->target == 0 && sp->ready == 0)
             return sp;
     }
     return NULL;
@@ -320,11 +324,12 @@ static entry *start_one(brigd *d, const spec *sp, brig_error **err)
     return e;
 }
 
+/* Pooled sandboxes, ready or starting. */
 static int64_t pooled_total(brig_pool *p)
 {
     int64_t n = 0;
     for (int i = 0; i < p->n_specs; i++)
-        n += p->specs[i].ready;
+        n += p->specs[i].ready + p->specs[i].starting;
     return n;
 }
 
@@ -349,16 +354,19 @@ static spec *most_short(brigd *d, brig_pool *p, int64_t now)
 {
     if (brig_registry_size(d) + pooled_total(p) >= d->cfg.max_sandboxes)
         return NULL;
-    int64_t held = 0; /* memory of the adaptive pools' sandboxes */
-    for (int i = 0; i < p->n_specs; i++)
-        held += p->specs[i].pinned ? 0 : p->specs[i].ready * p->specs[i].mem_mib;
+    int64_t held = 0; /* memory of the adaptive pools' sandboxes, ready or starting */
+    for (int i = 0; i < p->n_specs; i++) {
+        const spec *sp = &p->specs[i];
+        held += sp->pinned ? 0 : (sp->ready + sp->starting) * sp->mem_mib;
+    }
     spec *need = NULL;
     for (int i = 0; i < p->n_specs; i++) {
         spec *sp = &p->specs[i];
-        if (sp->ready >= sp->target || now < sp->retry_at ||
+        int have = sp->ready + sp->starting;
+        if (have >= sp->target || now < sp->retry_at ||
             (!sp->pinned && held + sp->mem_mib > p->budget_mib))
             continue;
-        if (need == NULL || sp->target - sp->ready > need->target - need->ready)
+        if (need == NULL || sp->target - have > need->target - need->ready - need->starting)
             need = sp;
     }
     return need;
@@ -367,7 +375,7 @@ static spec *most_short(brigd *d, brig_pool *p, int64_t now)
 /* After a start of need (e: NULL when it failed), under the lock. */
 static void started(spec *need, entry *e, brig_error *err, int64_t took_ms)
 {
-    need->filling = false;
+    need->starting--;
     if (e == NULL) {
         /* Said once per cause: an adaptive pool of a template that cannot start tries
          * again every RETRY_MS. */
@@ -394,6 +402,10 @@ static int64_t fill(void *arg)
 {
     brigd *d = arg;
     brig_pool *p = d->pool;
+    /* Starts below the requests' priority: runc, the sandbox's init and whatever the
+     * sandbox starts inherit this thread's nice value, so on a busy host a refill takes
+     * the CPU time that requests leave (a claim gives the sandbox the normal priority). */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), FILL_NICE);
     pthread_mutex_lock(&p->lock);
     int64_t now = brig_now_mono_ms();
     retarget(d, p, now);
@@ -411,15 +423,16 @@ static int64_t fill(void *arg)
     }
     if (p->needed_at == 0)
         p->needed_at = now;
-    int64_t quiet = brig_registry_quiet_in(d, QUIET_MS, now);
+    /* An empty pool starts at once: the next create would be a cold one anyway. */
+    int64_t quiet = need->ready > 0 ? brig_registry_quiet_in(d, QUIET_MS, now) : 0;
     if (quiet > 0 && now - p->needed_at < DEFER_MS) {
         int64_t deadline = p->needed_at + DEFER_MS - now;
         pthread_mutex_unlock(&p->lock);
         return now + (quiet < deadline ? quiet : deadline);
     }
     p->needed_at = 0;
-    spec copy = *need; /* need stays this spec while filling (spec_slot) */
-    need->filling = true;
+    spec copy = *need; /* need stays this spec while starting (spec_slot) */
+    need->starting++;
     pthread_mutex_unlock(&p->lock);
     brig_error *err = NULL;
     int64_t t0 = brig_now_mono_ms();
@@ -430,7 +443,7 @@ static int64_t fill(void *arg)
     }
     pthread_mutex_lock(&p->lock);
     if (e && need->gen != copy.gen) { /* dropped meanwhile (its template deleted...) */
-        need->filling = false;
+        need->starting--;
         pthread_mutex_unlock(&p->lock);
         destroy_entry(d, e);
         return BRIG_WORKER_AGAIN;
@@ -452,8 +465,16 @@ int brig_pool_start(brigd *d, brig_error **err)
     load_specs(d, p);
     pthread_mutex_init(&p->lock, NULL);
     d->pool = p; /* before the filler runs: it finds it there */
-    brig_worker_spec spec = {
-        .name = "the warm-pool thread", .threads = 1, .period_ms = IDLE_MS, .run = fill, .arg = d};
+    /* A start is mostly runc's and the kernel's work: one start under way per CPU (at
+     * most FILLERS) keeps a pool ahead of a create rate that one at a time could not. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    brig_worker_spec spec = {.name = "the warm-pool threads",
+                             .threads = cpus < 1         ? 1
+                                        : cpus > FILLERS ? FILLERS
+                                                         : (int)cpus,
+                             .period_ms = IDLE_MS,
+                             .run = fill,
+                             .arg = d};
     if (brig_worker_start(&spec, &p->filler, err) < 0) {
         d->pool = NULL;
         pthread_mutex_destroy(&p->lock);
@@ -535,6 +556,7 @@ int brig_pool_claim(brigd *d, const char *account, const char *template, const c
     }
     if (hit == NULL)
         return -1;
+    d->cgroup->renice(hit->p.id, 0); /* a request's priority from now on (fill) */
     *out = hit->p;
     free(hit);
     return 0;
