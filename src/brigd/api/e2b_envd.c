@@ -288,8 +288,8 @@ static void stream_free(void *cls)
     for (int i = 0; i < 3; i++)
         brig_redact_dispose(&s->rs[i]);
     brig_redactor_free(s->red);
-    brig_spares_fill(s->d, s->sb); /* the client has its answer (start_process) */
-    brig_sandbox_put(s->d, s->sb);
+    if (s->sb)
+        brig_sandbox_put(s->d, s->sb);
     brig_frame_dispose(&s->f);
     brig_buf_dispose(&s->out);
     free(s);
@@ -447,7 +447,7 @@ static int start_process(brig_req *r, brig_sandbox *sb, brig_exec_req *req, int 
                          brig_error **err)
 {
     json_t *secrets = NULL;
-    int fd = brig_sandbox_connect_unfilled(r->d, sb, err); /* filled at the stream's end */
+    int fd = brig_sandbox_connect(r->d, sb, err);
     if (fd < 0 || brig_sandbox_secrets(r->d, sb, &secrets, err) < 0) {
         if (fd >= 0)
             close(fd);

@@ -29,14 +29,9 @@ void brig_spares_fill(brigd *d, brig_sandbox *sb)
     brig_error_clear(&err);
 }
 
-int brig_sandbox_connect_unfilled(brigd *d, brig_sandbox *sb, brig_error **err)
-{
-    return d->rt->ops->connect(d->rt, brig_sandbox_runtime(sb), err);
-}
-
 int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err)
 {
-    int fd = brig_sandbox_connect_unfilled(d, sb, err);
+    int fd = d->rt->ops->connect(d->rt, brig_sandbox_runtime(sb), err);
     if (fd >= 0)
         brig_spares_fill(d, sb);
     return fd;

@@ -30,11 +30,6 @@ void brig_spares_stop(brigd *d);
 /* Opens an agent connection to a borrowed sandbox for a request (the caller closes it): a
  * spare when it keeps one, else a new one; either way its spares are then begun again. */
 int brig_sandbox_connect(brigd *d, brig_sandbox *sb, brig_error **err);
-/* The same without beginning the spares again: for a request that waits on its command and
- * calls brig_spares_fill once it is answered, so that the agent's fork of the next handler
- * does not compete with that command (on this 2-core host: ~0.5 ms of E2B's create + run,
- * docs/benchmarks.md). */
-int brig_sandbox_connect_unfilled(brigd *d, brig_sandbox *sb, brig_error **err);
 
 /* Begins sb's spares up to BRIG_SPARES_KEEP (a sandbox about to be used: a claimed warm one).
  * Waits for nothing. */
