@@ -1043,8 +1043,21 @@ def test_as_pid1_only_a_stop_from_outside_stops_it(pid1_agent):
 # ---- processes ----
 
 
+GREETING = 'echo one; echo two >&2; read x; echo "got $x"; exit 3'
+
+
+def follow_greeting(agent, c, st, pid):
+    """Follows GREETING's process to its end on c (stream st), greeting it halfway."""
+    st.read_until(lambda s: len(s.data) == 8)
+    assert agent.stdin(pid, b"hello\n") == {"type": "ok", "bytes": 6}
+    st.read_all()
+    c.expect_eof()
+    assert st.chan(1) == b"one\ngot hello\n" and st.chan(2) == b"two\n"
+    assert st.final["type"] == "exit" and st.final["exit_code"] == 3
+
+
 def test_background_survives_disconnect_and_is_read_back(agent):
-    pid = agent.start_bg(cmd="echo one; echo two >&2; read x; echo \"got $x\"; exit 3")
+    pid = agent.start_bg(cmd=GREETING)
     p = agent.get(pid)
     assert p["pid"] == pid and p["running"] is True and p["background"] is True
     assert p["cmd"].startswith("echo one") and p["argv"] is None and p["user"] == "root"
@@ -1060,12 +1073,7 @@ def test_background_survives_disconnect_and_is_read_back(agent):
     c = agent.connect()
     c.send_json({"op": "proc_output", "pid": pid, "follow": True})
     st = Stream(c)
-    st.read_until(lambda s: len(s.data) == 8)
-    assert agent.stdin(pid, b"hello\n") == {"type": "ok", "bytes": 6}
-    st.read_all()
-    c.expect_eof()
-    assert st.chan(1) == b"one\ngot hello\n" and st.chan(2) == b"two\n"
-    assert st.final["type"] == "exit" and st.final["exit_code"] == 3
+    follow_greeting(agent, c, st, pid)
     p = agent.wait_proc(pid)
     assert p["running"] is False and p["exit_code"] == 3 and p["ended_at"] >= p["started_at"]
     # The record (and its output) stays after the exit.
@@ -1074,18 +1082,11 @@ def test_background_survives_disconnect_and_is_read_back(agent):
 
 
 def test_background_follow_on_the_exec_connection(agent):
-    c, started = agent.start_exec(
-        cmd='echo one; echo two >&2; read x; echo "got $x"; exit 3', background=True, follow=True
-    )
+    c, started = agent.start_exec(cmd=GREETING, background=True, follow=True)
     pid = started["pid"]
     assert started == {"type": "started", "pid": pid, "follow": True}
     st = Stream(c, head=False)
-    st.read_until(lambda s: len(s.data) == 8)
-    assert agent.stdin(pid, b"hello\n") == {"type": "ok", "bytes": 6}
-    st.read_all()
-    c.expect_eof()
-    assert st.chan(1) == b"one\ngot hello\n" and st.chan(2) == b"two\n"
-    assert st.final["type"] == "exit" and st.final["exit_code"] == 3
+    follow_greeting(agent, c, st, pid)
     assert agent.get(pid)["background"] is True
 
 
