@@ -8,7 +8,7 @@
 //
 // Both brigds run with `network = off` (only one brigd per network namespace may manage
 // sandbox networking) and `warm_pool = base:small:2`; before each sample the harness waits
-// until that brigd's pool is full, so every create is a hit.
+// until both brigds' pools are full, so every create is a hit and no refill runs beside it.
 import { spawn } from "node:child_process";
 import { chmodSync, closeSync, mkdtempSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -70,8 +70,9 @@ async function poolFull(d) {
   }
 }
 
+// Both pools full: the other brigd's refill (a cold sandbox start) must not run beside a sample.
 async function sample(d) {
-  await poolFull(d);
+  for (const x of ds) await poolFull(x);
   const o = { apiKey: d.key, apiUrl: d.url, sandboxUrl: d.url };
   const t0 = performance.now();
   const sbx = await Sandbox.create("base", o);

@@ -165,6 +165,41 @@ static void run(super *S)
     }
 }
 
+/* The exec connection (c's, handed to us): the foreground client, or just the `started`
+ * answer (plus the initial stdin of a background process), or, for a background exec that
+ * asks to follow and streams no stdin, a follower of the output from its first byte: one
+ * connection for what would be an exec and a proc_output. */
+static void exec_conn(super *S, brig_agent_conn *c)
+{
+    const brig_exec_spec *s = S->s;
+    sconn *k = brig_super_conn_add(S, c->fd, K_ONESHOT);
+    c->fd = -1;
+    c->handed_off = true;
+    bool follows = s->background && s->follow && !s->want_stdin;
+    json_t *started =
+        json_pack("{s:s, s:I}", "type", brig_agentproto_reply_name(BRIG_REPLY_STARTED), "pid",
+                  (json_int_t)S->ch->pid);
+    if (follows) /* tells the client it need not ask for the output elsewhere */
+        json_object_set_new(started, "follow", json_true());
+    brig_super_queue_json(k, started);
+    k->replied = s->background && !follows; /* a foreground client's answer is its `exit` */
+    if (!s->background) {
+        k->kind = K_PRIMARY;
+        k->reads_stdin = s->want_stdin;
+        S->primary = k;
+    } else if (follows) {
+        k->kind = K_OUTPUT;
+        k->follow = true;
+        k->rpos = S->ring.tail;
+    } else if (s->want_stdin) {
+        k->kind = K_BGIN;
+        k->reads_stdin = true;
+        k->closing = true;
+    } else {
+        k->closing = true;
+    }
+}
+
 void brig_agent_supervise(brig_agent_conn *c, json_t *req, const brig_exec_spec *s, int sfd,
                           brig_child *ch)
 {
@@ -181,26 +216,7 @@ void brig_agent_supervise(brig_agent_conn *c, json_t *req, const brig_exec_spec 
     brig_ring_init(&S.ring, s->buffer_bytes);
     brig_frame_dispose(&c->frame); /* the request's buffer: not needed any more */
 
-    /* The exec connection: the foreground client, or just the `started` answer (plus the
-     * initial stdin of a background process). */
-    sconn *k = brig_super_conn_add(&S, c->fd, K_ONESHOT);
-    c->fd = -1;
-    c->handed_off = true;
-    brig_super_queue_json(k, json_pack("{s:s, s:I}", "type",
-                                       brig_agentproto_reply_name(BRIG_REPLY_STARTED), "pid",
-                                       (json_int_t)ch->pid));
-    k->replied = s->background; /* a foreground client's answer is its `exit` */
-    if (!s->background) {
-        k->kind = K_PRIMARY;
-        k->reads_stdin = s->want_stdin;
-        S.primary = k;
-    } else if (s->want_stdin) {
-        k->kind = K_BGIN;
-        k->reads_stdin = true;
-        k->closing = true;
-    } else {
-        k->closing = true;
-    }
+    exec_conn(&S, c);
     if (ch->in < 0)
         S.stdin_closed = true;
     else if (ch->pty && !(s->background ? s->want_stdin || !s->stdin_closed : s->want_stdin))

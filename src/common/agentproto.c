@@ -187,7 +187,8 @@ static int decode_exec(json_t *req, brig_agent_req *out, brig_error **err)
     if (opt_int(req, "timeout_ms", 0, INT64_MAX, &timeout, err) < 0 ||
         opt_bool(req, "stdin", &s->want_stdin, err) < 0 ||
         opt_bool(req, "stdin_closed", &s->stdin_closed, err) < 0 ||
-        opt_bool(req, "background", &s->background, err) < 0 || decode_pty(req, s, err) < 0 ||
+        opt_bool(req, "background", &s->background, err) < 0 ||
+        opt_bool(req, "follow", &s->follow, err) < 0 || decode_pty(req, s, err) < 0 ||
         opt_int(req, "buffer_bytes", 1, BRIG_BUFFER_MAX, &buffer, err) < 0)
         return -1;
     s->timeout_ms = timeout;
@@ -399,6 +400,8 @@ static void encode_exec(const brig_agent_req *q, json_t *o)
         json_object_set_new(o, "pty", json_pack("{s:i, s:i}", "cols", s->cols, "rows", s->rows));
     if (s->background)
         json_object_set_new(o, "background", json_true());
+    if (s->follow)
+        json_object_set_new(o, "follow", json_true());
     if (s->buffer_bytes)
         json_object_set_new(o, "buffer_bytes", json_integer(s->buffer_bytes));
     if (s->want_stdin)

@@ -70,6 +70,8 @@ typedef struct brig_exec_spec {
     bool want_stdin;     /* `stdin`: the client streams DATA on channel 0 */
     bool stdin_closed;   /* `stdin_closed`: no stdin pipe kept open for proc_stdin */
     bool background;     /* answer `started` and let the process outlive the connection */
+    bool follow;         /* background without `stdin`: then follow its output on this
+                          * connection, as proc_output with follow does */
     bool pty;            /* run on a pseudo-terminal of cols x rows */
     uint16_t cols, rows; /* 1 .. BRIG_PTY_MAX when pty */
     const char *user;    /* a user name, or NULL: root without a passwd lookup */

@@ -208,11 +208,12 @@ class Stream:
     """A proc_output stream: the `output` header, DATA on channels 1/2 in order, `dropped`
     markers, and the final `end` or `exit` (after empty DATA frames on both channels)."""
 
-    def __init__(self, c):
+    def __init__(self, c, head=True):
         self.c = c
-        head = c.recv_json()
-        assert head["type"] == "output", head
-        self.head = head
+        self.head = None
+        if head:  # a background exec's `follow` has none
+            self.head = c.recv_json()
+            assert self.head["type"] == "output", self.head
         self.chunks = []  # (chan, bytes) in order
         self.dropped = []  # (index into chunks, bytes)
         self.ended = set()
@@ -1042,8 +1043,21 @@ def test_as_pid1_only_a_stop_from_outside_stops_it(pid1_agent):
 # ---- processes ----
 
 
+GREETING = 'echo one; echo two >&2; read x; echo "got $x"; exit 3'
+
+
+def follow_greeting(agent, c, st, pid):
+    """Follows GREETING's process to its end on c (stream st), greeting it halfway."""
+    st.read_until(lambda s: len(s.data) == 8)
+    assert agent.stdin(pid, b"hello\n") == {"type": "ok", "bytes": 6}
+    st.read_all()
+    c.expect_eof()
+    assert st.chan(1) == b"one\ngot hello\n" and st.chan(2) == b"two\n"
+    assert st.final["type"] == "exit" and st.final["exit_code"] == 3
+
+
 def test_background_survives_disconnect_and_is_read_back(agent):
-    pid = agent.start_bg(cmd="echo one; echo two >&2; read x; echo \"got $x\"; exit 3")
+    pid = agent.start_bg(cmd=GREETING)
     p = agent.get(pid)
     assert p["pid"] == pid and p["running"] is True and p["background"] is True
     assert p["cmd"].startswith("echo one") and p["argv"] is None and p["user"] == "root"
@@ -1059,17 +1073,42 @@ def test_background_survives_disconnect_and_is_read_back(agent):
     c = agent.connect()
     c.send_json({"op": "proc_output", "pid": pid, "follow": True})
     st = Stream(c)
-    st.read_until(lambda s: len(s.data) == 8)
-    assert agent.stdin(pid, b"hello\n") == {"type": "ok", "bytes": 6}
-    st.read_all()
-    c.expect_eof()
-    assert st.chan(1) == b"one\ngot hello\n" and st.chan(2) == b"two\n"
-    assert st.final["type"] == "exit" and st.final["exit_code"] == 3
+    follow_greeting(agent, c, st, pid)
     p = agent.wait_proc(pid)
     assert p["running"] is False and p["exit_code"] == 3 and p["ended_at"] >= p["started_at"]
     # The record (and its output) stays after the exit.
     assert agent.output(pid).final == {"type": "end", "running": False}
     assert agent.output(pid, follow=True).final["exit_code"] == 3
+
+
+def test_background_follow_on_the_exec_connection(agent):
+    c, started = agent.start_exec(cmd=GREETING, background=True, follow=True)
+    pid = started["pid"]
+    assert started == {"type": "started", "pid": pid, "follow": True}
+    st = Stream(c, head=False)
+    follow_greeting(agent, c, st, pid)
+    assert agent.get(pid)["background"] is True
+
+
+def test_background_follow_detaches_and_keeps_running(agent):
+    c, started = agent.start_exec(argv=["sh", "-c", 'read x; echo "got $x"'], background=True, follow=True)
+    assert started["follow"] is True
+    c.close()  # the client goes: the process stays
+    pid = started["pid"]
+    assert agent.get(pid)["running"] is True
+    assert agent.stdin(pid, b"back\n") == {"type": "ok", "bytes": 5}
+    assert agent.wait_proc(pid)["exit_code"] == 0
+    assert agent.output(pid).data == b"got back\n"
+
+
+def test_background_follow_is_not_for_initial_stdin(agent):
+    c, started = agent.start_exec(argv=["cat"], background=True, follow=True, stdin=True, stdin_closed=True)
+    assert started == {"type": "started", "pid": started["pid"]}  # no follow: the old answer
+    c.send(DATA, b"in")
+    c.send(DATA, b"")
+    c.expect_eof()
+    assert agent.wait_proc(started["pid"])["exit_code"] == 0
+    assert agent.output(started["pid"]).data == b"in"
 
 
 def test_background_argv_and_initial_stdin(agent):

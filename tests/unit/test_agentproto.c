@@ -239,6 +239,31 @@ static void test_exec_output(void **state)
     brig_exec_result_dispose(&res);
 }
 
+/* A background exec that asks to follow: on the same connection only when the agent says so
+ * (an older agent answers a plain `started`). */
+static void test_exec_follow(void **state)
+{
+    (void)state;
+    brig_error *err = NULL;
+    brig_exec_result res;
+    brig_exec_req bg = {.cmd = "true", .background = true, .follow = true, .stdin_closed = true};
+    agent_says("{\"type\":\"started\",\"pid\":9,\"follow\":true}");
+    assert_int_equal(brig_agentc_exec(sp[0], &bg, 0, NULL, &res, &err), 0);
+    agent_got("{\"op\":\"exec\",\"timeout_ms\":0,\"cmd\":\"true\",\"background\":true,"
+              "\"follow\":true,\"stdin_closed\":true}",
+              BRIG_OP_EXEC);
+    assert_int_equal(res.pid, 9);
+    assert_true(res.following);
+    brig_exec_result_dispose(&res);
+    agent_says("{\"type\":\"started\",\"pid\":10}");
+    assert_int_equal(brig_agentc_exec(sp[0], &bg, 0, NULL, &res, &err), 0);
+    agent_got("{\"op\":\"exec\",\"timeout_ms\":0,\"cmd\":\"true\",\"background\":true,"
+              "\"follow\":true,\"stdin_closed\":true}",
+              BRIG_OP_EXEC);
+    assert_false(res.following);
+    brig_exec_result_dispose(&res);
+}
+
 /* Every name is the table's: op and message names decode to themselves. */
 static void test_names(void **state)
 {
@@ -319,6 +344,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_procs, open_pair, close_pair),
         cmocka_unit_test_setup_teardown(test_exec, open_pair, close_pair),
         cmocka_unit_test_setup_teardown(test_exec_output, open_pair, close_pair),
+        cmocka_unit_test_setup_teardown(test_exec_follow, open_pair, close_pair),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_guest_sync),
     };

@@ -71,6 +71,7 @@ typedef struct brig_exec_req {
     int pty_rows;
     bool background;      /* answer "started" and leave the process running */
     bool stdin_closed;    /* background: no stdin pipe kept open for proc_stdin */
+    bool follow;          /* background, no stdin: then stay for its output (res->following) */
     int64_t buffer_bytes; /* 0: the agent's default */
     bool has_stdin;       /* send stdin_data as the command's stdin */
     uint8_t *stdin_data;  /* owned (brig_exec_req_dispose) */
@@ -88,6 +89,9 @@ typedef struct brig_exec_result {
     brig_buf out, err; /* captured stdout / stderr (up to the limit) */
     bool out_truncated, err_truncated;
     bool budget_exceeded; /* a buffer could not grow: the budget said no */
+    /* req->follow and the agent agreed (an older agent does not): the connection now carries
+     * the output as proc_output with follow does, from its first byte, and its exit. */
+    bool following;
 } brig_exec_result;
 
 /* What a buffered exec's output buffers may grow by: grow(cls, n) is asked before
@@ -101,7 +105,8 @@ typedef struct brig_exec_budget {
  * stream, and with a budget only what it grants (the rest is read and dropped,
  * so the command never blocks on us; the stream is marked truncated).  budget
  * may be NULL (no bound but the limit).  A background exec returns at "started"
- * (res->pid).  Sets its own timeout (brig_agentc_exec_start). */
+ * (res->pid; with req->follow, res->following says whether the output follows on fd).  Sets
+ * its own timeout (brig_agentc_exec_start). */
 int brig_agentc_exec(int fd, const brig_exec_req *req, size_t limit, const brig_exec_budget *budget,
                      brig_exec_result *res, brig_error **err);
 void brig_exec_result_dispose(brig_exec_result *res);

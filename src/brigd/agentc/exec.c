@@ -62,6 +62,7 @@ static void exec_spec(const brig_exec_req *req, brig_exec_spec *s)
     s->cols = (uint16_t)req->pty_cols;
     s->rows = (uint16_t)req->pty_rows;
     s->background = req->background;
+    s->follow = req->follow;
     s->buffer_bytes = req->buffer_bytes > 0 ? (uint32_t)req->buffer_bytes : 0;
     s->want_stdin = req->has_stdin;
     s->stdin_closed = req->stdin_closed;
@@ -158,6 +159,7 @@ int brig_agentc_exec_tap(int fd, const brig_exec_req *req, size_t limit,
         if (t == BRIG_REPLY_STARTED && !started) {
             started = true;
             res->pid = (int)json_integer_value(json_object_get(msg, "pid"));
+            res->following = req->follow && json_is_true(json_object_get(msg, "follow"));
             json_decref(msg);
             if (req->background) {
                 r = 0;

@@ -327,15 +327,14 @@ void e2b_stream_fail(brig_req *r, brig_error *err)
     brig_error_clear(&err);
 }
 
-/* Follows process pid of the borrowed sb (taken) from its first output on. */
-static void follow(brig_req *r, brig_sandbox *sb, int pid, bool pty)
+/* Follows pid of the borrowed sb (taken) from its first output: on fd (taken), or a new one. */
+static void follow(brig_req *r, brig_sandbox *sb, int pid, bool pty, int fd)
 {
     brig_error *err = NULL;
     brig_redactor *red = NULL;
-    int fd = -1;
     if (brig_sandbox_redactor(r->d, sb, &red, &err) < 0 ||
-        (fd = brig_sandbox_connect(r->d, sb, &err)) < 0 ||
-        brig_agentc_proc_output(fd, pid, true, &err) < 0) {
+        (fd < 0 && ((fd = brig_sandbox_connect(r->d, sb, &err)) < 0 ||
+                    brig_agentc_proc_output(fd, pid, true, &err) < 0))) {
         if (fd >= 0)
             close(fd);
         brig_redactor_free(red);
@@ -436,14 +435,16 @@ static int start_request(brig_req *r, json_t *m, brig_exec_req *req, char *user,
     req->timeout_ms = t ? strtoll(t, NULL, 10) : 0; /* the agent kills the process group */
     if (req->timeout_ms < 0)
         req->timeout_ms = 0;
-    req->background = true;
+    req->background = req->follow = true; /* output on this connection (older agents: a second) */
     /* A terminal takes its input through SendInput: its stdin stays open. */
     req->stdin_closed = !json_is_true(json_object_get(m, "stdin")) && req->pty_cols == 0;
     return 0;
 }
 
-/* Starts req in sb (its env completed with the sandbox's); the pid, or -1. */
-static int start_process(brig_req *r, brig_sandbox *sb, brig_exec_req *req, brig_error **err)
+/* Starts req in sb (its env completed with the sandbox's); the pid, or -1.  *out_fd (with a
+ * pid): the connection that carries its output (the agent followed it there), or -1. */
+static int start_process(brig_req *r, brig_sandbox *sb, brig_exec_req *req, int *out_fd,
+                         brig_error **err)
 {
     json_t *secrets = NULL;
     int fd = brig_sandbox_connect(r->d, sb, err);
@@ -461,7 +462,9 @@ static int start_process(brig_req *r, brig_sandbox *sb, brig_exec_req *req, brig
     brig_sandbox_events(r->d, sb, &before);
     brig_exec_result res;
     int rc = brig_agentc_exec(fd, req, 0, NULL, &res, err);
-    close(fd);
+    *out_fd = rc == 0 && res.following ? fd : -1;
+    if (*out_fd < 0)
+        close(fd);
     req->env = own;
     brig_vault_wipe(env);
     if (rc == 0) {
@@ -486,11 +489,11 @@ void e2b_proc_start(brig_req *r)
     char user[64];
     brig_error *err = NULL;
     brig_sandbox *sb = NULL;
-    int pid = -1;
+    int pid = -1, fd = -1;
     bool req_pty = false;
     if (start_request(r, m, &req, user, sizeof(user), &err) == 0 &&
         brig_sandbox_get(r->d, &r->caller, r->params[0], &sb, &err) == 0) {
-        pid = start_process(r, sb, &req, &err);
+        pid = start_process(r, sb, &req, &fd, &err);
         if (pid < 0 && err->kind == BRIG_E_NOT_FOUND)
             err->kind = BRIG_E_INVALID; /* a cwd that is not there */
     }
@@ -505,7 +508,7 @@ void e2b_proc_start(brig_req *r)
         e2b_stream_fail(r, err);
         return;
     }
-    follow(r, sb, pid, req_pty);
+    follow(r, sb, pid, req_pty, fd);
 }
 
 void e2b_proc_connect(brig_req *r)
@@ -534,7 +537,7 @@ void e2b_proc_connect(brig_req *r)
     close(fd);
     bool pty = json_is_true(json_object_get(proc, "pty"));
     json_decref(proc);
-    follow(r, sb, pid, pty);
+    follow(r, sb, pid, pty, -1);
 }
 
 /* A process object of the agent as envd's ProcessInfo. */

@@ -17,7 +17,8 @@
 #include "server.h"
 
 /* Spares per sandbox in use: an exec's connection, and the second that some requests open
- * right after it (a background exec's process object, E2B's output stream). */
+ * right after it (a background exec's process object; E2B's output stream with an agent that
+ * cannot follow on the exec's own connection). */
 #define BRIG_SPARES_KEEP 2
 /* No API use for this long: its spares are closed (and opened again at its next use). */
 #define BRIG_SPARES_IDLE_MS 30000
