@@ -29,6 +29,7 @@ import resource
 import re
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -86,6 +87,17 @@ class Interrupted(Exception):
 
 
 # ---- small helpers --------------------------------------------------------------
+
+
+def link_exists(name):
+    """Whether this network namespace has a link called name (asked through a socket, not
+    /sys/class/net, which shows the namespace sysfs was mounted in: the host's, under
+    `unshare -n`)."""
+    try:
+        socket.if_nametoindex(name)
+        return True
+    except OSError:
+        return False
 
 
 def now():
@@ -1039,8 +1051,7 @@ class Bench:
             pre = self.pooled_ids()
             self.pool_seen |= pre
             if w["network"]:  # brigd connects a pooled sandbox when it starts it
-                unlinked.update(i for i in pre
-                                if not os.path.exists(f"/sys/class/net/{self.bt.host_link(i)}"))
+                unlinked.update(i for i in pre if not link_exists(self.bt.host_link(i)))
             e = wp[f"{template}/{tariff}"]
             return pre, (e["hits"], e["misses"]), polls
 

@@ -423,8 +423,7 @@ static int64_t fill(void *arg)
     }
     if (p->needed_at == 0)
         p->needed_at = now;
-    /* An empty pool starts at once: the next create would be a cold one anyway. */
-    int64_t quiet = need->ready > 0 ? brig_registry_quiet_in(d, QUIET_MS, now) : 0;
+    int64_t quiet = brig_registry_quiet_in(d, QUIET_MS, now);
     if (quiet > 0 && now - p->needed_at < DEFER_MS) {
         int64_t deadline = p->needed_at + DEFER_MS - now;
         pthread_mutex_unlock(&p->lock);

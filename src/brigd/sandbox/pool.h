@@ -10,9 +10,10 @@
  * on) is applied at claim time.  Filler threads (one per CPU, at most 4, each with one
  * start under way) top the pool up after each claim, within the host's capacity, as
  * background work: once no sandbox request has run for a few milliseconds, or 100 ms after
- * the claim at the latest; an empty pool at once (its next create would be a cold one
- * anyway).  Pooled sandboxes do not survive brigd: shutdown destroys them, and a crash leaves them
- * to the next start's reconcile, which removes whatever the store does not know.
+ * the claim at the latest (starting at once when the pool is empty made the claimer's own
+ * exec ~3.5 ms slower on 2 CPUs, and kept no more of a tight loop's creates warm).  Pooled
+ * sandboxes do not survive brigd: shutdown destroys them, and a crash leaves them to the next
+ * start's reconcile, which removes whatever the store does not know.
  *
  * Configured as `warm_pool = auto` (the default: adaptive pools, one per template, tariff
  * and isolation that creates ask for, a user's template's per account too, each sized from its
