@@ -25,7 +25,7 @@
 
 struct brig_nfset {
     struct mnl_socket *nl;
-    uint32_t portid, seq;
+    uint32_t seq; /* the next message's number */
     char table[32];
 };
 
@@ -78,7 +78,6 @@ int brig_nfset_open(const char *table, brig_nfset **out, brig_error **err)
     /* Never wait forever for an answer the kernel does not send. */
     struct timeval tv = {.tv_sec = 5};
     setsockopt(mnl_socket_get_fd(s->nl), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    s->portid = mnl_socket_get_portid(s->nl);
     s->seq = (uint32_t)time(NULL);
     *out = s;
     return 0;
@@ -134,7 +133,7 @@ static void message(brig_nfset *s, struct mnl_nlmsg_batch *b, const brig_nfelem 
 }
 
 /* Reads the answers to the messages numbered [lo, hi): 0, or the first error's errno and
- * the number of the message it answers.  An answer outside that range is a late one of an
+ * the number of the message it answers.  An answer outside the batch is a late one of an
  * earlier transaction that stopped waiting: skipped. */
 static int answers(brig_nfset *s, uint32_t lo, uint32_t hi, uint32_t *failed)
 {
@@ -148,13 +147,17 @@ static int answers(brig_nfset *s, uint32_t lo, uint32_t hi, uint32_t *failed)
         int left = (int)r;
         for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, left);
              h = mnl_nlmsg_next(h, &left)) {
-            if (h->nlmsg_type != NLMSG_ERROR || h->nlmsg_seq < lo || h->nlmsg_seq >= hi)
+            /* Unsigned differences: numbers may wrap.  The batch's begin (lo - 1) and end
+             * (hi) are answered only when the whole batch is refused. */
+            uint32_t k = h->nlmsg_seq - (lo - 1);
+            if (h->nlmsg_type != NLMSG_ERROR || k > hi - lo + 1)
                 continue;
             const struct nlmsgerr *e = mnl_nlmsg_get_payload(h);
-            got++;
+            if (k >= 1 && k <= hi - lo)
+                got++;
             if (e->error && !first) {
                 first = -e->error;
-                *failed = h->nlmsg_seq;
+                *failed = k >= 1 && k <= hi - lo ? h->nlmsg_seq : lo;
             }
         }
     }
