@@ -14,13 +14,24 @@ def pool_of(api, key="minimal/small"):
     return api.request("GET", "/healthz", key=None).json()["warm_pool"].get(key, {})
 
 
-def test_claim_refill_and_shutdown(tmp_path):
+def pooled_brigd(tmp_path, count):
+    """A brigd without networking that keeps `count` minimal sandboxes warm, once they are."""
     cfg = tmp_path / "brigd.conf"
-    cfg.write_text("[brigd]\nwarm_pool = minimal:small:2\nnetwork = off\n")
+    cfg.write_text(f"[brigd]\nwarm_pool = minimal:small:{count}\nnetwork = off\n")
     d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
     try:
+        wait_for(lambda: pool_of(d.api()).get("ready") == count, timeout=30,
+                 what="the pool to fill")
+    except BaseException:
+        d.stop()
+        raise
+    return d
+
+
+def test_claim_refill_and_shutdown(tmp_path):
+    d = pooled_brigd(tmp_path, 2)
+    try:
         a = d.api()
-        wait_for(lambda: pool_of(a).get("ready") == 2, timeout=30, what="the pool to fill")
         assert pool_of(a)["target"] == 2
         t0 = time.monotonic()
         sb = a.create("minimal", env={"WHO": "claimed"})
@@ -59,12 +70,9 @@ def test_a_warm_sandbox_starts_below_requests_and_is_claimed_at_their_priority(t
     """Pool starts run at nice 10 (runc, the sandbox's init, its agent's spare handlers
     inherit it), so a refill takes the CPU that requests leave; a claim gives every thread
     of the sandbox nice 0, and so do its commands."""
-    cfg = tmp_path / "brigd.conf"
-    cfg.write_text("[brigd]\nwarm_pool = minimal:small:1\nnetwork = off\n")
-    d = Brigd(str(tmp_path / "state"), ["--config", str(cfg)]).start()
+    d = pooled_brigd(tmp_path, 1)
     try:
         a = d.api()
-        wait_for(lambda: pool_of(a).get("ready") == 1, timeout=30, what="the pool to fill")
         # This brigd's own sandboxes (other brigds' run beside it under xdist).
         pooled = os.listdir(os.path.join(d.state_dir, "sandboxes"))
         assert len(pooled) == 1, pooled

@@ -182,16 +182,6 @@ static const brig_nfelem *group(const brig_nfelem *elems, size_t n, uint32_t k)
     return &elems[i < n ? i : 0];
 }
 
-static const char *group_verb(const brig_nfelem *elems, size_t n, uint32_t k)
-{
-    return group(elems, n, k)->del ? "delete" : "add";
-}
-
-static const char *group_set(const brig_nfelem *elems, size_t n, uint32_t k)
-{
-    return group(elems, n, k)->set;
-}
-
 int brig_nfset_apply(brig_nfset *s, const brig_nfelem *elems, size_t n, brig_error **err)
 {
     if (n == 0)
@@ -216,10 +206,10 @@ int brig_nfset_apply(brig_nfset *s, const brig_nfelem *elems, size_t n, brig_err
         rc = brig_error_set(err, BRIG_E_INTERNAL, errno, "nftables: send");
     } else {
         int e = answers(s, lo, hi, &failed);
-        if (e)
-            rc =
-                brig_error_set(err, BRIG_E_INTERNAL, e, "nftables: %s elements of %s",
-                               group_verb(elems, n, failed - lo), group_set(elems, n, failed - lo));
+        const brig_nfelem *g = e ? group(elems, n, failed - lo) : NULL;
+        if (g)
+            rc = brig_error_set(err, BRIG_E_INTERNAL, e, "nftables: %s elements of %s",
+                                g->del ? "delete" : "add", g->set);
     }
     mnl_nlmsg_batch_stop(b);
     free(buf);
