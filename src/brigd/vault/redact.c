@@ -424,6 +424,20 @@ static void replace(brig_redact_stream *s, const pattern *pt, brig_buf *out)
     }
 }
 
+/* Whether the held bytes passed the bound on a partial match (redact.h). */
+static bool over_bound(const brig_redact_stream *s)
+{
+    return s->held.len - s->head > 2 * s->r->max_len + 256;
+}
+
+/* Everything held goes out as it is; the partial match is given up. */
+static void let_go(brig_redact_stream *s, brig_buf *out)
+{
+    brig_buf_append(out, s->held.data + s->head, s->held.len - s->head);
+    held_clear(s);
+    s->state = 0;
+}
+
 void brig_redact_feed(brig_redact_stream *s, const uint8_t *p, size_t n, brig_buf *out)
 {
     const brig_redactor *r = s->r;
@@ -436,11 +450,8 @@ void brig_redact_feed(brig_redact_stream *s, const uint8_t *p, size_t n, brig_bu
         if (is_gap(r, p[i])) {
             /* Transparent inside a partial match; bounded, so a flood of line
              * breaks cannot make us hold output back forever. */
-            if (s->state == 0 || s->held.len - s->head > 2 * r->max_len + 256) {
-                brig_buf_append(out, s->held.data + s->head, s->held.len - s->head);
-                held_clear(s);
-                s->state = 0;
-            }
+            if (s->state == 0 || over_bound(s))
+                let_go(s, out);
             continue;
         }
         s->solid++;
@@ -456,6 +467,10 @@ void brig_redact_feed(brig_redact_stream *s, const uint8_t *p, size_t n, brig_bu
         }
         /* Only the last `depth` bytes can still become part of a match. */
         release_to(s, (size_t)st->depth, out);
+        /* The same bound as at a line break: a partial match whose line breaks already
+         * filled it is let go here too, or solid bytes after them would stretch it. */
+        if (over_bound(s))
+            let_go(s, out);
     }
 }
 
